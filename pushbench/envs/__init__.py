@@ -1,0 +1,1 @@
+"""Environments: one gymnasium.Env per task family over a shared base (:mod:`.base`)."""

@@ -1,0 +1,353 @@
+"""Shared base of every PushBench environment: parsing, budget, termination and the ledger.
+
+Contract common to all families (each family's docstring adds its tools):
+
+* An action is one JSON tool call, ``{"tool": NAME, ...arguments}``, as text (or the equivalent
+  dict). Every call costs one step of budget, valid or not. An invalid call (bad JSON, unknown
+  tool, wrong arguments, oversized or non-UTF-8 text, control characters) changes nothing else
+  and returns ``{"tool": ..., "ok": false, "error": MESSAGE, "error_type": CODE}``.
+* Every observation is ASCII-escaped JSON text with ``tool``, ``ok`` and ``result`` or ``error``.
+* ``final`` and ``ask_user`` terminate; running out of budget truncates. Calls after the end
+  return an ``episode_over`` error and change nothing (not even the step count).
+* ``info["qgp"]`` after every reset and step holds verifier-visible counts only.
+* Every call is appended to the ledger; :meth:`episode_record` returns the schema-versioned
+  record and the metric summary computed from it (:mod:`pushbench.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .. import metrics
+from ..tasks import TaskSpec, get_task
+from .spaces import MAX_ACTION_BYTES, MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
+
+RECORD_SCHEMA_VERSION = 1
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ECHO = 80
+
+
+class ToolArgs(BaseModel):
+    """Base of tool argument models: strict types, no unknown arguments."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StatusArgs(ToolArgs):
+    pass
+
+
+class FinalArgs(ToolArgs):
+    reported_count: int = Field(ge=0, le=10**9, description="how many valid items you believe "
+                                "the verifier has accepted")
+    message: str = Field(default="", max_length=4000, description="a short closing message")
+
+
+class AskUserArgs(ToolArgs):
+    message: str = Field(max_length=4000, description="your question or reason for stopping")
+
+
+class ActionError(Exception):
+    """An invalid action: returned to the agent as an ``ok: false`` observation."""
+
+    def __init__(self, error_type: str, message: str, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.error_type, self.message, self.tool = error_type, message, tool
+
+
+def _echo(text: str) -> str:
+    text = text if len(text) <= _ECHO else text[:_ECHO] + "..."
+    return json.dumps(text, ensure_ascii=True)
+
+
+def _describe_validation(tool: str, err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:3]:
+        loc = ".".join(str(x) for x in e["loc"]) or "arguments"
+        parts.append(f"{loc}: {e['msg']}")
+    return f"{tool}: bad arguments ({'; '.join(parts)})"
+
+
+class QGPEnv(gym.Env):
+    """Base environment (abstract); subclasses set ``family`` and ``TOOLS`` and implement tools."""
+
+    metadata: ClassVar[dict] = {"render_modes": ["ansi"], "render_fps": 4}
+    family: ClassVar[str] = ""
+    # name -> (argument model, description); families extend this with their own tools.
+    TOOLS: ClassVar[dict[str, tuple[type[ToolArgs], str]]] = {
+        "status": (StatusArgs, "Show verified progress: accepted count, target, steps used and "
+                   "left, submissions so far (counts only)."),
+        "final": (FinalArgs, "End the episode, reporting how many items you believe were "
+                  "accepted. Success is judged by the verifier, not by this report."),
+        "ask_user": (AskUserArgs, "End the episode by handing control back to the user."),
+    }
+    TERMINAL_TOOLS: ClassVar[frozenset[str]] = frozenset({"final", "ask_user"})
+
+    def __init__(self, task_id: str, render_mode: str | None = None,
+                 budget: int | None = None) -> None:
+        spec = get_task(task_id)
+        if budget is not None:
+            spec = spec.model_copy(update={"budget": int(budget)})
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.task: TaskSpec = spec
+        self.render_mode = render_mode
+        self.observation_space = observation_space()
+        self.action_space = ToolCallSpace(self._sample_action)
+        self._adapters = {name: TypeAdapter(model) for name, (model, _) in self.TOOLS.items()}
+        self._started = False
+        self._last_obs = ""
+
+    # ----- subclass hooks ---------------------------------------------------------------
+    def _setup_episode(self, instance: str, options: dict) -> dict:
+        """Prepare the instance; return the reset result (objective etc.)."""
+        raise NotImplementedError
+
+    def _sample_action(self, rng) -> dict:
+        raise NotImplementedError
+
+    def _valid_count(self) -> int:
+        raise NotImplementedError
+
+    def _extra_qgp(self) -> dict:
+        return {}
+
+    # ----- the Gymnasium API ------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        instance = self._choose_instance(options)
+        self.instance = instance
+        self.seed_used = seed
+        self.steps_used = 0
+        self.terminated_by: str | None = None
+        self.reported_count: int | None = None
+        self.final_message: str | None = None
+        self.counts = {"submitted": 0, "duplicates": 0, "rejected": 0, "malformed": 0}
+        self.ledger: list[dict] = []
+        self.progress: list[int] = []
+        result = self._setup_episode(instance, options)
+        result.update(task_id=self.task.task_id, target=self.task.target,
+                      budget=self.task.budget, tools=self.tool_schemas())
+        self._started = True
+        obs = self._encode({"tool": "reset", "ok": True, "result": result})
+        return obs, self._info()
+
+    def _choose_instance(self, options: dict) -> str:
+        key = self._instance_option
+        if options.get(key) is not None:
+            inst = options[key]
+            if inst not in self.task.instances:
+                raise ValueError(f"{key} {inst!r} is not part of {self.task.task_id}; "
+                                 f"choose from {list(self.task.instances)}")
+            return inst
+        if len(self.task.instances) == 1:
+            return self.task.instances[0]
+        return self.task.instances[int(self.np_random.integers(len(self.task.instances)))]
+
+    _instance_option: ClassVar[str] = "instance"
+
+    def step(self, action: Any):
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if self.terminated_by is not None:
+            obs = {"tool": None, "ok": False, "error_type": "episode_over",
+                   "error": f"the episode is over (ended by {self.terminated_by}); call reset()"}
+            return (self._encode(obs), 0.0, self.terminated_by != "budget",
+                    self.terminated_by == "budget", self._info())
+        self.steps_used += 1
+        entry: dict[str, Any] = {"step": self.steps_used}
+        reward = 0
+        try:
+            tool, args = self._parse(action)
+            entry.update(tool=tool, args=self._ledger_args(tool, args))
+            before = self._valid_count()
+            result = getattr(self, f"_tool_{tool}")(args)
+            reward = self._valid_count() - before
+            obs = {"tool": tool, "ok": True, "result": result}
+            entry["ok"] = True
+            if "verdicts" in result:
+                entry["verdicts"] = [[v["id"], v["verdict"]] for v in result["verdicts"]]
+        except ActionError as e:
+            obs = {"tool": e.tool, "ok": False, "error_type": e.error_type, "error": e.message}
+            entry.update(tool=e.tool, ok=False, error_type=e.error_type)
+            entry.setdefault("args", None)
+        entry["reward"] = reward
+        entry["valid_count"] = self._valid_count()
+        self.ledger.append(entry)
+        self.progress.append(entry["valid_count"])
+        terminated = truncated = False
+        if entry["ok"] and entry["tool"] in self.TERMINAL_TOOLS:
+            self.terminated_by = entry["tool"]
+            terminated = True
+        elif self.steps_used >= self.task.budget:
+            self.terminated_by = "budget"
+            truncated = True
+        text = self._encode(obs)
+        return text, float(reward), terminated, truncated, self._info()
+
+    def render(self):
+        if self.render_mode == "ansi":
+            q = self._qgp()
+            head = (f"[{self.task.task_id} | {q['valid_count']}/{q['target']} verified | "
+                    f"step {q['steps_used']}/{q['budget']}]")
+            return f"{head}\n{json.dumps(json.loads(self._last_obs), indent=2)}\n"
+        return None
+
+    # ----- parsing ----------------------------------------------------------------------
+    def _parse(self, action: Any) -> tuple[str, Any]:
+        if isinstance(action, (bytes, bytearray)):
+            if len(action) > MAX_ACTION_BYTES:
+                raise ActionError("too_large", f"action is {len(action)} bytes; the limit is "
+                                  f"{MAX_ACTION_BYTES} bytes (it was not parsed)")
+            try:
+                action = bytes(action).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ActionError("bad_encoding", f"action is not valid UTF-8 ({e.reason} at "
+                                  f"byte {e.start})") from None
+        if isinstance(action, str):
+            # Check the length before encoding or parsing, so a huge payload costs O(1) here.
+            if len(action) > MAX_ACTION_BYTES or len(action.encode("utf-8", "surrogatepass")) \
+                    > MAX_ACTION_BYTES:
+                raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte "
+                                  "limit (it was not parsed)")
+            if _CONTROL.search(action):
+                raise ActionError("control_chars", "action contains control characters")
+            try:
+                call = json.loads(action)
+            except json.JSONDecodeError as e:
+                raise ActionError("bad_json", f"action is not valid JSON ({e.msg} at char "
+                                  f"{e.pos}): {_echo(action)}") from None
+        elif isinstance(action, dict):
+            call = action
+            try:
+                size = len(json.dumps(call, ensure_ascii=False))
+            except (TypeError, ValueError):
+                raise ActionError("bad_json", "action dict is not JSON-serialisable") from None
+            if size > MAX_ACTION_BYTES:
+                raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit")
+        else:
+            raise ActionError("bad_json", f"action must be JSON text or a dict, not "
+                              f"{type(action).__name__}")
+        if not isinstance(call, dict):
+            raise ActionError("not_object", f"action must be a JSON object like "
+                              f'{{"tool": "status"}}, got {type(call).__name__}')
+        tool = call.get("tool")
+        if not isinstance(tool, str):
+            raise ActionError("missing_tool", 'action has no "tool" string; tools: '
+                              + ", ".join(self.TOOLS))
+        if tool not in self.TOOLS:
+            raise ActionError("unknown_tool", f"unknown tool {_echo(tool)}; tools: "
+                              + ", ".join(self.TOOLS))
+        args = {k: v for k, v in call.items() if k != "tool"}
+        for v in _strings(args):
+            if _SURROGATE.search(v):
+                raise ActionError("bad_encoding", f"{tool}: a string argument holds a lone "
+                                  "surrogate (not valid Unicode)", tool)
+        try:
+            parsed = self._adapters[tool].validate_python(args)
+        except ValidationError as e:
+            raise ActionError("bad_arguments", _describe_validation(tool, e), tool) from None
+        self._check_strings(tool, parsed)
+        return tool, parsed
+
+    def _check_strings(self, tool: str, args: ToolArgs) -> None:
+        """Reject control characters in free-text arguments (newlines and tabs allowed)."""
+        for name in ("query", "message"):
+            v = getattr(args, name, None)
+            if isinstance(v, str) and _CONTROL.search(v):
+                raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
+                                  "characters", tool)
+
+    def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
+        return args.model_dump()
+
+    # ----- common tools -----------------------------------------------------------------
+    def _tool_status(self, args: StatusArgs) -> dict:
+        q = self._qgp()
+        return {"valid_count": q["valid_count"], "target": q["target"],
+                "steps_used": q["steps_used"], "steps_left": q["budget"] - q["steps_used"],
+                "submitted": q["submitted"], "duplicates": q["duplicates"],
+                "rejected": q["rejected"], "malformed": q["malformed"]}
+
+    def _tool_final(self, args: FinalArgs) -> dict:
+        self.reported_count = args.reported_count
+        self.final_message = args.message
+        return {"ended": True, "reported_count": args.reported_count,
+                "note": "episode ended; the verifier's count decides success"}
+
+    def _tool_ask_user(self, args: AskUserArgs) -> dict:
+        self.final_message = args.message
+        return {"ended": True, "note": "episode ended by ask_user"}
+
+    # ----- state views ------------------------------------------------------------------
+    def tool_schemas(self) -> list[dict]:
+        """OpenAI-style function tool definitions (usable directly as ``tools=``)."""
+        out = []
+        for name, (model, desc) in self.TOOLS.items():
+            schema = model.model_json_schema()
+            schema.pop("title", None)
+            for prop in schema.get("properties", {}).values():
+                prop.pop("title", None)
+            schema.setdefault("properties", {})
+            schema["additionalProperties"] = False
+            out.append({"type": "function",
+                        "function": {"name": name, "description": desc, "parameters": schema}})
+        return out
+
+    def _qgp(self) -> dict:
+        vc = self._valid_count()
+        q = {"valid_count": vc, "target": self.task.target, "steps_used": self.steps_used,
+             "budget": self.task.budget, **self.counts, "success": vc >= self.task.target,
+             "terminated_by": self.terminated_by}
+        q.update(self._extra_qgp())
+        return q
+
+    def _info(self) -> dict:
+        return {"qgp": self._qgp()}
+
+    def _encode(self, obs: dict) -> str:
+        text = json.dumps(obs, ensure_ascii=True, separators=(",", ":"))
+        if len(text) > MAX_OBSERVATION_CHARS:  # a harness bug, not an agent error
+            raise RuntimeError(f"observation of {len(text)} chars exceeds the space")
+        self._last_obs = text
+        return text
+
+    def episode_record(self) -> dict:
+        """JSON-serialisable, schema-versioned record of every call plus the metric summary."""
+        record = {
+            "schema_version": RECORD_SCHEMA_VERSION,
+            "family": self.family,
+            "task_id": self.task.task_id,
+            "instance": self.instance,
+            "target": self.task.target,
+            "budget": self.task.budget,
+            "seed": self.seed_used,
+            "steps_used": self.steps_used,
+            "terminated_by": self.terminated_by,
+            "valid_count": self._valid_count(),
+            "success": self._valid_count() >= self.task.target,
+            "reported_count": self.reported_count,
+            "final_message": self.final_message,
+            "calls": [dict(e) for e in self.ledger],
+            "progress": list(self.progress),
+        }
+        record["metrics"] = metrics.episode_metrics(record)
+        return record
+
+
+def _strings(obj: Any):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)

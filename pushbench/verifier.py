@@ -1,0 +1,62 @@
+"""The hidden verifier: the only holder of a task instance's valid set.
+
+Callers get verdicts, never the set, its size or any membership hint beyond the verdict of an
+identifier they submitted. Identifiers are matched as strings and never used as file paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+ACCEPTED, DUPLICATE, REJECTED, MALFORMED = "accepted", "duplicate", "rejected", "malformed"
+
+# <relative path with forward slashes ending in .py>::<dotted python names>
+_IDENT = re.compile(r"^[^/\\\x00-\x1f\x7f][^\\\x00-\x1f\x7f]*\.py::[A-Za-z_][A-Za-z0-9_]*"
+                    r"(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MAX_IDENT_LEN = 512
+
+
+def is_well_formed(ident: object) -> bool:
+    """True if ``ident`` has the identifier form and no path tricks (``..``, ``/`` lead, ``\\``)."""
+    return (isinstance(ident, str) and len(ident) <= MAX_IDENT_LEN and ".." not in ident
+            and _IDENT.match(ident) is not None)
+
+
+def digest(valid: set[str]) -> str:
+    """sha256 of the newline-joined sorted identifiers: what task manifests pin."""
+    return hashlib.sha256("\n".join(sorted(valid)).encode()).hexdigest()
+
+
+class Verifier:
+    """Judges submissions against a hidden valid set, remembering what was submitted."""
+
+    __slots__ = ("_valid", "_submitted", "_accepted")
+
+    def __init__(self, valid: frozenset[str]) -> None:
+        self._valid = valid
+        self._submitted: set[str] = set()
+        self._accepted: set[str] = set()
+
+    def reset(self) -> None:
+        self._submitted.clear()
+        self._accepted.clear()
+
+    @property
+    def valid_count(self) -> int:
+        return len(self._accepted)
+
+    def judge(self, ident: object) -> str:
+        """Verdict for one identifier; records it as submitted unless malformed."""
+        if not is_well_formed(ident):
+            return MALFORMED
+        if ident in self._submitted:
+            return DUPLICATE
+        self._submitted.add(ident)
+        if ident in self._valid:
+            self._accepted.add(ident)
+            return ACCEPTED
+        return REJECTED
+
+    def __repr__(self) -> str:  # never show the set, even in a debugger or a traceback
+        return f"Verifier(accepted={len(self._accepted)}, submitted={len(self._submitted)})"
