@@ -1,4 +1,10 @@
-"""Deterministic lexical search over a snapshot's definitions (BM25 over name, path and code).
+"""Deterministic lexical search over a snapshot's definitions (BM25 over path, name, signature).
+
+The identifier (path and qualified name) and the snippet the result shows are indexed, with
+Python keywords as stop words: a keyword says nothing about topic, and indexing ``assert`` or
+``raise`` would turn a query for the property's keyword into a filter on the property itself.
+So result pages mix definitions that have the property with ones that do not, and the agent
+must read the code.
 
 One document per identifier (its first definition in file order). Ranking is by BM25 score,
 ties broken by identifier order, so the same query always returns the same pages. The empty
@@ -8,6 +14,7 @@ query browses every definition in identifier order. Results carry display fields
 
 from __future__ import annotations
 
+import keyword
 import math
 import re
 from collections import OrderedDict, defaultdict
@@ -20,6 +27,7 @@ from .indexer import Definition
 PAGE_SIZE = 10
 _WORD = re.compile(r"[A-Za-z][a-z0-9]*|[A-Z]+(?![a-z])|[0-9]+")
 _K1, _B = 1.2, 0.75
+_STOP = frozenset(k.lower() for k in keyword.kwlist + keyword.softkwlist)
 
 
 def tokenize(text: str) -> list[str]:
@@ -61,7 +69,7 @@ class SearchIndex:
         postings: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         lengths = np.zeros(len(docs))
         for i, d in enumerate(docs):
-            toks = tokenize(d.ident) + tokenize(d.snippet)
+            toks = tokenize(d.ident) + [t for t in tokenize(d.snippet) if t not in _STOP]
             lengths[i] = len(toks)
             for t in toks:
                 postings[t][i] += 1

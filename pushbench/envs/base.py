@@ -133,7 +133,7 @@ class QGPEnv(gym.Env):
         self.ledger: list[dict] = []
         self.progress: list[int] = []
         result = self._setup_episode(instance, options)
-        result.update(task_id=self.task.task_id, target=self.task.target,
+        result.update(family=self.family, task_id=self.task.task_id, target=self.task.target,
                       budget=self.task.budget, tools=self.tool_schemas())
         self._started = True
         obs = self._encode({"tool": "reset", "ok": True, "result": result})
@@ -224,11 +224,13 @@ class QGPEnv(gym.Env):
             except json.JSONDecodeError as e:
                 raise ActionError("bad_json", f"action is not valid JSON ({e.msg} at char "
                                   f"{e.pos}): {_echo(action)}") from None
+            except RecursionError:  # deeply nested arrays/objects
+                raise ActionError("bad_json", "action JSON is nested too deeply") from None
         elif isinstance(action, dict):
             call = action
             try:
-                size = len(json.dumps(call, ensure_ascii=False))
-            except (TypeError, ValueError):
+                size = len(json.dumps(call, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            except (TypeError, ValueError, RecursionError):
                 raise ActionError("bad_json", "action dict is not JSON-serialisable") from None
             if size > MAX_ACTION_BYTES:
                 raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit")
@@ -246,10 +248,14 @@ class QGPEnv(gym.Env):
             raise ActionError("unknown_tool", f"unknown tool {_echo(tool)}; tools: "
                               + ", ".join(self.TOOLS))
         args = {k: v for k, v in call.items() if k != "tool"}
-        for v in _strings(args):
-            if _SURROGATE.search(v):
-                raise ActionError("bad_encoding", f"{tool}: a string argument holds a lone "
-                                  "surrogate (not valid Unicode)", tool)
+        try:
+            lone_surrogate = any(_SURROGATE.search(v) for v in _strings(args))
+        except RecursionError:
+            raise ActionError("bad_arguments", f"{tool}: arguments are nested too deeply",
+                              tool) from None
+        if lone_surrogate:
+            raise ActionError("bad_encoding", f"{tool}: a string argument holds a lone "
+                              "surrogate (not valid Unicode)", tool)
         try:
             parsed = self._adapters[tool].validate_python(args)
         except ValidationError as e:

@@ -56,7 +56,7 @@ MAX_IDS = 10
 
 class SearchArgs(ToolArgs):
     query: str = Field(max_length=MAX_QUERY, description="words to search for in definition "
-                       "names, paths and code; empty lists all definitions")
+                       "paths, names and code (Python keywords are ignored); empty lists all definitions")
     page: int = Field(default=1, ge=1, le=MAX_PAGE, description="1-based result page")
 
 

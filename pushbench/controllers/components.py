@@ -1,0 +1,160 @@
+"""Controller components for RepoScan-style retrieval (STATEQGP) and the completion gate.
+
+Each component may *repair* the proposed call (returning the call to execute plus intervention
+labels and an optional message to the policy) and may *decorate* the observation. Components use
+only :class:`~.state.TrackerState`, which is built from environment outputs.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .state import TrackerState, query_key
+
+MAX_IDS = 10
+
+
+class Component:
+    name: ClassVar[str] = ""
+    families: ClassVar[tuple[str, ...] | None] = None  # None: every family
+    shows_progress: ClassVar[bool] = False  # True: the observation gets a ``progress`` block
+
+    def repair(self, call: dict, st: TrackerState, family: str):
+        """Return ``(call, labels, message)``; the default changes nothing."""
+        return call, [], None
+
+    def decorate(self, progress: dict, st: TrackerState, family: str) -> None:
+        """Add fields to the ``progress`` block of the observation (progress components only)."""
+
+
+REGISTRY: dict[str, type[Component]] = {}
+
+
+def register(cls: type[Component]) -> type[Component]:
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def _next_page_call(st: TrackerState) -> dict:
+    if st.last_query is None:
+        return {"tool": "status"}
+    mem = st.searches[query_key(st.last_query)]
+    return {"tool": "search", "query": st.last_query, "page": mem.next_unseen()}
+
+
+@register
+class ProgressState(Component):
+    """Expose verified progress and search state under ``progress`` in every observation."""
+
+    name = "progress_state"
+    shows_progress = True
+
+    def decorate(self, progress, st, family):
+        progress.update(valid_count=st.valid_count, target=st.target,
+                        remaining=max(st.target - st.valid_count, 0),
+                        steps_used=st.steps_used, steps_left=st.budget - st.steps_used,
+                        submitted_ids=len(st.submitted))
+        if family == "reposcan":
+            progress["searches"] = st.search_view()
+            if st.last_query is not None:
+                progress["last_search"] = {
+                    "query": st.last_query,
+                    "next_unseen_page": st.searches[query_key(st.last_query)].next_unseen()}
+            progress["buffered_ids"] = len(st.buffer)
+
+
+@register
+class BufferedSubmit(Component):
+    """Queue ids beyond the per-call limit (or named outside a submit); send them later."""
+
+    name = "buffered_submit"
+    families = ("reposcan",)
+
+    def repair(self, call, st, family):
+        labels = []
+        if call.get("tool") != "submit" and isinstance(call.get("ids"), list):
+            extra = [i for i in call["ids"] if isinstance(i, str)]
+            call = {k: v for k, v in call.items() if k != "ids"}
+            st.buffer.extend(i for i in extra if i not in st.buffer)
+            labels.append("buffer_ids_outside_submit")
+        elif call.get("tool") == "submit" and isinstance(call.get("ids"), list):
+            ids = list(call["ids"])
+            if st.buffer:
+                ids += [i for i in st.buffer if i not in ids]
+                st.buffer = []
+                labels.append("buffer_flush")
+            if len(ids) > MAX_IDS:
+                st.buffer = ids[MAX_IDS:]
+                ids = ids[:MAX_IDS]
+                labels.append("buffer_overflow")
+            call = {**call, "ids": ids}
+        return call, labels, None
+
+
+@register
+class Dedupe(Component):
+    """Remove ids already submitted this episode; an emptied submit fetches the next page."""
+
+    name = "dedupe"
+    families = ("reposcan",)
+
+    def repair(self, call, st, family):
+        if call.get("tool") != "submit" or not isinstance(call.get("ids"), list):
+            return call, [], None
+        seen, kept = set(st.submitted), []
+        for i in call["ids"]:
+            if isinstance(i, str) and i in seen:
+                continue
+            kept.append(i)
+            if isinstance(i, str):
+                seen.add(i)
+        if len(kept) == len(call["ids"]):
+            return call, [], None
+        dropped = len(call["ids"]) - len(kept)
+        if kept:
+            return ({**call, "ids": kept}, ["dedupe"],
+                    f"controller removed {dropped} id(s) you had already submitted")
+        # Refill from the buffer before giving up on the submit turn.
+        if st.buffer:
+            refill = [i for i in st.buffer if i not in st.submitted][:MAX_IDS]
+            st.buffer = [i for i in st.buffer if i not in refill and i not in st.submitted]
+            if refill:
+                return ({**call, "ids": refill}, ["dedupe", "buffer_flush"],
+                        "all proposed ids were already submitted; sent buffered ids instead")
+        nxt = _next_page_call(st)
+        return (nxt, ["dedupe", "dedupe_redirect"],
+                f"all {dropped} proposed id(s) were already submitted; controller ran "
+                f"{nxt['tool']} {('page ' + str(nxt['page'])) if 'page' in nxt else ''}".strip())
+
+
+@register
+class PageMemory(Component):
+    """A search for a query/page already seen advances to the next unseen page of that query."""
+
+    name = "page_memory"
+    families = ("reposcan",)
+
+    def repair(self, call, st, family):
+        if call.get("tool") != "search" or not isinstance(call.get("query"), str):
+            return call, [], None
+        mem = st.searches.get(query_key(call["query"]))
+        page = call.get("page", 1)
+        if mem is None or not isinstance(page, int) or page not in mem.pages_seen:
+            return call, [], None
+        nxt = mem.next_unseen()
+        return ({**call, "page": nxt}, ["page_memory"],
+                f"page {page} of this query was already seen; controller fetched page {nxt}")
+
+
+@register
+class CompletionGate(Component):
+    """``final``/``ask_user`` below target runs as ``status`` with a not-done message."""
+
+    name = "completion_gate"
+
+    def repair(self, call, st, family):
+        if call.get("tool") in ("final", "ask_user") and st.valid_count < st.target:
+            return ({"tool": "status"}, ["completion_gate"],
+                    f"not done: the verifier has accepted {st.valid_count} of {st.target}; "
+                    f"{st.budget - st.steps_used - 1} steps left. Keep working toward the target.")
+        return call, [], None

@@ -1,0 +1,1 @@
+"""Work-unit controller components (UNITQGP); filled in with the DataOps-lite family."""

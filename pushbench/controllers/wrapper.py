@@ -1,0 +1,133 @@
+"""The controller wrapper: one Gymnasium wrapper that runs a composition of components.
+
+Per step: parse the proposed call (unparseable actions pass through untouched, so the
+environment refuses them as usual), let each enabled component repair it in :attr:`ORDER`,
+execute the result, update the tracker from what the environment returned, and add the
+``progress`` block (progress components) and any ``controller`` message to the observation.
+``info["controller"]`` holds ``{proposed, executed, interventions}`` for the step; steps with
+an intervention are kept for the episode record so passive and assisted behaviour separate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+
+from .components import REGISTRY
+from .state import TrackerState
+
+_PROPOSED_LIMIT = 2000
+
+
+def _load_components() -> None:
+    # Family-specific component modules register themselves on import.
+    from . import units  # noqa: F401
+
+
+class Controller(gym.Wrapper):
+    """Wrap ``env`` with the components named in ``components`` (order fixed by ORDER)."""
+
+    ORDER = ("buffered_submit", "dedupe", "page_memory", "unit_tracker", "unit_redirect",
+             "completion_gate", "progress_state")
+
+    def __init__(self, env: gym.Env, name: str, components: tuple[str, ...]) -> None:
+        super().__init__(env)
+        if any(c not in REGISTRY for c in components):
+            _load_components()
+        self.name = name
+        self.component_names = tuple(c for c in self.ORDER if c in components)
+        family = env.unwrapped.family
+        self.components = [REGISTRY[c]() for c in self.component_names
+                           if REGISTRY[c].families is None or family in REGISTRY[c].families]
+        self.family = family
+        self.state = TrackerState()
+        self.steps: list[dict] = []
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.state = TrackerState()
+        self.steps = []
+        self.state.update_from_info(info)
+        for c in self.components:
+            if hasattr(c, "on_reset"):
+                c.on_reset(json.loads(obs), self.state, self.family)
+        return self._decorate(obs, [], None), info
+
+    def step(self, action: Any):
+        call = _as_call(action)
+        executed: Any = action
+        labels: list[str] = []
+        messages: list[str] = []
+        if call is not None and not self._over():
+            for c in self.components:
+                call, new, msg = c.repair(call, self.state, self.family)
+                labels += new
+                if msg:
+                    messages.append(msg)
+            if labels:
+                executed = call
+        obs, reward, terminated, truncated, info = self.env.step(executed)
+        self.state.update_from_info(info)
+        decoded = json.loads(obs)
+        self.state.update_from_observation(decoded)
+        for c in self.components:
+            if hasattr(c, "observe"):
+                c.observe(executed if isinstance(executed, dict) else call, decoded, self.state,
+                          self.family)
+        entry = {"step": info["qgp"]["steps_used"], "proposed": _clip(action),
+                 "executed": _clip(executed), "interventions": labels}
+        info = {**info, "controller": entry}
+        if labels:
+            self.steps.append(entry)
+        return self._decorate(obs, labels, messages, decoded), reward, terminated, truncated, info
+
+    def _over(self) -> bool:
+        return getattr(self.env.unwrapped, "terminated_by", None) is not None
+
+    def _decorate(self, obs: str, labels: list[str], messages, decoded: dict | None = None) -> str:
+        shows_progress = any(c.shows_progress for c in self.components)
+        if not shows_progress and not messages:
+            return obs
+        decoded = dict(decoded if decoded is not None else json.loads(obs))
+        if shows_progress:
+            progress: dict = {}
+            for c in self.components:
+                c.decorate(progress, self.state, self.family)
+            decoded["progress"] = progress
+        if messages:
+            decoded["controller"] = {"interventions": labels, "message": " | ".join(messages)}
+        return json.dumps(decoded, ensure_ascii=True, separators=(",", ":"))
+
+    def episode_record(self) -> dict:
+        """The environment's record plus this controller's section and intervention counts."""
+        from .. import metrics
+
+        record = self.env.unwrapped.episode_record()
+        record["controller"] = {"name": self.name, "components": list(self.component_names),
+                                "steps": [dict(s) for s in self.steps]}
+        record["metrics"] = metrics.episode_metrics(record)
+        return record
+
+
+def _as_call(action: Any) -> dict | None:
+    if isinstance(action, dict):
+        return dict(action)
+    if isinstance(action, (str, bytes, bytearray)) and len(action) <= 64 * 1024:
+        try:
+            call = json.loads(action)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return call if isinstance(call, dict) else None
+    return None
+
+
+def _clip(action: Any) -> Any:
+    if isinstance(action, dict):
+        text = json.dumps(action, ensure_ascii=True)
+        return action if len(text) <= _PROPOSED_LIMIT else text[:_PROPOSED_LIMIT] + "..."
+    if isinstance(action, (bytes, bytearray)):
+        action = bytes(action[:_PROPOSED_LIMIT]).decode("utf-8", "replace")
+    text = str(action)
+    return text if len(text) <= _PROPOSED_LIMIT else text[:_PROPOSED_LIMIT] + "..."
