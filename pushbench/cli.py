@@ -82,6 +82,195 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
     out.print(table)
 
 
+def _split(values: Optional[list[str]]) -> Optional[list[str]]:
+    """Repeatable, comma-separated option values -> list (``None`` when not given)."""
+    if not values:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+@app.command("run")
+def run_cmd(
+    experiment: Path = typer.Argument(..., help="experiment YAML (see experiments/)"),
+    out_dir: Path = typer.Option(..., "--out", help="run directory (re-use it to resume)"),
+    workers: Optional[int] = typer.Option(None, help="process-pool size (overrides the file)"),
+    seeds: Optional[str] = typer.Option(None, help="seeds, e.g. 0,1,2 or 0-4"),
+    controllers: Optional[list[str]] = typer.Option(None, help="controller names (comma/repeat)"),
+    policies: Optional[list[str]] = typer.Option(None, help="policy names (comma/repeat)"),
+    tasks: Optional[list[str]] = typer.Option(None, help="task ids or globs (comma/repeat)"),
+    executor: Optional[str] = typer.Option(None, help="auto | inprocess | process"),
+    budget: Optional[int] = typer.Option(None, help="step-budget override for every task"),
+    limit: Optional[int] = typer.Option(None, min=1, help="only the first N episodes (smoke run)"),
+    concurrency: Optional[int] = typer.Option(
+        None, min=1, help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
+    force: bool = typer.Option(False, help="append to a DIR holding a different experiment"),
+    progress: bool = typer.Option(True, help="show the progress bar"),
+    sync_interval: float = typer.Option(
+        0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"),
+    report: bool = typer.Option(True, help="print and write the report after the sweep"),
+    plot: bool = typer.Option(True, help="write the figures after the sweep"),
+) -> None:
+    """Run an experiment into DIR; re-running the same command resumes where it stopped."""
+    import shlex
+
+    from .runner.experiment import ExperimentError, load_experiment, parse_seeds
+    from .runner.sweep import SweepInterrupted, report_and_plot, run_experiment
+    from .runner.writer import RunDirError
+
+    if concurrency is not None:  # the asyncio executor (pushbench/runner/async_executor.py)
+        executor, workers = "async", concurrency
+    arguments = {"experiment": str(experiment), "out": str(out_dir), "workers": workers,
+                 "seeds": seeds, "controllers": controllers, "policies": policies, "tasks": tasks,
+                 "executor": executor, "budget": budget, "limit": limit, "force": force,
+                 "sync_interval": sync_interval}
+    try:
+        overrides = {"workers": workers, "controllers": _split(controllers),
+                     "policies": _split(policies), "tasks": _split(tasks),
+                     "executor": executor, "budget": budget,
+                     "seeds": parse_seeds(seeds) if seeds is not None else None}
+        exp = load_experiment(experiment, overrides)
+        summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
+                                 arguments=arguments, console=console,
+                                 sync_interval=sync_interval)
+    except (ExperimentError, RunDirError) as e:
+        _fail(str(e))
+    except SweepInterrupted as e:
+        s = e.summary
+        console.print(f"[bold yellow]interrupted[/]: {s['finished']}/{s['total']} episodes are "
+                      f"saved in {out_dir}. Resume by re-running the same command:\n  "
+                      f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}", highlight=False)
+        raise typer.Exit(130)
+    console.print(
+        f"[green]done[/]: {summary['finished']}/{summary['total']} episodes in {out_dir} "
+        f"({summary['ran']} run now, {summary['skipped']} already there; "
+        f"{summary['seconds']:.1f} s, {summary['episodes_per_s'] or 0:.1f} episodes/s)",
+        highlight=False)
+    if summary["errors"]:
+        console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
+                      f"{out_dir / 'errors.jsonl'}; re-run the command to retry them", highlight=False)
+    report_and_plot(out_dir, report=report, plot=plot, console=console, out=out)
+    if summary["errors"]:
+        raise typer.Exit(1)
+
+
+def _load_run(run_dir: Path) -> list:
+    """Episodes of a run directory (or an episodes .jsonl file); _fail when there are none."""
+    import warnings
+
+    from .report import load_episodes
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            episodes = load_episodes(run_dir)
+        except FileNotFoundError:
+            _fail(f"no episodes file: {run_dir} has no episodes.jsonl; produce one with "
+                  "`pushbench run EXPERIMENT.yaml --out DIR`")
+    for w in caught:
+        console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
+    if not episodes:
+        _fail(f"no finished episodes in {run_dir}: episodes.jsonl is empty")
+    return episodes
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
+    seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the CSVs "
+                                           "(default: RUN_DIR)"),
+    resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+) -> None:
+    """Print the summary table and paired deltas; write summary.csv and paired_deltas.csv."""
+    from .report import print_report, write_report
+
+    episodes = _load_run(run_dir)
+    target = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
+    frames = write_report(episodes, target, seed=seed, n_resamples=resamples)
+    print_report(frames, console=out)
+    console.print(f"wrote {target / 'summary.csv'} and {target / 'paired_deltas.csv'} "
+                  f"({len(episodes)} episodes)", highlight=False)
+
+
+@app.command("plot")
+def plot_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the PNGs "
+                                           "(default: RUN_DIR)"),
+    target: Optional[int] = typer.Option(None, help="target N of the anytime-progress figure "
+                                         "(default: the largest)"),
+) -> None:
+    """Write the figures (PNG) and print their paths."""
+    from .plots import make_plots
+
+    episodes = _load_run(run_dir)
+    dest = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
+    for p in make_plots(episodes, dest, target=target):
+        out.print(str(p), highlight=False)
+
+
+# ----- black-box agents over MCP (docs/blackbox.md) -----------------------------------------
+@app.command("mcp")
+def mcp_cmd(
+    task: str = typer.Option(..., "--task", help="task id, e.g. RepoScan-requests-docstring-N50"),
+    run_dir: Path = typer.Option(..., "--run-dir", help="where the record goes (one per episode; "
+                                 "keep it out of the agent's reach)"),
+    seed: int = typer.Option(0, help="reset seed (also picks a suite's instance)"),
+    controller: str = typer.Option("standard", help="controller wrapping the environment"),
+    workspace: Optional[Path] = typer.Option(None, help="prepare a fresh copy of the snapshot "
+                                             "here for the agent to read"),
+    condition: str = typer.Option("default", help="prompt condition label: default | checklist"),
+    agent: Optional[str] = typer.Option(None, help="agent label for the report, e.g. claude-code"),
+    instance: Optional[str] = typer.Option(None, help="instance of a suite task"),
+    budget: Optional[int] = typer.Option(None, min=1, help="step-budget override"),
+    overwrite: bool = typer.Option(False, help="discard a run already in --run-dir"),
+) -> None:
+    """Serve one episode of TASK to a black-box agent as a stdio MCP server."""
+    try:
+        from . import mcp_server
+    except ImportError as e:
+        _fail(f"the MCP server needs the optional dependency ({e}): pip install 'pushbench[mcp]'")
+    code = mcp_server.main(task, run_dir, seed=seed, controller=controller, workspace=workspace,
+                           condition=condition, agent=agent, instance=instance, budget=budget,
+                           overwrite=overwrite)
+    raise typer.Exit(code)
+
+
+@app.command("mcp-prompt")
+def mcp_prompt_cmd(
+    condition: str = typer.Argument("default", help="default | checklist"),
+) -> None:
+    """Print the prompt to give a black-box agent under CONDITION."""
+    from .blackbox import PROMPTS
+
+    if condition not in PROMPTS:
+        _fail(f"unknown condition {condition!r}; known: {', '.join(PROMPTS)}")
+    print(PROMPTS[condition])
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="run directories written by `pushbench mcp`"),
+    out_dir: Path = typer.Option(..., "--out", help="where episodes.jsonl and the report go"),
+    seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
+    resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+) -> None:
+    """Turn black-box run directories into episodes.jsonl plus the report tables."""
+    import warnings
+
+    from .blackbox import RunDirError, full_records_from_run_dirs, write_evaluation
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            records = full_records_from_run_dirs(run_dirs)
+        except RunDirError as e:
+            _fail(str(e))
+    for w in caught:
+        console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
+    write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console, out=out)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import paths
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 SNIPPET_LINES = 8
 SNIPPET_WIDTH = 120
 
@@ -104,14 +104,14 @@ def _walk_scope(body, prefix: list[str], in_class: bool, visit) -> None:
         elif isinstance(node, ast.ClassDef):
             _walk_scope(node.body, prefix + [node.name], True, visit)
         else:
-            for name in ("body", "orelse", "finalbody"):
-                sub = getattr(node, name, None)
+            # Source order: try body, except handlers, match cases, else, finally.
+            blocks = [getattr(node, "body", None)]
+            blocks += [h.body for h in getattr(node, "handlers", None) or ()]
+            blocks += [c.body for c in getattr(node, "cases", None) or ()]
+            blocks += [getattr(node, "orelse", None), getattr(node, "finalbody", None)]
+            for sub in blocks:
                 if isinstance(sub, list):
                     _walk_scope(sub, prefix, in_class, visit)
-            for handler in getattr(node, "handlers", []) or []:
-                _walk_scope(handler.body, prefix, in_class, visit)
-            for case in getattr(node, "cases", []) or []:  # match statements
-                _walk_scope(case.body, prefix, in_class, visit)
 
 
 def definitions_in_source(source: str, relpath: str) -> list[Definition]:

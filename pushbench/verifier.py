@@ -12,15 +12,16 @@ import re
 ACCEPTED, DUPLICATE, REJECTED, MALFORMED = "accepted", "duplicate", "rejected", "malformed"
 
 # <relative path with forward slashes ending in .py>::<dotted python names>
-_IDENT = re.compile(r"^[^/\\\x00-\x1f\x7f][^\\\x00-\x1f\x7f]*\.py::[A-Za-z_][A-Za-z0-9_]*"
-                    r"(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# (control characters are C0, DEL and C1: \x00-\x1f and \x7f-\x9f)
+_IDENT = re.compile(r"^[^/\\\x00-\x1f\x7f-\x9f][^\\\x00-\x1f\x7f-\x9f]*\.py::"
+                    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 MAX_IDENT_LEN = 512
 
 
 def is_well_formed(ident: object) -> bool:
     """True if ``ident`` has the identifier form and no path tricks (``..``, ``/`` lead, ``\\``)."""
     return (isinstance(ident, str) and len(ident) <= MAX_IDENT_LEN and ".." not in ident
-            and _IDENT.match(ident) is not None)
+            and _IDENT.fullmatch(ident) is not None)
 
 
 def digest(valid: set[str]) -> str:

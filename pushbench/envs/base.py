@@ -16,6 +16,8 @@ Contract common to all families (each family's docstring adds its tools):
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from typing import Any, ClassVar
@@ -28,8 +30,13 @@ from ..tasks import TaskSpec, get_task
 from .spaces import MAX_ACTION_BYTES, MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
 
 RECORD_SCHEMA_VERSION = 1
+# A tool result may carry this key: its dict is merged into the call's ledger entry (e.g.
+# ``{"check": {"unit": id, "passed": bool}}``) and is never shown to the agent.
+LEDGER_EXTRA = "_ledger"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how ASCII JSON text spells a surrogate
+_OBS_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 _ECHO = 80
 
 
@@ -169,6 +176,7 @@ class QGPEnv(gym.Env):
             entry.update(tool=tool, args=self._ledger_args(tool, args))
             before = self._valid_count()
             result = getattr(self, f"_tool_{tool}")(args)
+            entry.update(result.pop(LEDGER_EXTRA, None) or {})
             reward = self._valid_count() - before
             obs = {"tool": tool, "ok": True, "result": result}
             entry["ok"] = True
@@ -193,6 +201,8 @@ class QGPEnv(gym.Env):
         return text, float(reward), terminated, truncated, self._info()
 
     def render(self):
+        if self.render_mode == "ansi" and not self._started:
+            return f"[{self.task.task_id} | not reset yet]\n"
         if self.render_mode == "ansi":
             q = self._qgp()
             head = (f"[{self.task.task_id} | {q['valid_count']}/{q['target']} verified | "
@@ -202,6 +212,7 @@ class QGPEnv(gym.Env):
 
     # ----- parsing ----------------------------------------------------------------------
     def _parse(self, action: Any) -> tuple[str, Any]:
+        may_hold_surrogate = True
         if isinstance(action, (bytes, bytearray)):
             if len(action) > MAX_ACTION_BYTES:
                 raise ActionError("too_large", f"action is {len(action)} bytes; the limit is "
@@ -226,6 +237,8 @@ class QGPEnv(gym.Env):
                                   f"{e.pos}): {_echo(action)}") from None
             except RecursionError:  # deeply nested arrays/objects
                 raise ActionError("bad_json", "action JSON is nested too deeply") from None
+            # Fast path: ASCII text without a surrogate escape cannot decode to a surrogate.
+            may_hold_surrogate = not action.isascii() or bool(_SURROGATE_ESCAPE.search(action))
         elif isinstance(action, dict):
             call = action
             try:
@@ -249,7 +262,8 @@ class QGPEnv(gym.Env):
                               + ", ".join(self.TOOLS))
         args = {k: v for k, v in call.items() if k != "tool"}
         try:
-            lone_surrogate = any(_SURROGATE.search(v) for v in _strings(args))
+            lone_surrogate = may_hold_surrogate and any(_SURROGATE.search(v)
+                                                        for v in _strings(args))
         except RecursionError:
             raise ActionError("bad_arguments", f"{tool}: arguments are nested too deeply",
                               tool) from None
@@ -266,7 +280,7 @@ class QGPEnv(gym.Env):
     def _check_strings(self, tool: str, args: ToolArgs) -> None:
         """Reject control characters in free-text arguments (newlines and tabs allowed)."""
         for name in ("query", "message"):
-            v = getattr(args, name, None)
+            v = vars(args).get(name)  # not getattr: a missing field is slow in pydantic
             if isinstance(v, str) and _CONTROL.search(v):
                 raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
                                   "characters", tool)
@@ -295,17 +309,7 @@ class QGPEnv(gym.Env):
     # ----- state views ------------------------------------------------------------------
     def tool_schemas(self) -> list[dict]:
         """OpenAI-style function tool definitions (usable directly as ``tools=``)."""
-        out = []
-        for name, (model, desc) in self.TOOLS.items():
-            schema = model.model_json_schema()
-            schema.pop("title", None)
-            for prop in schema.get("properties", {}).values():
-                prop.pop("title", None)
-            schema.setdefault("properties", {})
-            schema["additionalProperties"] = False
-            out.append({"type": "function",
-                        "function": {"name": name, "description": desc, "parameters": schema}})
-        return out
+        return copy.deepcopy(_tool_schemas(type(self)))
 
     def _qgp(self) -> dict:
         vc = self._valid_count()
@@ -319,7 +323,7 @@ class QGPEnv(gym.Env):
         return {"qgp": self._qgp()}
 
     def _encode(self, obs: dict) -> str:
-        text = json.dumps(obs, ensure_ascii=True, separators=(",", ":"))
+        text = _OBS_ENCODER.encode(obs)
         if len(text) > MAX_OBSERVATION_CHARS:  # a harness bug, not an agent error
             raise RuntimeError(f"observation of {len(text)} chars exceeds the space")
         self._last_obs = text
@@ -346,6 +350,22 @@ class QGPEnv(gym.Env):
         }
         record["metrics"] = metrics.episode_metrics(record)
         return record
+
+
+@functools.cache
+def _tool_schemas(cls: type[QGPEnv]) -> list[dict]:
+    # Building pydantic JSON schemas is slow; they depend only on the class's TOOLS.
+    out = []
+    for name, (model, desc) in cls.TOOLS.items():
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        schema["additionalProperties"] = False
+        out.append({"type": "function",
+                    "function": {"name": name, "description": desc, "parameters": schema}})
+    return out
 
 
 def _strings(obj: Any):

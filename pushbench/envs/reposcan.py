@@ -33,7 +33,7 @@ Arguments
     ``reset(seed=s, options={"instance": name})`` picks a suite's instance (else from the seed).
 
 Version History
-    v0: initial release (index version 3, 36 tasks).
+    v0: initial release (index version 4, 36 tasks).
 """
 
 from __future__ import annotations
@@ -148,8 +148,9 @@ class RepoScanEnv(QGPEnv):
                     self.counts["duplicates"] += 1
                 elif v == verifier.REJECTED:
                     self.counts["rejected"] += 1
-            verdicts.append({"id": ident if len(ident) <= 200 else ident[:200] + "...",
-                             "verdict": v})
+            # Only malformed ids can exceed MAX_IDENT_LEN; clip those so an echo stays small.
+            shown = ident if len(ident) <= verifier.MAX_IDENT_LEN else ident[:200] + "..."
+            verdicts.append({"id": shown, "verdict": v})
         return {"verdicts": verdicts, "accepted_now": sum(v["verdict"] == "accepted"
                                                           for v in verdicts),
                 "valid_count": self._verifier.valid_count, "target": self.task.target}

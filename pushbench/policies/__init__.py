@@ -14,7 +14,16 @@ POLICIES: dict[str, str] = {
     "simulated-weak": "pushbench.policies.simulated:SimulatedWeak",
     "simulated-mid": "pushbench.policies.simulated:SimulatedMid",
     "simulated-strong": "pushbench.policies.simulated:SimulatedStrong",
+    # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
+    "llm": "pushbench.policies.llm.native:LLMPolicy",
+    "llm-langgraph": "pushbench.policies.llm.langgraph_agent:LangGraphPolicy",
+    "llm-langgraph-memory": "pushbench.policies.llm.memory:LangGraphMemoryPolicy",
+    "llm-memgpt": "pushbench.policies.llm.memory:MemGPTPolicy",
 }
+
+# Policies that need no network or model and are deterministic per seed.
+OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "simulated-mid",
+                                     "simulated-strong")
 
 
 def make_policy(name: str, seed: int | None = None, **params) -> Policy:
@@ -30,4 +39,4 @@ def make_policy(name: str, seed: int | None = None, **params) -> Policy:
     return getattr(importlib.import_module(module), attr)(seed=seed, **params)
 
 
-__all__ = ["Policy", "POLICIES", "make_policy", "parse_observation"]
+__all__ = ["Policy", "POLICIES", "OFFLINE_POLICIES", "make_policy", "parse_observation"]

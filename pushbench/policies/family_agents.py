@@ -1,19 +1,29 @@
-"""Delegation from the offline policies to family-specific agents (DataOps, SWE-lite)."""
+"""Delegation from the offline policies to family-specific agents (DataOps, SWE-lite).
+
+The named offline policies (``diligent``, ``random``, ``simulated-*``) are RepoScan agents;
+for other families they hand the episode to that family's agent, passing their own seeded
+generator so one seed still drives everything.
+"""
 
 from __future__ import annotations
 
 
-def _unsupported(kind: str, family: str):
-    raise NotImplementedError(f"no offline {kind} agent for family {family!r} yet")
+def _module(family: str):
+    if family == "dataops":
+        from . import dataops_agents
+
+        return dataops_agents
+    raise NotImplementedError(f"no offline agent for family {family!r}")
 
 
 def diligent_for(family: str, rng, **params):
-    _unsupported("diligent", family)
+    return _module(family).diligent(rng, **params)
 
 
 def random_for(family: str, rng, **params):
-    _unsupported("random", family)
+    return _module(family).random(rng, **params)
 
 
-def simulated_for(family: str, rng, preset: dict, **params):
-    _unsupported("simulated", family)
+def simulated_for(family: str, rng, preset: str, **params):
+    """``preset`` is the preset name (weak / mid / strong); the family maps it to parameters."""
+    return _module(family).simulated(rng, preset, **params)

@@ -63,8 +63,7 @@ class SimulatedAgent(Policy):
         if self.family != "reposcan":
             from . import family_agents
 
-            self._delegate = family_agents.simulated_for(self.family, self.rng,
-                                                         dict(self.params))
+            self._delegate = family_agents.simulated_for(self.family, self.rng, self.preset)
             self._delegate.reset(first_observation)
             return
         self.target = result["target"]

@@ -7,6 +7,7 @@ import json
 
 from .. import make
 from ..policies import Policy, make_policy
+from ..policies.errors import PolicyError, mark_policy_error
 
 
 def episode_key(task_id: str, controller: str, policy: str, seed: int,
@@ -32,14 +33,25 @@ def run_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
         options = {env.unwrapped._instance_option: instance} if instance else None
         obs, _ = env.reset(seed=seed, options=options)
         pol.reset(obs)
-        done = False
-        while not done:
-            obs, _, terminated, truncated, _ = env.step(pol.act(obs))
-            done = terminated or truncated
+        failure: PolicyError | None = None
+        try:
+            if hasattr(pol, "drive"):  # a policy that owns its loop (LangGraph) steps env itself
+                pol.drive(env)
+            else:
+                done = False
+                while not done:
+                    obs, _, terminated, truncated, _ = env.step(pol.act(obs))
+                    done = terminated or truncated
+        except PolicyError as e:  # the model backend failed for good: not an agent failure
+            failure = e
         record = env.get_wrapper_attr("episode_record")()
     finally:
         env.close()
     record["policy"] = pol.describe()
+    if hasattr(pol, "episode_extras"):  # LLM policies: record["usage"], ["llm"], ["memory"]
+        record.update(pol.episode_extras())
+    if failure is not None:  # terminated_by "error", record["error"], metrics["error"]
+        mark_policy_error(record, failure)
     record["simulated"] = bool(pol.simulated)
     record["key"] = episode_key(task_id, controller, pol.name, seed, instance)
     return record

@@ -1,0 +1,373 @@
+"""Black-box agents (coding CLIs over MCP): the prompts they get and how their runs are scored.
+
+A black-box run is one ``pushbench mcp`` server process writing a run directory::
+
+    run.json        what was started: task, seed, controller, condition, agent label, versions
+    episode.json    the full episode record, rewritten atomically after every tool call
+    trace.jsonl     one line per MCP tool call (proposed call, observation, reward, info)
+    server.log      the server's log
+
+:func:`records_from_run_dirs` turns run directories into the episode lines the runner writes to
+``episodes.jsonl`` (record minus ``calls`` and controller steps), so black-box rows sit beside
+controlled ones in one report. Numbers are recomputed from the stored calls with
+:mod:`pushbench.metrics` (never copied from the stored summary), and the labels (policy,
+condition, key) come from ``run.json``. A run whose episode never ended (agent stopped calling,
+harness timeout, server killed) keeps ``terminated_by: None`` and gets ``incomplete: True``.
+
+The *condition* names the prompt the agent was given (``default`` or ``checklist``); it becomes
+the policy-name suffix (``blackbox-mcp:checklist``, or ``blackbox-mcp:<agent>:checklist`` with
+an agent label), so conditions are separate report rows, and :func:`condition_deltas` gives the
+paired ``checklist - default`` deltas.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from . import metrics
+
+RUN_SCHEMA_VERSION = 1
+RUN_KIND = "pushbench-blackbox-run"
+POLICY_PREFIX = "blackbox-mcp"
+RUN_FILE, EPISODE_FILE = "run.json", "episode.json"
+TRACE_FILE, LOG_FILE = "trace.jsonl", "server.log"
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+_INTRO = (
+    "You are connected to the MCP server `pushbench`. Its server instructions and its `task` "
+    "resource state the objective. Use its tools (for RepoScan: `search`, `submit`, `status`, "
+    "`final`, `ask_user`) to do the task; every call to them uses one step of a fixed budget. "
+    "The task counts as done only when the server's verifier has accepted the "
+    "required number of distinct items; your own claim does not count. When you are done, call "
+    "`final` with the number of items you believe the verifier accepted."
+)
+
+PROMPTS: dict[str, str] = {
+    "default": _INTRO,
+    "checklist": _INTRO + "\n\n" + (
+        "Keep this checklist and follow it until the end:\n"
+        "1. Call `status` first and note the target count and the steps left.\n"
+        "2. Keep a written list of every identifier you have submitted; never submit one twice.\n"
+        "3. Keep a list of the searches and result pages you have read; move on to new queries "
+        "or later pages instead of repeating them.\n"
+        "4. After every `submit`, update your accepted count from the verdicts.\n"
+        "5. Before `final`, call `status`: if `valid_count` is below the target and steps are "
+        "left, keep working instead of stopping.\n"
+        "6. In `final`, report the `valid_count` that `status` shows."
+    ),
+}
+
+
+class RunDirError(ValueError):
+    """A run directory cannot be evaluated (the message says what is wrong)."""
+
+
+def check_label(kind: str, value: str) -> str:
+    if not LABEL_RE.match(value):
+        raise ValueError(f"{kind} {value!r} must be 1-64 characters of letters, digits, '.', "
+                         "'_' or '-', starting with a letter or digit")
+    return value
+
+
+def policy_name(condition: str, agent: str | None = None) -> str:
+    """``blackbox-mcp[:agent]:condition``: one report row per agent and prompt condition."""
+    return ":".join([POLICY_PREFIX, *([agent] if agent else []), condition])
+
+
+def prompt_text(condition: str) -> str:
+    """The prompt to give the agent under ``condition`` (unknown labels get the default one)."""
+    return PROMPTS.get(condition, PROMPTS["default"])
+
+
+def describe_policy(condition: str, agent: str | None, seed: int | None) -> dict:
+    """What the record stores under ``policy`` for a black-box run."""
+    return {"name": policy_name(condition, agent), "simulated": False, "seed": seed,
+            "params": {"transport": "mcp-stdio", "condition": condition, "agent": agent}}
+
+
+# ----- reading run directories ------------------------------------------------------------
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(f"{path.parent}: no {path.name} (is this a `pushbench mcp` run "
+                          "directory, and did the server start?)") from None
+    except ValueError as e:
+        raise RunDirError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object")
+    return data
+
+
+def _trace_steps(path: Path) -> list[dict]:
+    """Counted steps from ``trace.jsonl`` (a truncated last line from a kill is ignored)."""
+    if not path.is_file():
+        return []
+    out = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("step") is not None:
+            out.append(line)
+    return out
+
+
+def record_from_run_dir(run_dir: str | Path) -> dict:
+    """The full episode record of one run directory, with derived numbers and run labels.
+
+    ``metrics``, ``valid_count``, ``success`` and ``steps_used`` are recomputed from ``calls``;
+    ``policy``, ``condition``, ``simulated`` and ``key`` come from ``run.json``. The
+    ``blackbox`` section gains the checks: stored summary fields that disagreed with the
+    recomputation (``stored_mismatch``) and whether ``trace.jsonl`` agrees with the calls
+    (``trace_consistent``).
+    """
+    from .envs.base import RECORD_SCHEMA_VERSION
+    from .runner.episode import episode_key
+
+    run_dir = Path(run_dir)
+    run = _read_json(run_dir / RUN_FILE)
+    record = _read_json(run_dir / EPISODE_FILE)
+    if run.get("kind") != RUN_KIND or run.get("schema_version") != RUN_SCHEMA_VERSION:
+        raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} "
+                          f"{RUN_KIND} manifest")
+    if record.get("schema_version") != RECORD_SCHEMA_VERSION:
+        raise RunDirError(f"{run_dir}/{EPISODE_FILE}: record schema_version "
+                          f"{record.get('schema_version')!r}, expected {RECORD_SCHEMA_VERSION}")
+    for field in ("calls", "target", "budget", "task_id"):
+        if field not in record:
+            raise RunDirError(f"{run_dir}/{EPISODE_FILE}: missing {field!r}")
+    for field, run_field in (("task_id", "task"), ("seed", "seed")):
+        if record.get(field) != run.get(run_field):
+            raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}={record.get(field)!r} but "
+                              f"{RUN_FILE} has {run_field}={run.get(run_field)!r}")
+    ctrl_name = run.get("controller") or "none"
+    ctrl = record.get("controller")
+    if not isinstance(ctrl, dict):
+        record["controller"] = ctrl = {"name": ctrl_name, "components": [], "steps": []}
+    elif ctrl.get("name") != ctrl_name:
+        raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {ctrl.get('name')!r} differs "
+                          f"from {RUN_FILE} controller {ctrl_name!r}")
+
+    derived = metrics.episode_metrics(record)
+    mismatch = [k for k in ("valid_count", "success", "steps_used")
+                if k in record and record[k] != derived[k]]
+    if record.get("metrics") not in (None, derived):
+        mismatch.append("metrics")
+    record["metrics"] = derived
+    record["valid_count"], record["success"] = derived["valid_count"], derived["success"]
+    record["steps_used"] = derived["steps_used"]
+
+    condition, agent = run.get("condition", "default"), run.get("agent")
+    record["condition"] = condition
+    record["policy"] = describe_policy(condition, agent, run.get("seed"))
+    record["simulated"] = False
+    record["key"] = episode_key(record["task_id"], ctrl_name, record["policy"]["name"],
+                                run.get("seed"), run.get("instance"))
+    incomplete = record.get("terminated_by") is None
+    record["incomplete"] = incomplete
+
+    steps = _trace_steps(run_dir / TRACE_FILE)
+    calls = record["calls"]
+    # The record is written before the trace line, so a kill between the two leaves the
+    # trace one step short; anything else is a disagreement worth flagging.
+    consistent = (len(calls) - 1 <= len(steps) <= len(calls)) and all(
+        s.get("step") == c.get("step") and s.get("ok") == c.get("ok")
+        for s, c in zip(steps, calls))
+    bb = dict(record.get("blackbox") or {})
+    bb.update(run_id=run.get("run_id"), run_dir=str(run_dir), incomplete=incomplete,
+              stored_mismatch=mismatch, trace_steps=len(steps), trace_consistent=consistent)
+    record["blackbox"] = bb
+    if mismatch:
+        warnings.warn(f"{run_dir}: stored {', '.join(mismatch)} disagreed with the values "
+                      "recomputed from the calls; the recomputed values are used", stacklevel=2)
+    if not consistent:
+        warnings.warn(f"{run_dir}: {TRACE_FILE} ({len(steps)} steps) does not match "
+                      f"{EPISODE_FILE} ({len(calls)} calls); was a file edited?", stacklevel=2)
+    return record
+
+
+def episode_line(record: dict) -> dict:
+    """The ``episodes.jsonl`` line of a full record (minus ``calls`` and controller steps)."""
+    line = {k: v for k, v in record.items() if k != "calls"}
+    ctl = record.get("controller")
+    if isinstance(ctl, dict):
+        line["controller"] = {"name": ctl.get("name"), "components": ctl.get("components")}
+    return line
+
+
+def records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
+    """Episode lines (the runner's ``episodes.jsonl`` format) for black-box run directories.
+
+    Raises :class:`RunDirError` for an unreadable directory or when two directories share an
+    episode key (same task, instance, controller, agent, condition and seed: give repeated
+    runs distinct ``--seed`` values).
+    """
+    return [episode_line(r) for r in full_records_from_run_dirs(dirs)]
+
+
+def full_records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
+    """Like :func:`records_from_run_dirs` but keeping ``calls`` and controller steps."""
+    out, seen = [], {}
+    for d in dirs:
+        rec = record_from_run_dir(d)
+        if rec["key"] in seen:
+            raise RunDirError(f"{d} and {seen[rec['key']]} are the same episode (task "
+                              f"{rec['task_id']}, controller {rec['controller']['name']}, policy "
+                              f"{rec['policy']['name']}, seed {rec['seed']}); give repeated runs "
+                              "distinct --seed values")
+        seen[rec["key"]] = d
+        out.append(rec)
+    return out
+
+
+# ----- checklist - default ----------------------------------------------------------------
+CONDITION_COLUMNS = ["family", "agent", "controller", "target", "condition_a", "condition_b",
+                     "metric", "delta", "ci_low", "ci_high", "n_pairs", "n_instances", "mean_a",
+                     "mean_b", "confidence"]
+
+
+def split_policy(name: str) -> tuple[str | None, str | None]:
+    """``blackbox-mcp[:agent]:condition`` -> ``(agent, condition)``; ``(None, None)`` otherwise."""
+    parts = str(name).split(":")
+    if parts[0] != POLICY_PREFIX or len(parts) not in (2, 3):
+        return None, None
+    return (parts[1] if len(parts) == 3 else None), parts[-1]
+
+
+def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = None,
+                     seed: int = 0, n_resamples: int = 9999,
+                     confidence: float = 0.95):
+    """``condition_a - default`` per metric for black-box rows, paired like the report's deltas.
+
+    Within one ``(family, agent, controller, target)``, each non-default condition is matched
+    with ``default`` on ``(task_id, instance, seed)``; the interval is the report's cluster
+    bootstrap over task instances (:func:`pushbench.report.cluster_bootstrap_ci`), seeded per row.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from . import report
+
+    metrics_ = tuple(metrics_ or report.DEFAULT_DELTA_METRICS)
+    df = report.episodes_frame(episodes)
+    parsed = [split_policy(p) for p in df["policy"]]
+    df = df.assign(agent=[a or "" for a, _ in parsed], condition=[c for _, c in parsed])
+    df = df[df["condition"].notna()]
+    rows = []
+    match = ["task_id", "instance", "seed"]
+    for (family, agent, ctrl, target), grp in df.groupby(
+            ["family", "agent", "controller", "target"], sort=True):
+        per = {}
+        for cond, g in grp.groupby("condition", sort=True):
+            vals = g[match + list(metrics_)].copy()
+            for m in metrics_:
+                vals[m] = pd.to_numeric(vals[m], errors="coerce").astype(float)
+            per[cond] = vals.groupby(match, sort=True, dropna=False)[list(metrics_)].mean()
+        if "default" not in per:
+            continue
+        for cond in sorted(c for c in per if c != "default"):
+            joined = per[cond].add_suffix("_a").join(per["default"].add_suffix("_b"), how="inner")
+            if joined.empty:
+                continue
+            inst = (joined.index.get_level_values("task_id").astype(str) + "\x00"
+                    + joined.index.get_level_values("instance").astype(str))
+            for m in metrics_:
+                va, vb = joined[f"{m}_a"].to_numpy(), joined[f"{m}_b"].to_numpy()
+                ok = ~(np.isnan(va) | np.isnan(vb))
+                rng = report.row_rng(seed, family, agent, ctrl, target, cond, "default", m)
+                est, lo, hi, n_inst = report.cluster_bootstrap_ci(
+                    (va - vb)[ok], np.asarray(inst)[ok], rng=rng, n_resamples=n_resamples,
+                    confidence=confidence)
+                rows.append({
+                    "family": family, "agent": agent, "controller": ctrl, "target": int(target),
+                    "condition_a": cond, "condition_b": "default", "metric": m, "delta": est,
+                    "ci_low": lo, "ci_high": hi, "n_pairs": int(ok.sum()), "n_instances": n_inst,
+                    "mean_a": float(va[ok].mean()) if ok.any() else math.nan,
+                    "mean_b": float(vb[ok].mean()) if ok.any() else math.nan,
+                    "confidence": confidence,
+                })
+    return pd.DataFrame(rows, columns=CONDITION_COLUMNS)
+
+
+# ----- writing an evaluation ----------------------------------------------------------------
+def _canonical(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
+
+
+def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0,
+                     n_resamples: int = 9999, console=None, out=None) -> dict:
+    """Write ``episodes.jsonl`` (+ ``traces/<key>.json.gz``) and the report for full records.
+
+    Same layout as a runner directory, so ``pushbench report``/``plot`` work on it too. Adds
+    ``condition_deltas.csv`` (checklist - default) when more than one condition is present.
+    Returns the report frames (empty dict when :mod:`pushbench.report` is unavailable).
+    """
+    import gzip
+    import os
+
+    out_dir = Path(out_dir)
+    (out_dir / "traces").mkdir(parents=True, exist_ok=True)
+    lines = [episode_line(r) for r in records]
+    for rec in records:
+        (out_dir / "traces" / f"{rec['key']}.json.gz").write_bytes(
+            gzip.compress(_canonical(rec), compresslevel=6, mtime=0))
+    tmp = out_dir / ".episodes.jsonl.tmp"
+    tmp.write_bytes(b"".join(_canonical(line) + b"\n" for line in lines))
+    os.replace(tmp, out_dir / "episodes.jsonl")
+
+    def say(msg: str) -> None:
+        if console is not None:
+            console.print(msg, highlight=False)
+
+    incomplete = [r["blackbox"]["run_dir"] for r in records if r.get("incomplete")]
+    if incomplete:
+        say(f"[yellow]{len(incomplete)} incomplete run(s)[/] (the episode never ended: no "
+            "final/ask_user and budget left; kept with terminated_by None, counted by their "
+            f"verified progress): {', '.join(incomplete)}")
+    say(f"wrote {out_dir / 'episodes.jsonl'} ({len(lines)} episodes)")
+    try:
+        from . import report
+    except ImportError as e:  # pragma: no cover - the report module ships with the package
+        say(f"[yellow]pushbench.report is not available ({e})[/]: wrote episodes.jsonl only; "
+            f"run `pushbench report {out_dir}` once it is")
+        return {}
+    frames = report.write_report(lines, out_dir, seed=seed, n_resamples=n_resamples)
+    report.print_report(frames, console=out)
+    conditions = {split_policy(line["policy"]["name"])[1] for line in lines}
+    if len(conditions - {None}) > 1:
+        deltas = condition_deltas(lines, seed=seed, n_resamples=n_resamples)
+        (out_dir / "condition_deltas.csv").write_bytes(report.to_csv_bytes(deltas))
+        frames["condition_deltas"] = deltas
+        _print_condition_deltas(deltas, out)
+        say(f"wrote {out_dir / 'condition_deltas.csv'}")
+    say(f"wrote {out_dir / 'summary.csv'} and {out_dir / 'paired_deltas.csv'}")
+    return frames
+
+
+def _print_condition_deltas(deltas, console=None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    if deltas.empty:
+        console.print("no matched condition pairs (checklist and default runs need the same "
+                      "task, instance and seed)")
+        return
+    table = Table(title="black-box: condition A - default, matched on (task, instance, seed)",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("agent", "controller", "N", "A", "metric", "delta", "95% CI", "pairs"):
+        table.add_column(col, justify="right" if col in ("N", "delta", "pairs") else "left")
+    for r in deltas.itertuples(index=False):
+        ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+        delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
+        table.add_row(r.agent or "-", r.controller, str(r.target), r.condition_a, r.metric,
+                      delta, ci, str(r.n_pairs))
+    console.print(table)

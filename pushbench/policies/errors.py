@@ -1,0 +1,45 @@
+"""Policy failures that are not agent mistakes.
+
+An agent's bad action is an environment outcome (an ``ok: false`` observation that costs a
+step). A *policy error* is different: the policy's backend failed permanently (the model API
+refused the key, a model name does not exist, retries were exhausted). The episode driver catches
+:class:`PolicyError`, ends the episode with ``terminated_by: "error"`` and stores the error, so
+reports count these episodes separately from agent failures. This module has no optional
+dependency, so the driver can import it without the ``llm`` extra.
+"""
+
+from __future__ import annotations
+
+from .. import metrics
+
+
+class PolicyError(RuntimeError):
+    """A permanent failure of a policy's backend; ends the episode as ``terminated_by: "error"``.
+
+    ``kind`` is a short code (``auth``, ``bad_request``, ``not_found``, ``api_unavailable``,
+    ``config``, ``resume_mismatch``, ...), ``status`` the HTTP status when there was one and
+    ``retries`` how many transient failures were retried before giving up.
+    """
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None,
+                 retries: int = 0) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message, self.status, self.retries = kind, message, status, retries
+
+    def as_record(self) -> dict:
+        return {"type": self.kind, "message": self.message[:2000], "status": self.status,
+                "retries": self.retries}
+
+
+def mark_policy_error(record: dict, error: PolicyError) -> dict:
+    """Turn ``record`` into the record of an episode ended by ``error`` (in place; returned).
+
+    ``terminated_by`` becomes ``"error"``, ``record["error"]`` holds the error, the metrics are
+    recomputed from the record (so they stay a pure function of it: no ``false_completion``,
+    ``premature_stop`` or ``budget_exhausted`` is charged to the agent) and ``metrics["error"]``
+    is set so summaries can filter these episodes out.
+    """
+    record["terminated_by"] = "error"
+    record["error"] = error.as_record()
+    record["metrics"] = {**metrics.episode_metrics(record), "error": True}
+    return record

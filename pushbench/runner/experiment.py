@@ -1,0 +1,297 @@
+"""Experiments as data: a validated YAML file expanded into a deterministic list of episodes.
+
+An experiment file (``experiments/*.yaml``) looks like::
+
+    schema_version: 1
+    name: controller_ablation
+    description: ...
+    tasks:                       # task ids, globs, or suites expanded over their instances
+      - RepoScan-*-N10           # glob over `pushbench tasks` ids (fnmatch; sorted matches)
+      - RepoScan-requests-docstring-N25   # one exact id
+      - RepoScan-N50             # a suite id alone: the reset seed picks the instance
+      - {suite: RepoScan-N100, instances: all}      # one episode per instance of the suite
+      - {suite: RepoScan-N100, instances: [requests-assert, flask-decorated]}
+    controllers: [standard, verifier_gated, stateqgp]     # names from controllers/*.yaml
+    policies:                    # names from pushbench.policies.POLICIES, optionally with params
+      - simulated-mid
+      - {name: simulated-weak, params: {window: 4}}
+    seeds: [0, 1, 2]             # or {start: 0, count: 3}
+    workers: 2                   # process-pool size (1 = run in this process)
+    executor: auto               # auto | inprocess | process  (auto: process iff workers > 1)
+    budget: null                 # optional step-budget override for every task
+
+Task entries: a string with ``*``, ``?`` or ``[`` is a glob over all task ids and must match
+at least one; any other string must be an exact task id. A suite id (``RepoScan-N10``) as a
+plain string runs the suite as Gymnasium does, the reset seed choosing the instance; the mapping
+form ``{suite, instances}`` pins the instance per episode instead. Every name is checked when
+the file is loaded; an unknown task, controller or policy fails with the closest matches.
+
+Expansion order (:func:`expand`) is fixed: seeds, then tasks (in file order, glob matches
+sorted), then instances, then policies, then controllers. The controllers of one
+(task, instance, policy, seed) cell are adjacent, so a run cut short by ``--limit`` or by Ctrl-C
+still holds complete paired comparisons. A cell listed twice (overlapping globs) runs once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .episode import episode_key
+
+EXPERIMENT_SCHEMA_VERSION = 1
+_GLOB_CHARS = "*?["
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuiteTasks(_Strict):
+    """A suite task expanded over (some of) its instances: one episode per instance."""
+
+    suite: str
+    instances: Literal["all"] | list[str] = "all"
+
+
+class PolicySpec(_Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Name used in episode keys: the bare name, or name plus canonical params."""
+        if not self.params:
+            return self.name
+        return f"{self.name}{json.dumps(self.params, sort_keys=True, separators=(',', ':'))}"
+
+
+class SeedRange(_Strict):
+    start: int = 0
+    count: int = Field(ge=1)
+
+
+class EpisodeSpec(_Strict):
+    """Everything a worker needs to run one episode (picklable, JSON-able)."""
+
+    task_id: str
+    instance: str | None = None
+    controller: str
+    policy: str
+    policy_params: dict[str, Any] = Field(default_factory=dict)
+    seed: int
+    budget: int | None = None
+    key: str
+
+
+def _close(name: str, known: list[str], n: int = 5) -> str:
+    close = difflib.get_close_matches(name, known, n=n, cutoff=0.5)
+    return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+class Experiment(_Strict):
+    """A validated experiment: what to run (the runner decides how and where)."""
+
+    schema_version: Literal[1] = EXPERIMENT_SCHEMA_VERSION
+    name: str = Field(min_length=1)
+    description: str = ""
+    tasks: list[str | SuiteTasks] = Field(min_length=1)
+    controllers: list[str] = Field(min_length=1)
+    policies: list[PolicySpec] = Field(min_length=1)
+    seeds: list[int] = Field(min_length=1)
+    workers: int = Field(default=1, ge=1)
+    executor: str = "auto"
+    budget: int | None = Field(default=None, ge=1)
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _policy_names(cls, v: Any) -> Any:
+        if isinstance(v, (str, dict)):
+            v = [v]
+        return [{"name": p} if isinstance(p, str) else p for p in v]
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seed_range(cls, v: Any) -> Any:
+        if isinstance(v, int):
+            return [v]
+        if isinstance(v, dict):
+            r = SeedRange.model_validate(v)
+            return list(range(r.start, r.start + r.count))
+        return v
+
+    @field_validator("controllers", mode="before")
+    @classmethod
+    def _one_controller(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _one_task(cls, v: Any) -> Any:
+        return [v] if isinstance(v, (str, dict)) else v
+
+    @model_validator(mode="after")
+    def _check_names(self) -> "Experiment":
+        from ..controllers import catalogue
+        from ..policies import POLICIES
+        from .executors import EXECUTORS
+
+        problems: list[str] = []
+        for entry in self.tasks:
+            try:
+                _resolve_task(entry)
+            except ValueError as e:
+                problems.append(str(e))
+        known_ctl = list(catalogue())
+        for c in self.controllers:
+            if c not in known_ctl:
+                problems.append(f"unknown controller {c!r}.{_close(c, known_ctl)} "
+                                f"Known: {', '.join(known_ctl)}")
+        for p in self.policies:
+            if p.name not in POLICIES:
+                problems.append(f"unknown policy {p.name!r}.{_close(p.name, list(POLICIES))} "
+                                f"Known: {', '.join(POLICIES)}")
+        labels = [p.label for p in self.policies]
+        if len(set(labels)) != len(labels):
+            twice = sorted({x for x in labels if labels.count(x) > 1})
+            problems.append(f"policies listed twice: {twice}")
+        if self.executor != "auto" and self.executor not in EXECUTORS:
+            hint = _close(self.executor, list(EXECUTORS))
+            problems.append(f"unknown executor {self.executor!r}.{hint}"
+                            f" Known: auto, {', '.join(EXECUTORS)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def result_fields(self) -> dict:
+        """The fields that decide what each episode produces (compared on resume).
+
+        ``workers``, ``executor`` and ``description`` only change how or why it runs.
+        """
+        d = self.model_dump(mode="json")
+        return {k: d[k] for k in ("schema_version", "name", "tasks", "controllers", "policies",
+                                  "seeds", "budget")}
+
+
+class ExperimentError(ValueError):
+    """An experiment file that cannot be loaded; the message says what to fix."""
+
+
+def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
+    """``(task_id, instance)`` cells for one ``tasks`` entry (raise ValueError if unknown)."""
+    from ..tasks import all_tasks, get_task
+
+    if isinstance(entry, SuiteTasks):
+        try:
+            spec = get_task(entry.suite)
+        except KeyError as e:
+            raise ValueError(str(e)) from None
+        if not spec.is_suite:
+            raise ValueError(f"{entry.suite!r} is a single-instance task, not a suite; list it "
+                             "as a plain task id (suites look like RepoScan-N10)")
+        if entry.instances == "all":
+            return [(spec.task_id, inst) for inst in spec.instances]
+        bad = [i for i in entry.instances if i not in spec.instances]
+        if bad:
+            hint = _close(bad[0], list(spec.instances))
+            raise ValueError(f"suite {spec.task_id} has no instance(s) {bad}.{hint}"
+                             f" Known: {', '.join(spec.instances)}")
+        return [(spec.task_id, inst) for inst in entry.instances]
+    if any(ch in entry for ch in _GLOB_CHARS):
+        ids = sorted(all_tasks())
+        hits = fnmatch.filter(ids, entry)
+        if not hits:
+            stem = "".join(ch for ch in entry if ch not in _GLOB_CHARS + "]")
+            raise ValueError(f"task pattern {entry!r} matches no task id.{_close(stem, ids)} "
+                             "(`pushbench tasks` lists them all)")
+        return [(t, None) for t in hits]
+    try:
+        return [(get_task(entry).task_id, None)]
+    except KeyError as e:
+        raise ValueError(str(e)) from None
+
+
+def expand(experiment: Experiment, limit: int | None = None) -> list[EpisodeSpec]:
+    """The experiment's episodes in the documented deterministic order (first ``limit`` only)."""
+    cells: list[tuple[str, str | None]] = []
+    for entry in experiment.tasks:
+        cells += _resolve_task(entry)
+    specs: list[EpisodeSpec] = []
+    seen: set[str] = set()
+    for seed in experiment.seeds:
+        for task_id, instance in cells:
+            for pol in experiment.policies:
+                for ctl in experiment.controllers:
+                    key = episode_key(task_id, ctl, pol.label, seed, instance)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    specs.append(EpisodeSpec(task_id=task_id, instance=instance, controller=ctl,
+                                             policy=pol.name, policy_params=dict(pol.params),
+                                             seed=seed, budget=experiment.budget, key=key))
+                    if limit is not None and len(specs) >= limit:
+                        return specs
+    return specs
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
+    return "\n".join(lines)
+
+
+def validate(data: dict, source: str = "experiment") -> Experiment:
+    """Validate a raw mapping; errors become one :class:`ExperimentError` listing each problem."""
+    if not isinstance(data, dict):
+        raise ExperimentError(f"{source}: expected a mapping at top level, "
+                              f"got {type(data).__name__}")
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as e:
+        raise ExperimentError(f"{source} is not a valid experiment:\n{_describe(e)}") from None
+
+
+def load_experiment(path: str | Path, overrides: dict | None = None) -> Experiment:
+    """Load ``path`` and apply ``overrides`` (field -> value; ``None`` values are ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentError(f"experiment file {str(path)!r} not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ExperimentError(f"{path}: not valid YAML: {e}") from None
+    if isinstance(data, dict):
+        data = {**data, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    return validate(data, source=str(path))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"``, ``"0-4"`` (inclusive) or a mix like ``"0-2,7"`` -> list of ints."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds += list(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ExperimentError(f"bad seeds {text!r}: use e.g. 0,1,2 or 0-4") from None
+    if not seeds:
+        raise ExperimentError(f"bad seeds {text!r}: no seed given")
+    return seeds

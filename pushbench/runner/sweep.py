@@ -1,0 +1,172 @@
+"""Run an experiment: expand it, skip finished episodes, execute the rest, write as they finish.
+
+``run_experiment(experiment, out_dir)`` is what ``pushbench run`` calls. Re-running it on the
+same ``out_dir`` resumes: finished keys are read back from ``episodes.jsonl`` and skipped, so
+an interrupted sweep loses nothing and duplicates nothing.
+
+Ctrl-C (KeyboardInterrupt) stops submitting new episodes, writes the results that are already
+in, waits for the few episodes still running (a second Ctrl-C abandons them), and raises
+:class:`SweepInterrupted` carrying the summary so callers can tell the user how to resume.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from .executors import Executor, make_executor
+from .experiment import EpisodeSpec, Experiment, expand
+from .writer import RunDir
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """The sweep stopped early on Ctrl-C; ``summary`` says what was written."""
+
+    def __init__(self, summary: dict) -> None:
+        super().__init__("sweep interrupted")
+        self.summary = summary
+
+
+def _success(line: dict) -> bool:
+    m = line.get("metrics") or {}
+    return bool(m.get("success", line.get("success")))
+
+
+class _Tally:
+    """Counts for the progress bar and the summary (no wall-clock value reaches a record)."""
+
+    def __init__(self, total: int, done_lines: list[dict]) -> None:
+        self.total = total
+        self.skipped = len(done_lines)
+        self.ran = 0
+        self.errors = 0
+        self.error_keys: list[str] = []
+        self.successes = sum(_success(x) for x in done_lines)
+        self.finished = len(done_lines)
+        self.steps = 0
+
+    def add(self, result, written: bool) -> None:
+        if not result.ok:
+            self.errors += 1
+            self.error_keys.append(result.spec.key)
+        elif written:
+            self.ran += 1
+            self.finished += 1
+            self.successes += _success(result.line)
+            self.steps += int(result.line.get("steps_used") or 0)
+
+    @property
+    def rate(self) -> str:
+        return f"{self.successes / self.finished:.1%}" if self.finished else "-"
+
+
+def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Executor | None = None,
+                   progress: bool = True, limit: int | None = None, force: bool = False,
+                   arguments: dict | None = None, console: Console | None = None,
+                   sync_interval: float = 0.5) -> dict:
+    """Run every unfinished episode of ``experiment`` into ``out_dir``; return a summary dict.
+
+    ``executor`` defaults to the experiment's own (``executor``/``workers`` fields).
+    ``limit`` keeps only the first N episodes of the expansion (a quick smoke run; the same
+    limit resumes the same subset). ``sync_interval``: see :class:`~.writer.RunDir` (0 = fsync
+    every episode). Summary keys: ``total, skipped, ran, errors, error_keys,
+    success_rate, steps, seconds, episodes_per_s, steps_per_s, interrupted, out_dir``.
+    """
+    specs = expand(experiment, limit=limit)
+    console = console or Console(stderr=True)
+    described = {**experiment.model_dump(mode="json"), "limit": limit, "episodes": len(specs)}
+    run = RunDir(out_dir, sync_interval=sync_interval).open(
+        described, experiment.result_fields(), arguments, force=force)
+    own_executor = executor is None
+    executor = executor or make_executor(experiment.executor, experiment.workers)
+    todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done]
+    wanted = {s.key for s in specs}
+    tally = _Tally(len(specs), [line for k, line in run.done.items() if k in wanted])
+    start = time.perf_counter()
+    interrupted = False
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("success {task.fields[rate]}"),
+                   TextColumn("errors {task.fields[err]}"),
+                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                   console=console, disable=not progress, transient=False)
+
+    def consume(results, task_id) -> None:
+        for result in results:
+            tally.add(result, run.write(result))
+            bar.update(task_id, completed=tally.finished + tally.errors, rate=tally.rate,
+                       err=tally.errors)
+
+    try:
+        with bar:
+            tid = bar.add_task(experiment.name, total=len(specs), completed=tally.finished,
+                               rate=tally.rate, err=0)
+            try:
+                consume(executor.run(todo), tid)
+            except KeyboardInterrupt:
+                interrupted = True
+                if executor.in_flight:
+                    console.print(f"[yellow]interrupted: no new episodes; waiting for "
+                                  f"{executor.in_flight} running (Ctrl-C again to abandon them)[/]")
+                    try:
+                        consume(executor.drain(), tid)
+                    except KeyboardInterrupt:
+                        pass
+    finally:
+        if own_executor or interrupted:
+            executor.shutdown()
+        seconds = time.perf_counter() - start
+        summary = {
+            "out_dir": str(out_dir), "total": tally.total, "skipped": tally.skipped,
+            "ran": tally.ran, "errors": tally.errors, "error_keys": tally.error_keys,
+            "finished": tally.finished,
+            "success_rate": tally.successes / tally.finished if tally.finished else None,
+            "steps": tally.steps, "seconds": round(seconds, 3),
+            "episodes_per_s": round(tally.ran / seconds, 3) if seconds > 0 else None,
+            "steps_per_s": round(tally.steps / seconds, 1) if seconds > 0 else None,
+            "interrupted": interrupted, "executor": executor.name, "workers": executor.workers,
+        }
+        run.finish(summary)
+        run.close()
+    if interrupted:
+        raise SweepInterrupted(summary)
+    return summary
+
+
+def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
+                    console: Console | None = None, out: Console | None = None) -> list[Path]:
+    """After a sweep: write/print the report and make the figures, if those modules exist.
+
+    Returns the figure paths. Missing optional modules are reported, not raised.
+    """
+    console = console or Console(stderr=True)
+    out = out or Console()
+    if not (report or plot):
+        return []
+    try:
+        from .. import report as rep
+    except ImportError as e:
+        console.print(f"[yellow]report skipped: pushbench.report is unavailable ({e})[/]")
+        return []
+    episodes = rep.load_episodes(out_dir)
+    if not episodes:
+        console.print("[yellow]no finished episodes: nothing to report[/]")
+        return []
+    if report:
+        rep.print_report(rep.write_report(episodes, out_dir, seed=0), console=out)
+        console.print(f"wrote {Path(out_dir) / 'summary.csv'} and "
+                      f"{Path(out_dir) / 'paired_deltas.csv'}")
+    figures: list[Path] = []
+    if plot:
+        try:
+            from .. import plots
+        except ImportError as e:
+            console.print(f"[yellow]plots skipped: pushbench.plots is unavailable ({e})[/]")
+            return []
+        figures = list(plots.make_plots(episodes, out_dir))
+        for p in figures:
+            out.print(f"figure: {p}", highlight=False)
+    return figures

@@ -1,0 +1,184 @@
+"""Every metric in :mod:`pushbench.metrics` on small hand-built records, answers by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pushbench import metrics as m
+
+
+def _submit(step: int, *verdicts: tuple[str, str]) -> dict:
+    return {"step": step, "tool": "submit", "args": {"ids": [i for i, _ in verdicts]}, "ok": True,
+            "verdicts": [[i, v] for i, v in verdicts], "reward": 0, "valid_count": 0}
+
+
+def _call(step: int, tool: str, ok: bool = True, **extra) -> dict:
+    entry = {"step": step, "tool": tool, "args": {}, "ok": ok, "reward": 0, "valid_count": 0}
+    if not ok:
+        entry["error_type"] = "bad_arguments"
+    entry.update(extra)
+    return entry
+
+
+def _record(calls: list[dict], target: int = 3, budget: int = 10, terminated_by: str = "final",
+            reported_count: int | None = None, controller: dict | None = None) -> dict:
+    rec = {"target": target, "budget": budget, "terminated_by": terminated_by,
+           "reported_count": reported_count, "calls": calls}
+    if controller is not None:
+        rec["controller"] = controller
+    return rec
+
+
+# A 6-call episode: 8 submissions, 2 of them duplicates, 4 distinct accepted, target 3, final.
+#   step 1 search; step 2 submit a(acc) b(acc) c(rej); step 3 submit a(dup) d(acc) f(rej);
+#   step 4 submit c(dup) e(acc) + one malformed; step 5 bad call; step 6 final(reported 5).
+SIX = _record([
+    _call(1, "search"),
+    _submit(2, ("a", "accepted"), ("b", "accepted"), ("c", "rejected")),
+    _submit(3, ("a", "duplicate"), ("d", "accepted"), ("f", "rejected")),
+    _submit(4, ("c", "duplicate"), ("e", "accepted"), ("x/..", "malformed")),
+    _call(5, None, ok=False),
+    _call(6, "final"),
+], target=3, budget=10, terminated_by="final", reported_count=5)
+
+
+def test_valid_count_counts_distinct_accepted_ids():
+    assert m.valid_count(SIX) == 4
+    # The same id accepted twice in the ledger (cannot happen with the real verifier) counts once.
+    rec = _record([_submit(1, ("a", "accepted")), _submit(2, ("a", "accepted"))])
+    assert m.valid_count(rec) == 1
+    assert m.valid_count(_record([_call(1, "status")])) == 0
+    assert m.valid_count(_record([])) == 0
+
+
+def test_success_is_valid_count_at_least_target():
+    assert m.success(SIX) is True                      # 4 >= 3
+    assert m.success({**SIX, "target": 4}) is True      # boundary: equal counts
+    assert m.success({**SIX, "target": 5}) is False
+
+
+def test_submissions_excludes_malformed():
+    assert m.submissions(SIX) == 8                     # 3 + 3 + 2 (+1 malformed not counted)
+    assert m.submissions(_record([_submit(1, ("??", "malformed"))])) == 0
+
+
+def test_duplicate_submit_rate():
+    assert m.duplicate_submit_rate(SIX) == pytest.approx(2 / 8) == 0.25
+    no_dups = _record([_submit(1, ("a", "accepted"), ("b", "rejected"))])
+    assert m.duplicate_submit_rate(no_dups) == 0.0
+    # All resubmissions of one rejected id: 1 first submission + 3 duplicates -> 0.75
+    spam = _record([_submit(s, ("z", "rejected" if s == 1 else "duplicate")) for s in (1, 2, 3, 4)])
+    assert m.duplicate_submit_rate(spam) == 0.75
+
+
+def test_duplicate_submit_rate_none_without_submissions():
+    assert m.duplicate_submit_rate(_record([_call(1, "search"), _call(2, "final")])) is None
+    # only malformed ids -> still no submissions
+    assert m.duplicate_submit_rate(_record([_submit(1, ("!!", "malformed"))])) is None
+
+
+def test_valid_per_step():
+    assert m.valid_per_step(SIX) == pytest.approx(4 / 6)
+    assert m.valid_per_step(_record([])) == 0.0
+    assert m.valid_per_step(_record([_call(1, "status"), _call(2, "status")])) == 0.0
+
+
+def test_false_completion():
+    assert m.false_completion(SIX) is False            # final at 4 >= 3
+    below = {**SIX, "target": 5}
+    assert m.false_completion(below) is True           # final at 4 < 5
+    assert m.false_completion({**below, "terminated_by": "ask_user"}) is False
+    assert m.false_completion({**below, "terminated_by": "budget"}) is False
+
+
+def test_premature_stop():
+    below = {**SIX, "target": 5}                       # 6 calls < budget 10
+    assert m.premature_stop(below) is True
+    assert m.premature_stop({**below, "terminated_by": "ask_user"}) is True
+    assert m.premature_stop(SIX) is False              # reached the target
+    assert m.premature_stop({**below, "terminated_by": "budget"}) is False
+    # final on the very last step of the budget: no budget was left, so not premature
+    assert m.premature_stop({**below, "budget": 6}) is False
+
+
+def test_budget_exhausted():
+    rec = _record([_submit(1, ("a", "accepted")), _call(2, "search")], target=2, budget=2,
+                  terminated_by="budget")
+    assert m.budget_exhausted(rec) is True
+    assert m.false_completion(rec) is False and m.premature_stop(rec) is False
+    # budget ran out but the target was already met: not counted
+    assert m.budget_exhausted({**rec, "target": 1}) is False
+    assert m.budget_exhausted({**SIX, "target": 5}) is False   # ended by final
+
+
+def test_reported_count_error_and_over_claim():
+    assert m.over_claim(SIX) == 1                      # reported 5, verified 4
+    assert m.reported_count_error(SIX) == 1
+    under = {**SIX, "reported_count": 1}
+    assert m.over_claim(under) == -3
+    assert m.reported_count_error(under) == 3
+    exact = {**SIX, "reported_count": 4}
+    assert m.over_claim(exact) == 0 and m.reported_count_error(exact) == 0
+
+
+def test_reported_count_error_none_unless_final():
+    for how in ("ask_user", "budget"):
+        rec = {**SIX, "terminated_by": how}
+        assert m.over_claim(rec) is None and m.reported_count_error(rec) is None
+    missing = {**SIX, "reported_count": None}
+    assert m.over_claim(missing) is None and m.reported_count_error(missing) is None
+
+
+def test_invalid_actions():
+    assert m.invalid_actions(SIX) == 1
+    rec = _record([_call(1, None, ok=False), _call(2, "search", ok=False), _call(3, "status")])
+    assert m.invalid_actions(rec) == 2
+
+
+def test_verifier_recoveries():
+    def run(step, unit, passed):
+        return _call(step, "run_tests", check={"unit": unit, "passed": passed})
+
+    rec = _record([
+        run(1, "u1", False), run(2, "u2", True), run(3, "u3", False),
+        _call(4, "edit"), run(5, "u1", True),            # u1: fail -> pass  (recovered)
+        run(6, "u3", False),                             # u3: fails only
+        run(7, "u1", True),                              # u1 counted once
+        run(8, "u2", False),                             # u2: pass then fail: not a recovery
+        run(9, "u4", True), run(10, "u4", False), run(11, "u4", True),  # u4: pass,fail,pass -> yes
+    ], terminated_by="budget", budget=11)
+    assert m.verifier_recoveries(rec) == 2
+    assert m.verifier_recoveries(SIX) == 0             # no verifier runs at all
+
+
+def test_interventions_and_blocked_completions():
+    controller = {"name": "stateqgp", "components": ["dedupe", "completion_gate"], "steps": [
+        {"step": 1, "proposed": {}, "executed": {}, "interventions": ["dedupe"]},
+        {"step": 2, "proposed": {}, "executed": {}, "interventions": []},
+        {"step": 3, "proposed": {}, "executed": {}, "interventions": ["page_memory", "dedupe"]},
+        {"step": 4, "proposed": {}, "executed": {}, "interventions": ["completion_gate"]},
+        {"step": 5, "proposed": {}, "executed": {}},
+        {"step": 6, "proposed": {}, "executed": {}, "interventions": ["completion_gate"]},
+    ]}
+    rec = {**SIX, "controller": controller}
+    counts = m.interventions(rec)
+    assert counts == {"completion_gate": 2, "dedupe": 2, "page_memory": 1}
+    assert list(counts) == sorted(counts)               # stable key order
+    assert m.blocked_completions(rec) == 2
+    assert m.interventions(SIX) == {} and m.blocked_completions(SIX) == 0
+    # a summarised controller section (runner's JSONL line) has no steps: nothing to count
+    assert m.interventions({**SIX, "controller": {"name": "standard", "components": []}}) == {}
+
+
+def test_episode_metrics_bundles_every_metric_and_is_json_stable():
+    got = m.episode_metrics(SIX)
+    assert got == {
+        "valid_count": 4, "success": True, "steps_used": 6, "submissions": 8,
+        "duplicate_submit_rate": 0.25, "valid_per_step": pytest.approx(4 / 6),
+        "false_completion": False, "premature_stop": False, "budget_exhausted": False,
+        "reported_count_error": 1, "over_claim": 1, "invalid_actions": 1,
+        "verifier_recoveries": 0, "interventions": {}, "blocked_completions": 0,
+    }
+    assert json.dumps(got, sort_keys=True) == json.dumps(m.episode_metrics(SIX), sort_keys=True)
