@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import metrics
+from .runner.executors import episode_line
 
 RUN_SCHEMA_VERSION = 1
 RUN_KIND = "pushbench-blackbox-run"
@@ -191,15 +192,6 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
         warnings.warn(f"{run_dir}: {TRACE_FILE} ({len(steps)} steps) does not match "
                       f"{EPISODE_FILE} ({len(calls)} calls); was a file edited?", stacklevel=2)
     return record
-
-
-def episode_line(record: dict) -> dict:
-    """The ``episodes.jsonl`` line of a full record (minus ``calls`` and controller steps)."""
-    line = {k: v for k, v in record.items() if k != "calls"}
-    ctl = record.get("controller")
-    if isinstance(ctl, dict):
-        line["controller"] = {"name": ctl.get("name"), "components": ctl.get("components")}
-    return line
 
 
 def records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:

@@ -122,6 +122,15 @@ class QGPEnv(gym.Env):
     def _valid_count(self) -> int:
         raise NotImplementedError
 
+    def _sample_common(self, tool: str, rng) -> dict:
+        """A random well-formed call of one of the base tools (status, final, ask_user)."""
+        if tool == "final":
+            return {"tool": tool, "reported_count": int(rng.integers(0, self.task.target + 1)),
+                    "message": "done"}
+        if tool == "ask_user":
+            return {"tool": tool, "message": "Should I continue?"}
+        return {"tool": "status"}
+
     def _extra_qgp(self) -> dict:
         return {}
 

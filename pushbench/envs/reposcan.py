@@ -155,9 +155,6 @@ class RepoScanEnv(QGPEnv):
                                                           for v in verdicts),
                 "valid_count": self._verifier.valid_count, "target": self.task.target}
 
-    def _check_strings(self, tool, args) -> None:
-        super()._check_strings(tool, args)
-
     def _sample_action(self, rng) -> dict:
         tool = ["search", "search", "submit", "submit", "status", "final", "ask_user"][
             int(rng.integers(7))]
@@ -168,9 +165,4 @@ class RepoScanEnv(QGPEnv):
             pool = getattr(self, "_seen_ids", None) or ["src/module.py::function"]
             k = int(rng.integers(1, 4))
             return {"tool": tool, "ids": [pool[int(rng.integers(len(pool)))] for _ in range(k)]}
-        if tool == "final":
-            return {"tool": tool, "reported_count": int(rng.integers(0, self.task.target + 1)),
-                    "message": "done"}
-        if tool == "ask_user":
-            return {"tool": tool, "message": "Should I continue?"}
-        return {"tool": "status"}
+        return self._sample_common(tool, rng)

@@ -358,9 +358,4 @@ class DataOpsEnv(QGPEnv):
             return {"tool": tool, "path": path, "content": "x,y\n1,2\n"}
         if tool == "answer":
             return {"tool": tool, "unit_id": uid, "value": int(rng.integers(0, 10))}
-        if tool == "final":
-            return {"tool": tool, "reported_count": int(rng.integers(0, self.task.target + 1)),
-                    "message": "done"}
-        if tool == "ask_user":
-            return {"tool": tool, "message": "Should I continue?"}
-        return {"tool": "status"}
+        return self._sample_common(tool, rng)
