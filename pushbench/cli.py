@@ -15,6 +15,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="PushBench: quantitative goal persistence benchmark for LLM agents.")
 snap_app = typer.Typer(no_args_is_help=True, help="Build, list and verify repository snapshots.")
 app.add_typer(snap_app, name="snapshots")
+from .envs.swelite.cli import swelite_app  # noqa: E402  (light: typer and rich only)
+
+app.add_typer(swelite_app, name="swelite")
 console = Console(stderr=True)
 out = Console()
 
@@ -98,7 +101,10 @@ def run_cmd(
     controllers: Optional[list[str]] = typer.Option(None, help="controller names (comma/repeat)"),
     policies: Optional[list[str]] = typer.Option(None, help="policy names (comma/repeat)"),
     tasks: Optional[list[str]] = typer.Option(None, help="task ids or globs (comma/repeat)"),
-    executor: Optional[str] = typer.Option(None, help="auto | inprocess | process"),
+    executor: Optional[str] = typer.Option(None, help="auto | inprocess | process | async | ray"),
+    address: Optional[str] = typer.Option(
+        None, help="Ray cluster to join: auto | HOST:PORT | ray://HOST:PORT (implies --executor "
+        "ray; without it --executor ray starts a local Ray instance)"),
     budget: Optional[int] = typer.Option(None, help="step-budget override for every task"),
     limit: Optional[int] = typer.Option(None, min=1, help="only the first N episodes (smoke run)"),
     concurrency: Optional[int] = typer.Option(
@@ -119,14 +125,19 @@ def run_cmd(
 
     if concurrency is not None:  # the asyncio executor (pushbench/runner/async_executor.py)
         executor, workers = "async", concurrency
+    if address is not None:  # the Ray executor (pushbench/runner/ray_executor.py)
+        if executor not in (None, "ray"):
+            _fail(f"--address is for --executor ray, not {executor!r}")
+        executor = "ray"
     arguments = {"experiment": str(experiment), "out": str(out_dir), "workers": workers,
                  "seeds": seeds, "controllers": controllers, "policies": policies, "tasks": tasks,
                  "executor": executor, "budget": budget, "limit": limit, "force": force,
-                 "sync_interval": sync_interval}
+                 "sync_interval": sync_interval, "address": address}
     try:
         overrides = {"workers": workers, "controllers": _split(controllers),
                      "policies": _split(policies), "tasks": _split(tasks),
                      "executor": executor, "budget": budget,
+                     "executor_options": {"ray": {"address": address}} if address else None,
                      "seeds": parse_seeds(seeds) if seeds is not None else None}
         exp = load_experiment(experiment, overrides)
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,

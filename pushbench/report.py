@@ -221,9 +221,18 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     ``budget_exhausted_rate``, ``mean_reported_count_error`` and ``mean_over_claim`` (over
     episodes ended by ``final``), ``mean_interventions``, ``mean_blocked_completions``,
     ``mean_invalid_actions``, ``mean_verifier_recoveries``, ``mean_steps_used``, and the mean
-    LLM usage per episode when present. Rates are fractions in [0, 1].
+    LLM usage per episode when present. Rates are fractions in [0, 1]. Episodes ended by a
+    permanent model-backend failure (``terminated_by == "error"``) are counted in
+    ``n_backend_errors`` and excluded from ``n_episodes`` and every metric.
     """
     df = _as_frame(df)
+    # Episodes whose model backend failed for good (terminated_by "error") are not agent
+    # outcomes: they are counted in n_backend_errors and left out of every metric.
+    errors = df.assign(_err=(df["terminated_by"] == "error").astype(int)) if not df.empty \
+        else df.assign(_err=0)
+    n_err = errors.groupby(_GROUP, sort=False, dropna=False)["_err"].sum() \
+        if not df.empty else None
+    df = df[df["terminated_by"] != "error"] if not df.empty else df
     spec = {
         "simulated": ("simulated", "any"),
         "n_episodes": ("key", "size"),
@@ -246,15 +255,25 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     for col in USAGE_COLUMNS:
         if col in df:
             spec[f"mean_{col}"] = (col, "mean")
-    if df.empty:
-        return pd.DataFrame(columns=_GROUP + list(spec))
+    if df.empty and n_err is None:
+        return pd.DataFrame(columns=_GROUP + ["n_backend_errors"] + list(spec))
     work = df.copy()
     for col in _BOOL_METRICS:
         work[col] = work[col].astype(float)
     for col in ("valid_count", "interventions_total", "blocked_completions", "invalid_actions",
                 "verifier_recoveries", "steps_used"):
         work[col] = pd.to_numeric(work[col], errors="coerce").astype(float)
-    out = work.groupby(_GROUP, sort=False, dropna=False).agg(**spec).reset_index()
+    if work.empty:  # every episode errored: one row per cell, no metric
+        out = pd.DataFrame(index=n_err.index, columns=list(spec), dtype=float)
+    else:
+        out = work.groupby(_GROUP, sort=False, dropna=False).agg(**spec)
+    if n_err is not None:  # keep cells whose every episode errored visible, with 0 episodes
+        out = out.reindex(out.index.union(n_err.index))
+        out["n_episodes"] = out["n_episodes"].fillna(0).astype(int)
+        out["simulated"] = out["simulated"].astype(object).fillna(False)
+        out.insert(out.columns.get_loc("n_episodes") + 1, "n_backend_errors",
+                   n_err.reindex(out.index).fillna(0).astype(int))
+    out = out.reset_index()
     out["simulated"] = out["simulated"].astype(bool)
     return _sort(out, _GROUP)
 
@@ -323,6 +342,7 @@ def paired_deltas(df: pd.DataFrame | Iterable[dict],
     rows = []
     if df.empty:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
+    df = df[df["terminated_by"] != "error"]  # backend failures are not agent outcomes
     for (family, policy, target), grp in df.groupby(["family", "policy", "target"], sort=True):
         simulated = bool(grp["simulated"].any())
         per_ctrl = {}

@@ -325,3 +325,19 @@ def test_cli_report_and_plot(tmp_path):
     (empty / "episodes.jsonl").write_text("")
     res = runner.invoke(app, ["plot", str(empty)])
     assert res.exit_code == 2 and "empty" in res.output
+
+
+def test_backend_errors_are_counted_apart_and_excluded_from_metrics():
+    from pushbench.runner.episode import run_episode
+
+    ok = run_episode("RepoScan-requests-returns-N10", "standard", "diligent", 0)
+    err = run_episode("RepoScan-requests-returns-N10", "standard", "diligent", 1)
+    err.update(terminated_by="error", success=False, key="err")
+    err["metrics"] = {**err["metrics"], "success": False, "error": True}
+    lines = [{k: v for k, v in r.items() if k != "calls"} for r in (ok, err)]
+    summary = report.summary_table(report.episodes_frame(lines))
+    row = summary.iloc[0]
+    assert row["n_episodes"] == 1 and row["n_backend_errors"] == 1
+    assert row["success_rate"] == 1.0  # the failed backend does not count as an agent failure
+    only_err = report.summary_table(report.episodes_frame(lines[1:])).iloc[0]
+    assert only_err["n_episodes"] == 0 and only_err["n_backend_errors"] == 1

@@ -25,6 +25,10 @@ passed). ``unit_redirect`` repairs the proposed call, first rule that applies:
    the next pending unit, else ``run_verifier`` on the looping unit.
 
 Terminal calls (``final``/``ask_user``) are left to the completion gate once the target is met.
+
+SWE-lite units share one repository, so a file (or a ``search_code`` call) names no unit: there
+(``shared_files``) such calls are attributed to the unit in focus, i.e. the one last inspected or
+verified, and a repeated ``search_code`` (same pattern, glob and page) counts as a repeated look.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ STALE = 2
 STATUSES = ("pending", "attempted", "failing", "passed", "submitted")
 _UNIT_TOOLS = ("inspect", "answer", "run_verifier", "submit")
 _PATH_TOOLS = ("read_file", "edit_file", "write_file")
+_LOOK_TOOLS = ("inspect", "read_file", "search_code")
+SHARED_FILE_FAMILIES = ("swelite",)  # files belong to no unit: attribute calls to the focus
 
 
 @dataclass
@@ -51,6 +57,8 @@ class UnitBook:
     failed_once: set[str] = field(default_factory=set)
     recovered: set[str] = field(default_factory=set)
     last_step: int = -1
+    shared_files: bool = False
+    focus: str | None = None
 
     # ----- reading calls and observations ----------------------------------------------
     def unit_of(self, call: dict) -> str | None:
@@ -62,7 +70,10 @@ class UnitBook:
             if norm in self.owner:
                 return self.owner[norm]
             head = norm.split("/", 1)[0]
-            return head if head in self.status else None
+            if head in self.status:
+                return head
+        if self.shared_files and call.get("tool") in _PATH_TOOLS + ("search_code",):
+            return self.focus
         return None
 
     @staticmethod
@@ -71,6 +82,9 @@ class UnitBook:
             return ("inspect",)
         if call.get("tool") == "read_file":
             return ("read", str(call.get("path", "")).strip().lstrip("./"), call.get("offset", 0))
+        if call.get("tool") == "search_code":
+            return ("search", str(call.get("pattern", "")), str(call.get("path_glob", "")),
+                    call.get("page", 1))
         return None
 
     def _know(self, uid: str) -> None:
@@ -105,9 +119,11 @@ class UnitBook:
             self._know(uid)
             for f in r.get("files", ()):
                 self.owner[f] = uid
+        if tool in ("inspect", "run_verifier") and uid in self.status:
+            self.focus = uid
         if uid is None or uid not in self.status:
             pass
-        elif tool in ("inspect", "read_file"):
+        elif tool in _LOOK_TOOLS:
             key = self.look_key(call)
             seen = self.looked.setdefault(uid, set())
             if key in seen:
@@ -157,10 +173,10 @@ def book_of(st) -> UnitBook:
 
 
 class _UnitComponent(Component):
-    families = ("dataops",)
+    families = ("dataops", "swelite")
 
     def on_reset(self, decoded_obs, st, family):
-        st.units["book"] = UnitBook()
+        st.units["book"] = UnitBook(shared_files=family in SHARED_FILE_FAMILIES)
 
     def observe(self, executed_call, decoded_obs, st, family):
         book_of(st).observe(executed_call, decoded_obs, st.steps_used)

@@ -14,6 +14,8 @@ POLICIES: dict[str, str] = {
     "simulated-weak": "pushbench.policies.simulated:SimulatedWeak",
     "simulated-mid": "pushbench.policies.simulated:SimulatedMid",
     "simulated-strong": "pushbench.policies.simulated:SimulatedStrong",
+    # SWE-lite only; knows the reference fixes (describe(): oracle/simulated), never an agent row
+    "diligent-oracle": "pushbench.policies.swelite_agents:DiligentOraclePolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
     "llm": "pushbench.policies.llm.native:LLMPolicy",
     "llm-langgraph": "pushbench.policies.llm.langgraph_agent:LangGraphPolicy",

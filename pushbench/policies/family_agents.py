@@ -13,6 +13,10 @@ def _module(family: str):
         from . import dataops_agents
 
         return dataops_agents
+    if family == "swelite":
+        from . import swelite_agents
+
+        return swelite_agents
     raise NotImplementedError(f"no offline agent for family {family!r}")
 
 

@@ -122,7 +122,10 @@ class AsyncExecutor(Executor):
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None and thread.is_alive():
             for t in list(self._tasks):
-                loop.call_soon_threadsafe(t.cancel)
+                try:
+                    loop.call_soon_threadsafe(t.cancel)
+                except RuntimeError:  # the loop finished meanwhile: nothing left to cancel
+                    break
             thread.join(timeout=10)
         self._thread = None
         self._loop = None

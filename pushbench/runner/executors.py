@@ -260,11 +260,18 @@ from .async_executor import AsyncExecutor  # noqa: E402 - asyncio executor for L
 
 EXECUTORS[AsyncExecutor.name] = AsyncExecutor
 
+from .ray_executor import RayExecutor  # noqa: E402 - Ray cluster executor (pushbench[ray])
 
-def make_executor(name: str = "auto", workers: int = 1) -> Executor:
-    """Executor ``name`` (``auto``: a process pool when ``workers > 1``, else in-process)."""
+EXECUTORS[RayExecutor.name] = RayExecutor
+
+
+def make_executor(name: str = "auto", workers: int = 1, **options) -> Executor:
+    """Executor ``name`` (``auto``: a process pool when ``workers > 1``, else in-process).
+
+    ``options`` (the experiment's ``executor_options``) go to the executor's constructor.
+    """
     if name == "auto":
         name = "process" if workers > 1 else "inprocess"
     if name not in EXECUTORS:
         raise ValueError(f"unknown executor {name!r}; known: auto, {', '.join(EXECUTORS)}")
-    return EXECUTORS[name](workers=workers)
+    return EXECUTORS[name](workers=workers, **options)

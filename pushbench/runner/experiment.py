@@ -19,6 +19,8 @@ An experiment file (``experiments/*.yaml``) looks like::
     workers: 2                   # process-pool size (1 = run in this process)
     executor: auto               # auto | inprocess | process  (auto: process iff workers > 1)
     budget: null                 # optional step-budget override for every task
+    executor_options: {}         # per executor name, e.g. {ray: {address: auto, task_cpus: 0.25}}
+    max_inflight_per_endpoint: {}   # {base_url or "*": N}: cap on concurrent model calls
 
 Task entries: a string with ``*``, ``?`` or ``[`` is a glob over all task ids and must match
 at least one; any other string must be an exact task id. A suite id (``RepoScan-N10``) as a
@@ -108,6 +110,8 @@ class Experiment(_Strict):
     workers: int = Field(default=1, ge=1)
     executor: str = "auto"
     budget: int | None = Field(default=None, ge=1)
+    executor_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    max_inflight_per_endpoint: dict[str, int] = Field(default_factory=dict)
 
     @field_validator("policies", mode="before")
     @classmethod
@@ -165,6 +169,7 @@ class Experiment(_Strict):
             hint = _close(self.executor, list(EXECUTORS))
             problems.append(f"unknown executor {self.executor!r}.{hint}"
                             f" Known: auto, {', '.join(EXECUTORS)}")
+        problems += _executor_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -172,15 +177,53 @@ class Experiment(_Strict):
     def result_fields(self) -> dict:
         """The fields that decide what each episode produces (compared on resume).
 
-        ``workers``, ``executor`` and ``description`` only change how or why it runs.
+        ``workers``, ``executor``, ``executor_options``, ``max_inflight_per_endpoint`` and
+        ``description`` only change how or why it runs.
         """
         d = self.model_dump(mode="json")
         return {k: d[k] for k in ("schema_version", "name", "tasks", "controllers", "policies",
                                   "seeds", "budget")}
 
+    def options_for_executor(self) -> dict[str, Any]:
+        """The ``executor_options`` entry of the executor this experiment runs on."""
+        name = self.executor if self.executor != "auto" else (
+            "process" if self.workers > 1 else "inprocess")
+        return dict(self.executor_options.get(name, {}))
+
 
 class ExperimentError(ValueError):
     """An experiment file that cannot be loaded; the message says what to fix."""
+
+
+def _executor_problems(exp: Experiment) -> list[str]:
+    """``executor_options`` of unknown executors or options the chosen one does not take;
+    endpoint caps it cannot honour."""
+    import inspect
+
+    from . import limits
+    from .executors import EXECUTORS
+
+    name = exp.executor if exp.executor != "auto" else (
+        "process" if exp.workers > 1 else "inprocess")
+    if name not in EXECUTORS:  # reported by the caller
+        return []
+    problems = [f"max_inflight_per_endpoint: {p}"
+                for p in limits.check_caps(exp.max_inflight_per_endpoint)]
+    unknown = sorted(set(exp.executor_options) - set(EXECUTORS))
+    if unknown:
+        problems.append(f"executor_options: {unknown} are not executors (options are given per "
+                        f"executor name, e.g. {{ray: {{address: auto}}}}); known: "
+                        f"{', '.join(EXECUTORS)}")
+    params = inspect.signature(EXECUTORS[name].__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        bad = sorted(set(exp.executor_options.get(name, {})) - set(params) - {"self", "workers"})
+        if bad:
+            problems.append(f"executor_options.{name}: {bad} are not options of that executor")
+    if name == "process" and exp.max_inflight_per_endpoint and not problems:
+        low = min(exp.max_inflight_per_endpoint.values())
+        if exp.workers > low:
+            problems.append(limits.pool_problem(exp.workers, low))
+    return problems
 
 
 def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
@@ -269,9 +312,17 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ExperimentError(f"{path}: not valid YAML: {e}") from None
-    if isinstance(data, dict):
-        data = {**data, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    if isinstance(data, dict):  # a mapping override (executor_options) updates the file's mapping
+        data = _merge(data, {k: v for k, v in (overrides or {}).items() if v is not None})
     return validate(data, source=str(path))
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    """``base`` updated by ``extra``; nested mappings are merged rather than replaced."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def parse_seeds(text: str) -> list[int]:

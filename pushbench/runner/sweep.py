@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
+from . import limits
 from .executors import Executor, make_executor
 from .experiment import EpisodeSpec, Experiment, expand
 from .writer import RunDir
@@ -82,7 +83,15 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     run = RunDir(out_dir, sync_interval=sync_interval).open(
         described, experiment.result_fields(), arguments, force=force)
     own_executor = executor is None
-    executor = executor or make_executor(experiment.executor, experiment.workers)
+    try:
+        executor = executor or make_executor(experiment.executor, experiment.workers,
+                                             **experiment.options_for_executor())
+        uncap = limits.apply(executor, experiment.max_inflight_per_endpoint)
+    except BaseException:
+        if own_executor and executor is not None:
+            executor.shutdown()
+        run.close()
+        raise
     todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done]
     wanted = {s.key for s in specs}
     tally = _Tally(len(specs), [line for k, line in run.done.items() if k in wanted])
@@ -116,6 +125,7 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
                     except KeyboardInterrupt:
                         pass
     finally:
+        uncap()
         if own_executor or interrupted:
             executor.shutdown()
         seconds = time.perf_counter() - start

@@ -1,0 +1,70 @@
+"""Validated parameters of the LLM policies (the ``params`` of a policy in an experiment file).
+
+Unknown keys are errors, so a typo in an experiment file fails at the first episode instead of
+silently running with defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return round(prompt_tokens * self.input_per_mtok / 1e6
+                     + completion_tokens * self.output_per_mtok / 1e6, 8)
+
+
+class LLMConfig(BaseModel):
+    """Everything that decides how an LLM policy talks to its model.
+
+    ``prices`` is either one :class:`Price` or a table ``{model name: Price}`` (the experiment
+    file's price table); the entry for ``model`` is used, and no entry means no cost is reported.
+    ``api_key_env`` names the environment variable holding the key (``null`` for local servers
+    that need none); the key itself never enters a record.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    temperature: float | None = Field(default=0.0, ge=0, le=2)  # None: not sent
+    send_seed: bool = True
+    max_tokens: int = Field(default=512, ge=1)
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    tool_choice: Literal["auto", "required", "none"] | None = "auto"
+    context_tokens: int = Field(default=8000, ge=256)
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=8, ge=0)
+    backoff_base: float = Field(default=1.0, ge=0)
+    backoff_max: float = Field(default=60.0, ge=0)
+    prices: dict[str, Price] | Price | None = None
+    extra_body: dict[str, Any] | None = None
+    sdk_transform: bool = False
+    system_prompt: str | None = None
+    max_memory_turns: int = Field(default=3, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_price(cls, data: Any) -> Any:
+        # A flat {input_per_mtok, output_per_mtok} mapping is one price, not a table.
+        if isinstance(data, dict) and isinstance(data.get("prices"), dict) \
+                and "input_per_mtok" in data["prices"]:
+            data = {**data, "prices": Price.model_validate(data["prices"])}
+        return data
+
+    def price(self) -> Price | None:
+        if isinstance(self.prices, Price):
+            return self.prices
+        if isinstance(self.prices, dict):
+            return self.prices.get(self.model)
+        return None

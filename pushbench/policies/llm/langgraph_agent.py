@@ -1,0 +1,315 @@
+"""The LangGraph backend (``llm-langgraph``): the same agent loop as a ``StateGraph``.
+
+Graph: ``START -> model -> tools -> (conditional) model | END``. The *model* node trims the
+context and calls the model; the *tools* node executes the reply's calls (environment actions
+step the wrapped environment, memory calls use the graph's long-term store) and routes to END
+once the environment says the episode is over. Prompts, tools, the context budget, the handling
+of invalid output and the records come from :class:`~.core.AgentCore`, exactly as in the native
+loop, so the two backends differ only in orchestration.
+
+Because the graph owns the loop, this policy implements ``drive(env)`` / ``adrive(env)`` (the
+episode drivers call them instead of ``act``).
+
+* **Recursion limit**: set explicitly to ``2 * max_model_turns + 2`` supersteps (one model and
+  one tools superstep per turn; ``max_model_turns = budget * (1 + k) + k`` with ``k`` the
+  memory-turn allowance, 0 without memory), so it can only trip if step accounting is broken;
+  it then ends the episode as a ``recursion_limit`` policy error.
+* **Checkpoints**: a SQLite checkpointer (``langgraph-checkpoint-sqlite``) saves the state after
+  every superstep (``durability="sync"`` by default) under a thread id derived from the task, instance,
+  seed, controller, policy name and parameters. Re-running an interrupted episode (same
+  arguments, same ``checkpoint_db``) replays the environment actions stored in the state into
+  the fresh environment (checking each observation's digest), then continues the graph from its
+  last checkpoint: model calls already made are not repeated. The thread is deleted when the
+  episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history only, so
+  a checkpoint stays about ``context_tokens`` in size however long the episode. The database
+  runs in WAL mode with ``synchronous=NORMAL``: a killed or interrupted process loses nothing
+  committed; only an operating-system crash may lose the last steps.
+
+Extra parameters: ``checkpoint_db`` (default ``$PUSHBENCH_HOME/langgraph/checkpoints.sqlite``),
+``resume`` (default true; false discards an existing checkpoint), ``keep_checkpoints``, and
+``durability`` (LangGraph's mode: ``sync`` (default) writes each checkpoint before the next
+superstep, ``async`` overlaps the write with the next model call, ``exit`` writes only at the
+end, so an interrupted episode restarts from scratch; ``sync`` costs about 1.5 ms per step of
+SQLite writes, see ``experiments/bench_llm_harness.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypedDict
+
+from ..base import Policy
+from ..errors import PolicyError
+from .client import ChatClient, Usage
+from .config import LLMConfig
+from .core import AgentCore, Memory, Stats, digest
+
+if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
+    from langgraph.runtime import Runtime
+
+_GRAPH_PARAMS = ("checkpoint_db", "resume", "keep_checkpoints", "durability")
+
+
+class AgentState(TypedDict):
+    messages: list[dict]                          # the kept (trimmed) history, rewritten per node
+    env_actions: Annotated[list, operator.add]    # every action sent to the environment
+    obs_sha: Annotated[list, operator.add]        # digest of each answer (checked on resume)
+    usage: dict
+    stats: dict
+    memory: dict | None
+    free_streak: int
+    turns: int
+    done: bool
+
+
+def controller_name(env) -> str:
+    """Name of the controller wrapping ``env`` (``"none"`` when unwrapped)."""
+    e = env
+    while e is not None:
+        if hasattr(e, "component_names"):
+            return str(getattr(e, "name", "?"))
+        e = getattr(e, "env", None)
+    return "none"
+
+
+def default_checkpoint_db() -> Path:
+    from ...paths import home
+
+    return home() / "langgraph" / "checkpoints.sqlite"
+
+
+class LangGraphPolicy(Policy):
+    """The LLM agent loop as a LangGraph ``StateGraph`` with a SQLite checkpointer."""
+
+    name: ClassVar[str] = "llm-langgraph"
+    simulated: ClassVar[bool] = False
+    backend: ClassVar[str] = "langgraph"
+
+    def __init__(self, seed: int | None = None, **params: Any) -> None:
+        super().__init__(seed=seed, **params)
+        llm_params = {k: v for k, v in params.items() if k not in _GRAPH_PARAMS}
+        self.cfg = LLMConfig.model_validate(llm_params)
+        self.checkpoint_db = Path(params.get("checkpoint_db") or default_checkpoint_db())
+        self.resume = bool(params.get("resume", True))
+        self.keep_checkpoints = bool(params.get("keep_checkpoints", False))
+        self.durability = params.get("durability", "sync")
+        if self.durability not in ("sync", "async", "exit"):
+            raise ValueError(f"durability must be sync, async or exit, not {self.durability!r}")
+        self.client = ChatClient(self.cfg, seed)
+        self.memory: Memory | None = None
+        self._env = None
+        self.store = None
+
+    # ----- hooks for the memory baseline --------------------------------------------------
+    def make_memory(self) -> Memory | None:
+        return None
+
+    def make_store(self):
+        """The graph's long-term store (``None``: no store)."""
+        return None
+
+    # ----- the Policy API -----------------------------------------------------------------
+    def reset(self, first_observation: str) -> None:
+        self.memory = self.make_memory()
+        self.store = self.make_store()
+        if self.memory is not None:
+            self.memory.bind(self.store)
+        self.core = AgentCore(self.cfg, self.memory)
+        self.initial_messages = self.core.start(first_observation)
+        self.usage = Usage()
+        self.stats = Stats(self.backend)
+        self.resumed_steps = 0
+
+    def act(self, observation: str):
+        raise TypeError(f"{self.name} owns its loop: episode drivers call drive(env)/adrive(env)")
+
+    def recursion_limit(self) -> int:
+        return 2 * self.core.max_model_turns() + 2
+
+    def thread_id(self, env) -> str:
+        u = env.unwrapped
+        raw = json.dumps([u.task.task_id, u.instance, u.seed_used, controller_name(env),
+                          self.name, self.seed, self.params], sort_keys=True, default=str)
+        return "pushbench-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+    def _config(self, thread: str) -> dict:
+        return {"configurable": {"thread_id": thread}, "recursion_limit": self.recursion_limit()}
+
+    def _initial_state(self) -> dict:
+        return {"messages": self.initial_messages, "env_actions": [], "obs_sha": [],
+                "usage": Usage().to_state(), "stats": Stats(self.backend).to_state(),
+                "memory": self.memory.to_state() if self.memory else None,
+                "free_streak": 0, "turns": 0, "done": False}
+
+    def _replay(self, values: dict) -> None:
+        """Bring the fresh environment to the checkpoint by re-sending its actions."""
+        for i, (action, sha) in enumerate(zip(values["env_actions"], values["obs_sha"])):
+            obs = self._env.step(action)[0]
+            if digest(obs) != sha:
+                raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "
+                                  "gave a different observation (the task, snapshot or "
+                                  "controller changed); rerun with resume: false")
+        self.resumed_steps = len(values["env_actions"])
+        if self.memory is not None and values.get("memory"):
+            self.memory.load_state(values["memory"])
+
+    def _start_input(self, snapshot) -> dict | None:
+        """Graph input: ``None`` continues the checkpointed thread, a dict starts afresh."""
+        if snapshot is not None and snapshot.values:
+            self._replay(snapshot.values)
+            return None
+        return self._initial_state()
+
+    def _finish(self, values: dict) -> None:
+        self.usage = Usage.from_state(values["usage"])
+        self.stats = Stats.from_state(values["stats"])
+        if self.memory is not None and values.get("memory"):
+            self.memory.load_state(values["memory"])
+
+    def drive(self, env) -> None:
+        """Run the whole episode on ``env`` (already reset) with the blocking graph."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.errors import GraphRecursionError
+
+        self._env = env
+        self.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.checkpoint_db), check_same_thread=False, timeout=60)
+        conn.execute("PRAGMA synchronous=NORMAL")  # WAL: survives a killed process, no fsync/step
+        try:
+            saver = SqliteSaver(conn)
+            graph = self._build(saver, is_async=False)
+            thread = self.thread_id(env)
+            config = self._config(thread)
+            if not self.resume:
+                saver.delete_thread(thread)
+            start = self._start_input(graph.get_state(config))
+            try:
+                values = graph.invoke(start, config, durability=self.durability)
+            except GraphRecursionError as e:
+                raise PolicyError("recursion_limit", str(e)) from e
+            self._finish(values)
+            if not self.keep_checkpoints:
+                saver.delete_thread(thread)
+        finally:
+            conn.close()
+            self.client.close()
+
+    async def adrive(self, env) -> None:
+        """Run the whole episode on ``env`` without blocking the event loop."""
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from langgraph.errors import GraphRecursionError
+
+        self._env = env
+        self.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(self.checkpoint_db), timeout=60)
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            saver = AsyncSqliteSaver(conn)
+            graph = self._build(saver, is_async=True)
+            thread = self.thread_id(env)
+            config = self._config(thread)
+            if not self.resume:
+                await saver.adelete_thread(thread)
+            start = self._start_input(await graph.aget_state(config))
+            try:
+                values = await graph.ainvoke(start, config, durability=self.durability)
+            except GraphRecursionError as e:
+                raise PolicyError("recursion_limit", str(e)) from e
+            self._finish(values)
+            if not self.keep_checkpoints:
+                await saver.adelete_thread(thread)
+        finally:
+            await conn.close()
+            await self.client.aclose()
+
+    # ----- the graph ----------------------------------------------------------------------
+    def _build(self, saver, is_async: bool):
+        from langgraph.graph import END, START, StateGraph
+
+        g = StateGraph(AgentState)
+        g.add_node("model", self._amodel if is_async else self._model)
+        g.add_node("tools", self._tools)
+        g.add_edge(START, "model")
+        g.add_edge("model", "tools")
+        g.add_conditional_edges("tools", _route, {"model": "model", END: END})
+        return g.compile(checkpointer=saver, store=self.store)
+
+    def _before_model(self, state: AgentState) -> tuple[list[dict], list[dict], Stats, Usage]:
+        if state["turns"] >= self.core.max_model_turns():  # unreachable by construction
+            raise PolicyError("turn_limit", "model turn limit reached")
+        stats, usage = Stats.from_state(state["stats"]), Usage.from_state(state["usage"])
+        self.stats, self.usage = stats, usage  # live objects: an error record still has counts
+        request, kept = self.core.view(state["messages"], stats)
+        return request, kept, stats, usage
+
+    @staticmethod
+    def _after_model(state, kept, turn, stats, usage) -> dict:
+        return {"messages": [*kept, turn.assistant_message()], "usage": usage.to_state(),
+                "stats": stats.to_state(), "turns": state["turns"] + 1}
+
+    def _model(self, state: AgentState) -> dict:
+        request, kept, stats, usage = self._before_model(state)
+        turn = self.client.complete(request, self.core.tools(), usage)
+        return self._after_model(state, kept, turn, stats, usage)
+
+    async def _amodel(self, state: AgentState) -> dict:
+        request, kept, stats, usage = self._before_model(state)
+        turn = await self.client.acomplete(request, self.core.tools(), usage)
+        return self._after_model(state, kept, turn, stats, usage)
+
+    def _tools(self, state: AgentState, runtime: Runtime) -> dict:
+        # Environment steps are in-process and short; memory calls use the graph's store.
+        # A sync node also serves ainvoke (LangGraph runs it in a worker thread).
+        stats = Stats.from_state(state["stats"])
+        self.stats = stats
+        if self.memory is not None and runtime.store is not None:
+            self.memory.bind(runtime.store)
+        messages = list(state["messages"])
+        items = self.core.interpret(messages[-1], state["free_streak"], stats)
+        actions, shas, done = [], [], False
+        for item in items:
+            if done:  # calls after the episode ended are not executed
+                break
+            if item.kind == "memory":
+                messages.append(self.core.run_memory(item))
+                continue
+            obs, _, terminated, truncated, _ = self._env.step(item.action)
+            stats.env_actions += 1
+            actions.append(item.action)
+            shas.append(digest(obs))
+            messages.append(self.core.result_message(item, obs))
+            done = bool(terminated or truncated)
+        return {"messages": messages, "env_actions": actions, "obs_sha": shas,
+                "stats": stats.to_state(),
+                "memory": self.memory.to_state() if self.memory else None,
+                "free_streak": state["free_streak"] + 1 if self.core.free_turn(items) else 0,
+                "done": done}
+
+    # ----- records ------------------------------------------------------------------------
+    def episode_extras(self) -> dict:
+        out = {"usage": self.usage.as_record(self.cfg),
+               "llm": {**self.stats.to_state(), "model": self.cfg.model,
+                       "model_calls": self.usage.calls,
+                       "context_tokens": self.cfg.context_tokens,
+                       "recursion_limit": self.recursion_limit(),
+                       "resumed_steps": self.resumed_steps}}
+        if self.memory is not None:
+            out["memory"] = {**self.memory.summary(),
+                             "charged_to_env": self.stats.memory_calls_charged}
+        return out
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["backend"] = self.backend
+        return d
+
+
+def _route(state: AgentState) -> str:
+    from langgraph.graph import END
+
+    return END if state["done"] else "model"
