@@ -256,14 +256,8 @@ class BlackBoxSession:
 
         kwargs = {"budget": self.budget_opt} if self.budget_opt else {}
         name = self.controller_opt
-        try:
-            import pushbench.controllers  # noqa: F401
-            have_controllers = True
-        except ImportError:
-            have_controllers = False
-        if name in (None, "none") or (name == "standard" and not have_controllers):
-            # Without the controllers package "standard" (no component) is the bare env.
-            return make(self.task_id, **kwargs), {"name": name or "none", "components": []}
+        if name in (None, "none"):  # the bare environment, no wrapper at all
+            return make(self.task_id, **kwargs), {"name": "none", "components": []}
         env = make(self.task_id, controller=name, **kwargs)
         comps = list(getattr(env, "component_names", ()) or ())
         return env, {"name": name, "components": comps}

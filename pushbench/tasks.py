@@ -9,6 +9,7 @@ with close-match suggestions.
 from __future__ import annotations
 
 import difflib
+import re
 from functools import lru_cache
 from typing import Literal
 
@@ -94,7 +95,13 @@ def all_tasks() -> dict[str, TaskSpec]:
 
 def list_tasks(prefix: str | None = None) -> list[str]:
     """All task ids (optionally those starting with ``prefix``), sorted."""
-    return sorted(t for t in all_tasks() if prefix is None or t.startswith(prefix))
+    return sorted((t for t in all_tasks() if prefix is None or t.startswith(prefix)),
+                  key=_natural)
+
+
+def _natural(task_id: str) -> list:
+    # "RepoScan-N10" after "RepoScan-N5": compare digit runs as numbers.
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", task_id)]
 
 
 class UnknownTaskError(KeyError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -309,3 +308,24 @@ def test_cli_overrides(tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     assert m["arguments"]["controllers"] == ["verifier_gated"] and m["arguments"]["limit"] == 1
     assert m["experiment"]["seeds"] == [3, 4]
+
+
+def test_whole_report_is_byte_identical_for_a_fixed_seed(tmp_path):
+    """Two independent sweeps of the same experiment give the same report files, byte for byte."""
+    from pushbench.report import load_episodes, write_report
+
+    outputs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        run = subprocess.run(
+            [sys.executable, "-m", "pushbench.cli", "run", str(ROOT / "experiments" / "smoke.yaml"), "--out",
+             str(out), "--no-progress", "--no-plot", "--executor", "inprocess"],
+            capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        outputs.append({f: (out / f).read_bytes() for f in ("summary.csv", "paired_deltas.csv")})
+        # Re-reporting the same run folder with the same seed changes nothing either.
+        write_report(load_episodes(out), tmp_path / f"{name}-again", seed=0)
+        for f in ("summary.csv", "paired_deltas.csv"):
+            assert (tmp_path / f"{name}-again" / f).read_bytes() == outputs[-1][f]
+    assert outputs[0] == outputs[1]
+    assert outputs[0]["paired_deltas.csv"].count(b"\n") > 1  # the comparison is not empty

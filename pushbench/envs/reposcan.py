@@ -47,7 +47,7 @@ from .. import indexer, verifier
 from ..predicates import parse_predicate
 from ..search import PAGE_SIZE, SearchIndex
 from ..tasks import instance_config
-from .base import ActionError, QGPEnv, ToolArgs
+from .base import QGPEnv, ToolArgs
 
 MAX_PAGE = 1000
 MAX_QUERY = 500

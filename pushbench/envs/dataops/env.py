@@ -288,8 +288,14 @@ class DataOpsEnv(QGPEnv):
         return out
 
     def _tool_submit(self, args: UnitArgs) -> dict:
+        """Verdict for one unit id; the family's :meth:`_submit_check` decides acceptance.
+
+        ``duplicate``: the unit was accepted before. A rejected unit may be resubmitted after a
+        fix (a fresh submission). Unknown ids are ``rejected``; ids not of the form ``u<n>``
+        are ``malformed``.
+        """
         uid = args.unit_id.strip()
-        extra = None
+        extra, reason = None, None
         if not _UNIT_ID.fullmatch(uid):
             verdict = "malformed"
             self.counts["malformed"] += 1
@@ -299,23 +305,30 @@ class DataOpsEnv(QGPEnv):
                 verdict = "duplicate"
                 self.counts["duplicates"] += 1
             elif uid not in self._units:
-                verdict = "rejected"
+                verdict, reason = "rejected", "no such unit in this backlog"
                 self.counts["rejected"] += 1
             else:
-                res = self._check(self._units[uid])
-                self._verified[uid] = (self._version[uid], res.passed)
-                extra = {"check": {"unit": uid, "passed": res.passed}}
-                verdict = "accepted" if res.passed else "rejected"
-                if res.passed:
+                passed, reason, version = self._submit_check(uid)
+                self._verified[uid] = (version, passed)
+                extra = {"check": {"unit": uid, "passed": passed}}
+                verdict = "accepted" if passed else "rejected"
+                if passed:
                     self._accepted.add(uid)
                 else:
                     self.counts["rejected"] += 1
         out = {"verdicts": [{"id": uid[:64], "verdict": verdict}],
                "accepted_now": int(verdict == "accepted"), "valid_count": len(self._accepted),
                "target": self.task.target}
+        if reason:
+            out["reason"] = reason
         if extra:
             out[LEDGER_EXTRA] = extra
         return out
+
+    def _submit_check(self, uid: str) -> tuple[bool, str | None, int]:
+        """Run the unit's checker now: ``(passed, reason to show or None, workspace version)``."""
+        res = self._check(self._units[uid])
+        return res.passed, None, self._version[uid]
 
     def _tool_status(self, args) -> dict:
         out = super()._tool_status(args)

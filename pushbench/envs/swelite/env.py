@@ -83,7 +83,6 @@ from ..dataops.env import (PAGE_SIZE, DataOpsEnv, EditArgs, ListUnitsArgs, ReadA
 from ..dataops.sandbox import SandboxError
 from . import runner, units as U, venvs, workspace
 
-_UNIT_ID = re.compile(r"u\d{1,4}")
 SEARCH_PAGE = 30
 SEARCH_TIMEOUT = 10.0
 _SEARCH_SCRIPT = Path(__file__).resolve().parent / "search_worker.py"
@@ -248,37 +247,10 @@ class SWELiteEnv(DataOpsEnv):
                 LEDGER_EXTRA: {"check": {"unit": uid, "passed": passed},
                                "verifier_seconds": round(r.seconds, 3)}}
 
-    def _tool_submit(self, args: UnitArgs) -> dict:
-        uid = args.unit_id.strip()
-        extra, reason = None, None
-        if not _UNIT_ID.fullmatch(uid):
-            verdict = "malformed"
-            self.counts["malformed"] += 1
-        else:
-            self.counts["submitted"] += 1
-            if uid in self._accepted:
-                verdict = "duplicate"
-                self.counts["duplicates"] += 1
-            elif uid not in self._units:
-                verdict, reason = "rejected", "no such unit in this backlog"
-                self.counts["rejected"] += 1
-            else:
-                passed, reason = self._module_check(self._units[uid])
-                self._verified[uid] = (self._edits, passed)
-                extra = {"check": {"unit": uid, "passed": passed}}
-                verdict = "accepted" if passed else "rejected"
-                if passed:
-                    self._accepted.add(uid)
-                else:
-                    self.counts["rejected"] += 1
-        out = {"verdicts": [{"id": uid[:64], "verdict": verdict}],
-               "accepted_now": int(verdict == "accepted"), "valid_count": len(self._accepted),
-               "target": self.task.target}
-        if reason:
-            out["reason"] = reason
-        if extra:
-            out[LEDGER_EXTRA] = extra
-        return out
+    def _submit_check(self, uid: str) -> tuple[bool, str | None, int]:
+        """Accepted only if the unit's tests pass now and the rest of its modules still pass."""
+        passed, reason = self._module_check(self._units[uid])
+        return passed, reason, self._edits
 
     def _module_check(self, u: dict) -> tuple[bool, str | None]:
         r = self._run(U.module_args(self._unit_set, u), self.submit_timeout)
@@ -335,9 +307,4 @@ class SWELiteEnv(DataOpsEnv):
                     "limit": int(rng.integers(1, 80))}
         if tool == "edit_file":
             return {"tool": tool, "path": path, "old": "    return", "new": "    return"}
-        if tool == "final":
-            return {"tool": tool, "reported_count": int(rng.integers(0, self.task.target + 1)),
-                    "message": "done"}
-        if tool == "ask_user":
-            return {"tool": tool, "message": "Should I continue?"}
-        return {"tool": "status"}
+        return self._sample_common(tool, rng)
