@@ -375,6 +375,23 @@ def test_unitqgp_episode_with_the_oracle(tiny):
     env.close()
 
 
+def test_same_seed_same_observations_and_record(tiny):
+    """Verifier runs carry no wall-clock time, so whole episodes repeat exactly."""
+    runs = []
+    for _ in range(2):
+        env = pushbench.make("SWELite-requests-N3", controller="unitqgp")
+        pol = make_policy("diligent-oracle", seed=0)
+        obs, _ = env.reset(seed=0)
+        pol.reset(obs)
+        seen, term, trunc = [obs], False, False
+        while not (term or trunc):
+            obs, _, term, trunc, _ = env.step(pol.act(obs))
+            seen.append(obs)
+        runs.append((seen, env.get_wrapper_attr("episode_record")()["calls"]))
+        env.close()
+    assert runs[0] == runs[1]
+
+
 def test_unit_controller_tracks_swelite_edits_by_focus(tiny):
     env = pushbench.make("SWELite-requests-N3", controller="unitqgp")
     env.reset(seed=0)

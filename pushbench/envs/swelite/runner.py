@@ -140,11 +140,16 @@ def run_pytest(python: str | os.PathLike, root: str | os.PathLike, source_dirs, 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+_DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?")
+
+
 def _tail(text: str, root: Path, venv: Path, tmp: Path) -> str:
     text = _ANSI.sub("", text)
     for path, name in ((str(root) + "/", ""), (str(root), "."), (str(venv), "<venv>"),
                        (str(tmp), "<tmp>")):
         text = text.replace(path, name)
+    # pytest's summary and --durations lines carry wall-clock time; observations must not.
+    text = _DURATION.sub(" in <t>", text)
     lines = text.rstrip().splitlines()[-TAIL_LINES:]
     out = "\n".join(ln if len(ln) <= 300 else ln[:300] + "..." for ln in lines)
     return out[-TAIL_CHARS:]
