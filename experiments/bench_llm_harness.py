@@ -74,7 +74,7 @@ def overhead(backend: str, episodes: int, budget: int, fake: bool, url: str | No
             params = {"model": "bench", "base_url": url or "http://127.0.0.1:9/v1",
                       "api_key_env": None, "context_tokens": 4000}
             if "langgraph" in backend:
-                params["checkpoint_db"] = str(db)
+                params["checkpoint_dir"] = str(db)
             env = pushbench.make(TASK, controller="standard", budget=budget)
             step = env.step
 
@@ -123,7 +123,7 @@ def throughput(backend: str, url: str, concurrency: int, episodes: int, budget: 
 
     params = {"model": "bench", "base_url": url, "api_key_env": None, "context_tokens": 4000}
     if "langgraph" in backend:
-        params["checkpoint_db"] = str(db)
+        params["checkpoint_dir"] = str(db)
     eps = [dict(task_id=TASK, controller="standard", policy=backend, seed=s, budget=budget,
                 policy_params=params) for s in range(episodes)]
 
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"task": TASK, "budget": args.budget, "overhead": [], "throughput": []}
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "checkpoints.sqlite"
+        db = Path(tmp) / "checkpoints"
         if not args.skip_overhead:
             from pushbench.policies.llm.stub import StubServer
 

@@ -105,7 +105,7 @@ def local_params(url: str, policy: str, tmp: Path) -> dict:
          "temperature": 0.0, "max_tokens": 96, "context_tokens": 1024, "timeout": 600,
          "max_retries": 2, "prices": {"input_per_mtok": 0.15, "output_per_mtok": 0.60}}
     if "langgraph" in policy:
-        p["checkpoint_db"] = str(tmp / "checkpoints.sqlite")
+        p["checkpoint_dir"] = str(tmp / "checkpoints")
     return p
 
 

@@ -16,16 +16,17 @@ episode drivers call them instead of ``act``).
   it then ends the episode as a ``recursion_limit`` policy error.
 * **Checkpoints**: a SQLite checkpointer (``langgraph-checkpoint-sqlite``) saves the state after
   every superstep (``durability="sync"`` by default) under a thread id derived from the task, instance,
-  seed, controller, policy name and parameters. Re-running an interrupted episode (same
-  arguments, same ``checkpoint_db``) replays the environment actions stored in the state into
+  seed, controller, policy name and parameters, in a SQLite file of its own
+  (``<checkpoint_dir>/<thread>.sqlite``: concurrent episodes never contend for one database's
+  locks). Re-running an interrupted episode (same arguments, same ``checkpoint_dir``) replays the environment actions stored in the state into
   the fresh environment (checking each observation's digest), then continues the graph from its
-  last checkpoint: model calls already made are not repeated. The thread is deleted when the
-  episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history only, so
+  last checkpoint: model calls already made are not repeated. The thread's file is deleted
+  when the episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history only, so
   a checkpoint stays about ``context_tokens`` in size however long the episode. The database
   runs in WAL mode with ``synchronous=NORMAL``: a killed or interrupted process loses nothing
   committed; only an operating-system crash may lose the last steps.
 
-Extra parameters: ``checkpoint_db`` (default ``$PUSHBENCH_HOME/langgraph/checkpoints.sqlite``),
+Extra parameters: ``checkpoint_dir`` (default ``$PUSHBENCH_HOME/langgraph/checkpoints``),
 ``resume`` (default true; false discards an existing checkpoint), ``keep_checkpoints``, and
 ``durability`` (LangGraph's mode: ``sync`` (default) writes each checkpoint before the next
 superstep, ``async`` overlaps the write with the next model call, ``exit`` writes only at the
@@ -51,7 +52,7 @@ from .core import AgentCore, Memory, Stats, digest
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
 
-_GRAPH_PARAMS = ("checkpoint_db", "resume", "keep_checkpoints", "durability")
+_GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability")
 
 
 class AgentState(TypedDict):
@@ -76,10 +77,15 @@ def controller_name(env) -> str:
     return "none"
 
 
-def default_checkpoint_db() -> Path:
+def default_checkpoint_dir() -> Path:
     from ...paths import home
 
-    return home() / "langgraph" / "checkpoints.sqlite"
+    return home() / "langgraph" / "checkpoints"
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 class LangGraphPolicy(Policy):
@@ -93,7 +99,7 @@ class LangGraphPolicy(Policy):
         super().__init__(seed=seed, **params)
         llm_params = {k: v for k, v in params.items() if k not in _GRAPH_PARAMS}
         self.cfg = LLMConfig.model_validate(llm_params)
-        self.checkpoint_db = Path(params.get("checkpoint_db") or default_checkpoint_db())
+        self.checkpoint_dir = Path(params.get("checkpoint_dir") or default_checkpoint_dir())
         self.resume = bool(params.get("resume", True))
         self.keep_checkpoints = bool(params.get("keep_checkpoints", False))
         self.durability = params.get("durability", "sync")
@@ -136,6 +142,14 @@ class LangGraphPolicy(Policy):
                           self.name, self.seed, self.params], sort_keys=True, default=str)
         return "pushbench-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
+    def _db_path(self, thread: str) -> Path:
+        """This thread's own checkpoint file; ``resume: false`` discards an existing one."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        db = self.checkpoint_dir / f"{thread}.sqlite"
+        if not self.resume:
+            _remove_db(db)
+        return db
+
     def _config(self, thread: str) -> dict:
         return {"configurable": {"thread_id": thread}, "recursion_limit": self.recursion_limit()}
 
@@ -176,27 +190,27 @@ class LangGraphPolicy(Policy):
         from langgraph.errors import GraphRecursionError
 
         self._env = env
-        self.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.checkpoint_db), check_same_thread=False, timeout=60)
+        thread = self.thread_id(env)
+        db = self._db_path(thread)
+        conn = sqlite3.connect(str(db), check_same_thread=False, timeout=60)
         conn.execute("PRAGMA synchronous=NORMAL")  # WAL: survives a killed process, no fsync/step
+        finished = False
         try:
             saver = SqliteSaver(conn)
             graph = self._build(saver, is_async=False)
-            thread = self.thread_id(env)
             config = self._config(thread)
-            if not self.resume:
-                saver.delete_thread(thread)
             start = self._start_input(graph.get_state(config))
             try:
                 values = graph.invoke(start, config, durability=self.durability)
             except GraphRecursionError as e:
                 raise PolicyError("recursion_limit", str(e)) from e
             self._finish(values)
-            if not self.keep_checkpoints:
-                saver.delete_thread(thread)
+            finished = True
         finally:
             conn.close()
             self.client.close()
+            if finished and not self.keep_checkpoints:
+                _remove_db(db)
 
     async def adrive(self, env) -> None:
         """Run the whole episode on ``env`` without blocking the event loop."""
@@ -205,27 +219,27 @@ class LangGraphPolicy(Policy):
         from langgraph.errors import GraphRecursionError
 
         self._env = env
-        self.checkpoint_db.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(self.checkpoint_db), timeout=60)
+        thread = self.thread_id(env)
+        db = self._db_path(thread)
+        conn = await aiosqlite.connect(str(db), timeout=60)
         await conn.execute("PRAGMA synchronous=NORMAL")
+        finished = False
         try:
             saver = AsyncSqliteSaver(conn)
             graph = self._build(saver, is_async=True)
-            thread = self.thread_id(env)
             config = self._config(thread)
-            if not self.resume:
-                await saver.adelete_thread(thread)
             start = self._start_input(await graph.aget_state(config))
             try:
                 values = await graph.ainvoke(start, config, durability=self.durability)
             except GraphRecursionError as e:
                 raise PolicyError("recursion_limit", str(e)) from e
             self._finish(values)
-            if not self.keep_checkpoints:
-                await saver.adelete_thread(thread)
+            finished = True
         finally:
             await conn.close()
             await self.client.aclose()
+            if finished and not self.keep_checkpoints:
+                _remove_db(db)
 
     # ----- the graph ----------------------------------------------------------------------
     def _build(self, saver, is_async: bool):
