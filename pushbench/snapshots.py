@@ -153,7 +153,9 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
         return final
     with _locked(f"snapshot-{pin.name}"):
         if not force and (final / _MARKER).is_file():
-            return final
+            return final  # another process built it while we waited for the lock
+        if log:
+            log("not built yet; building it once into the cache")
         (paths.home() / "snapshots").mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots", prefix=".build-") as tmp:
             tmp = Path(tmp)
@@ -204,7 +206,6 @@ def ensure(name: str, log=None) -> Path:
     if log is None:
         def log(msg: str) -> None:
             print(f"[pushbench] snapshot {name}: {msg}", file=sys.stderr, flush=True)
-    log("not built yet; building it once into the cache")
     return build(name, log=log)
 
 
