@@ -68,7 +68,9 @@ def episode_task(spec, limiter=None, fn: Callable | None = None):
         return (fn or run_spec)(spec)
     finally:
         limits.install(previous)
-        limiter.end.remote(task_id, holder)
+        # Wait for it: the episode's result must not reach the driver before its slots are back
+        # (calls from one caller keep order, so earlier fire-and-forget releases go first).
+        ray.get(limiter.end.remote(task_id, holder))
 
 
 class EndpointLimiter:
