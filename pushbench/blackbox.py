@@ -258,10 +258,7 @@ def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = 
             ["family", "agent", "controller", "target"], sort=True):
         per = {}
         for cond, g in grp.groupby("condition", sort=True):
-            vals = g[match + list(metrics_)].copy()
-            for m in metrics_:
-                vals[m] = pd.to_numeric(vals[m], errors="coerce").astype(float)
-            per[cond] = vals.groupby(match, sort=True, dropna=False)[list(metrics_)].mean()
+            per[cond] = report.matched_means(g, match, metrics_)
         if "default" not in per:
             continue
         for cond in sorted(c for c in per if c != "default"):

@@ -326,6 +326,18 @@ PAIRED_COLUMNS = ["family", "policy", "simulated", "target", "controller_a", "co
                   "mean_b", "confidence"]
 
 
+def matched_means(df: pd.DataFrame, match: Sequence[str],
+                  metrics: Sequence[str]) -> pd.DataFrame:
+    """Numeric ``metrics`` indexed by the ``match`` columns, the one side of a paired delta.
+
+    More than one episode per match key (should not happen) is averaged.
+    """
+    vals = df[list(match) + list(metrics)].copy()
+    for m in metrics:
+        vals[m] = pd.to_numeric(vals[m], errors="coerce").astype(float)
+    return vals.groupby(list(match), sort=True, dropna=False)[list(metrics)].mean()
+
+
 def paired_deltas(df: pd.DataFrame | Iterable[dict],
                   metrics: Sequence[str] = DEFAULT_DELTA_METRICS, seed: int = 0,
                   n_resamples: int = 9999, confidence: float = 0.95) -> pd.DataFrame:
@@ -347,11 +359,7 @@ def paired_deltas(df: pd.DataFrame | Iterable[dict],
         simulated = bool(grp["simulated"].any())
         per_ctrl = {}
         for ctrl, g in grp.groupby("controller", sort=False):
-            vals = g[_MATCH + list(metrics)].copy()
-            for m in metrics:
-                vals[m] = pd.to_numeric(vals[m], errors="coerce").astype(float)
-            # more than one episode per match key (should not happen): average them
-            per_ctrl[ctrl] = vals.groupby(_MATCH, sort=True, dropna=False)[list(metrics)].mean()
+            per_ctrl[ctrl] = matched_means(g, _MATCH, metrics)
         for a, b in controller_pairs(per_ctrl):
             joined = per_ctrl[a].add_suffix("_a").join(per_ctrl[b].add_suffix("_b"), how="inner")
             if joined.empty:
