@@ -91,6 +91,11 @@ def llama_server(tmp_path_factory):
                 pytest.fail(f"llama_cpp.server did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.5)
         yield url
+        if proc.poll() is not None:  # died under load: say why the episodes saw connection errors
+            pytest.fail(f"llama_cpp.server died during the tests (exit {proc.returncode}); a "
+                        "native llama-cpp-python build can fault on AMX instructions in some "
+                        "virtual machines (see README, Quick start). Log tail:\n"
+                        f"{log.read_text()[-2000:]}")
     finally:
         proc.terminate()
         try:
