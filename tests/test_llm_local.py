@@ -145,6 +145,32 @@ def keep(record: dict) -> None:
             fh.write(json.dumps(record) + "\n")
 
 
+@pytest.mark.parametrize("task", ["RepoScan-N10", "DataOps-b0-N3", "SWELite-requests-N3"])
+def test_local_server_accepts_every_tool_schema(llama_server, task):
+    """Forcing each environment tool makes the server build that tool's grammar.
+
+    llama.cpp refuses grammars for long ``maxLength`` bounds and llama-cpp-python then crashes
+    the server; the env's schemas keep such bounds in descriptions (``GRAMMAR_SAFE_MAX_LENGTH``).
+    """
+    import openai
+
+    import pushbench
+
+    env = pushbench.make(task)
+    try:
+        tools = env.unwrapped.tool_schemas()
+    finally:
+        env.close()
+    client = openai.OpenAI(base_url=llama_server, api_key="unused", max_retries=0, timeout=600)
+    for tool in tools:
+        name = tool["function"]["name"]
+        resp = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct", max_tokens=24, temperature=0.0, tools=tools,
+            tool_choice={"type": "function", "function": {"name": name}},
+            messages=[{"role": "user", "content": f"Call the {name} tool."}])
+        assert resp.choices, name  # the server answered (a refused grammar killed it before)
+
+
 @pytest.mark.parametrize("policy", ["llm", "llm-langgraph", "llm-langgraph-memory",
                                     "llm-memgpt"])
 def test_local_model_episode(llama_server, policy, tmp_path):

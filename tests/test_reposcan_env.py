@@ -150,6 +150,28 @@ def test_tool_schemas_are_openai_function_definitions():
         jsonschema.Draft202012Validator.check_schema(t["function"]["parameters"])
 
 
+@pytest.mark.parametrize("task", ["RepoScan-N10", "DataOps-b0-N3", "SWELite-requests-N3"])
+def test_tool_schemas_keep_long_bounds_out_of_grammars(task):
+    """No declared maxLength a local server's grammar builder refuses; the bound is still said."""
+    from pushbench.envs.base import GRAMMAR_SAFE_MAX_LENGTH
+
+    env = pushbench.make(task)
+    try:
+        tools, models = env.unwrapped.tool_schemas(), type(env.unwrapped).TOOLS
+    finally:
+        env.close()
+    for t in tools:
+        name, props = t["function"]["name"], t["function"]["parameters"]["properties"]
+        declared = models[name][0].model_json_schema().get("properties", {})
+        for key, prop in props.items():
+            bound = declared[key].get("maxLength")
+            if bound is not None and bound > GRAMMAR_SAFE_MAX_LENGTH:
+                assert "maxLength" not in prop and f"at most {bound:,} characters" in \
+                    prop["description"], (name, key)
+            else:
+                assert prop.get("maxLength") == bound, (name, key)
+
+
 def test_sampled_actions_match_the_tool_schemas():
     jsonschema = pytest.importorskip("jsonschema")
     env, obs, _ = fresh()

@@ -370,11 +370,28 @@ def _tool_schemas(cls: type[QGPEnv]) -> list[dict]:
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
+            _declare_long_bound(prop)
         schema.setdefault("properties", {})
         schema["additionalProperties"] = False
         out.append({"type": "function",
                     "function": {"name": name, "description": desc, "parameters": schema}})
     return out
+
+
+# Local model servers turn a tool schema into a sampling grammar; llama.cpp expands
+# ``maxLength: n`` into n nested optional repetitions and refuses grammars much past 1,000
+# (llama-cpp-python then crashes the whole server). Longer bounds therefore go into the
+# description; the environment enforces every bound either way.
+GRAMMAR_SAFE_MAX_LENGTH = 1000
+
+
+def _declare_long_bound(prop: dict) -> None:
+    n = prop.get("maxLength")
+    if isinstance(n, int) and n > GRAMMAR_SAFE_MAX_LENGTH:
+        del prop["maxLength"]
+        note = f"at most {n:,} characters; longer values are rejected"
+        desc = prop.get("description")
+        prop["description"] = f"{desc} ({note})" if desc else note
 
 
 def _strings(obj: Any):
