@@ -92,9 +92,10 @@ def llama_server(tmp_path_factory):
             time.sleep(0.5)
         yield url
         if proc.poll() is not None:  # died under load: say why the episodes saw connection errors
-            pytest.fail(f"llama_cpp.server died during the tests (exit {proc.returncode}); a "
-                        "native llama-cpp-python build can fault on AMX instructions in some "
-                        "virtual machines (see README, Quick start). Log tail:\n"
+            pytest.fail(f"llama_cpp.server died during the tests (exit {proc.returncode}); "
+                        "known causes: a native build faulting on AMX instructions (README, Quick "
+                        "start) or a refused tool grammar (envs.base.GRAMMAR_SAFE_MAX_LENGTH). "
+                        "Log tail:\n"
                         f"{log.read_text()[-2000:]}")
     finally:
         proc.terminate()
