@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("first load of a snapshot in a process (index file cached on disk; predicate facts "
           "computed in memory):")
-    print(f"{'snapshot':9} {'first make+reset s':>18} {'of which facts s':>16} "
+    print(f"{'snapshot':9} {'first make+reset s':>18} {'facts alone s':>16} "
           f"{'next make+reset ms':>18} {'ratio next/target':>17}")
     for name, r in first.items():
         print(f"{name:9} {r['first']:18.3f} {r['facts']:16.3f} {r['second'] * 1000:18.2f} "

@@ -26,7 +26,9 @@ What is re-checked, per family:
   whole trace. A server killed between writing ``episode.json`` and the trace line leaves the
   trace exactly one line short: that case is benign and noted (``trace_missing_last``). Any
   other count, a broken link, an unreadable line, or a trace line whose step, status, tool,
-  verdicts or count disagree with the matching call marks the run tampered.
+  verdicts or count disagree with the matching call marks the run tampered. Out-of-band
+  workspace edits are written into the trace line of the call they preceded too, so the
+  record's count of them must match the trace's.
 
 Limits, stated plainly: the chain uses no secret, so someone who can write the run directory and
 recomputes every digest and the record's head can still forge a consistent run (for RepoScan the
@@ -58,6 +60,11 @@ def line_digest(line: bytes) -> str:
 
 
 # ----- the ledger on its own ------------------------------------------------------------------
+def _d(x) -> dict:
+    """``x`` if it is a dict, else an empty one (records are outside input)."""
+    return x if isinstance(x, dict) else {}
+
+
 def _calls(record: dict) -> list[dict]:
     calls = record.get("calls")
     return calls if isinstance(calls, list) and all(isinstance(c, dict) for c in calls) else []
@@ -76,6 +83,8 @@ def ledger_reasons(record: dict) -> list[str]:
     if "progress" in record and record["progress"] != [c.get("valid_count") for c in calls]:
         out.append("progress disagrees with the calls")
     budget, ended = record.get("budget"), record.get("terminated_by")
+    if not isinstance(budget, int):
+        out.append("budget is not an integer")
     if isinstance(budget, int) and len(calls) > budget:
         out.append(f"{len(calls)} calls exceed the budget {budget}")
     for i, c in enumerate(calls):
@@ -91,7 +100,7 @@ def ledger_reasons(record: dict) -> list[str]:
                                                      in TERMINAL)):
         out.append("the calls ended the episode but terminated_by is null")
     elif ended not in (None, "budget", *TERMINAL):
-        out.append(f"unknown terminated_by {ended!r}")
+        out.append(f"unknown terminated_by {str(ended)[:40]!r}")
     for c in calls:
         if "verdicts" in c and not (c.get("ok") and c.get("tool") == "submit"):
             out.append(f"step {c.get('step')}: verdicts on a call that is not a successful submit")
@@ -105,7 +114,7 @@ def _count_reasons(calls: list[dict], accepted_after: list[int]) -> list[str]:
     for c, n in zip(calls, accepted_after):
         if c.get("valid_count") != n:
             return [f"step {c.get('step')}: valid_count {c.get('valid_count')!r}, replay {n}"]
-        if c.get("reward") not in (None, n - prev):
+        if c.get("reward") != n - prev:
             return [f"step {c.get('step')}: reward {c.get('reward')!r}, replay {n - prev}"]
         prev = n
     return []
@@ -117,14 +126,15 @@ def reposcan_reasons(record: dict) -> list[str]:
     from . import verifier
     from .envs.reposcan import _valid_set
 
+    instance = record.get("instance")
     try:
-        judge = verifier.Verifier(_valid_set(record["instance"]))
+        judge = verifier.Verifier(_valid_set(instance if isinstance(instance, str) else ""))
     except KeyError:
-        return [f"unknown RepoScan instance {record.get('instance')!r}"]
+        return [f"unknown RepoScan instance {str(instance)[:40]!r}"]
     out, after = [], []
     for c in _calls(record):
         if c.get("ok") and c.get("tool") == "submit":
-            ids = (c.get("args") or {}).get("ids")
+            ids = _d(c.get("args")).get("ids")
             if not isinstance(ids, list) or not ids:
                 out.append(f"step {c.get('step')}: submit without ids")
                 ids = []
@@ -147,7 +157,7 @@ def unit_reasons(record: dict) -> list[str]:
     for c in _calls(record):
         step = c.get("step")
         if c.get("ok") and c.get("tool") == "submit":
-            uid = (c.get("args") or {}).get("unit_id")
+            uid = _d(c.get("args")).get("unit_id")
             verdicts = c.get("verdicts")
             if not isinstance(uid, str) or not isinstance(verdicts, list) or len(verdicts) != 1:
                 out.append(f"step {step}: a submit needs one unit id and one verdict")
@@ -206,11 +216,11 @@ def _obs(line: dict) -> dict:
 
 def _pair_reasons(line: dict, call: dict) -> str | None:
     obs = _obs(line)
-    result = obs.get("result") if isinstance(obs.get("result"), dict) else {}
-    verdicts = [[v.get("id"), v.get("verdict")] for v in result.get("verdicts") or ()
+    result = _d(obs.get("result"))
+    listed = result.get("verdicts") if isinstance(result.get("verdicts"), list) else []
+    verdicts = [[v.get("id"), v.get("verdict")] for v in listed
                 if isinstance(v, dict)] if obs.get("ok") else None
-    qgp = ((line.get("info") or {}).get("qgp") or {}) if isinstance(line.get("info"), dict) \
-        else {}
+    qgp = _d(_d(line.get("info")).get("qgp"))
     if line.get("ok") != call.get("ok") or obs.get("ok") != call.get("ok"):
         return "ok"
     if obs.get("tool") != call.get("tool"):
@@ -228,7 +238,7 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     Returns ``(reasons, facts)``; ``facts`` (line counts, ``trace_missing_last``,
     ``trace_partial_line``) go into the record's ``blackbox`` section.
     """
-    bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
+    bb = _d(record.get("blackbox"))
     lines, partial = _split_lines(raw)
     facts = {"trace_lines_found": len(lines), "trace_partial_line": partial,
              "trace_missing_last": False}
@@ -251,18 +261,34 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
         parsed.append(line)
     n = len(lines)
     closed = bool(bb.get("closed"))
-    if committed > n:
+    if isinstance(committed, bool) or committed < 0 or committed > n:
         return [f"trace truncated: {n} lines, the record saw {committed}"], facts
     if heads[committed] != head_stored:
         return ["trace head differs from the record's"], facts
-    calls_served = bb.get("mcp_calls")
-    expected = committed if closed else committed + (1 if calls_served else 0)
-    if n == expected - 1 and not closed:
+    served = bb.get("mcp_calls")
+    if not isinstance(served, int) or isinstance(served, bool) or served < 0:
+        return ["episode.json has no MCP call count"], facts
+    # episode.json is written before each call's trace line, and once more after a clean close
+    if committed != (served if closed or served == 0 else served - 1):
+        out.append(f"the record saw {committed} trace lines after {served} MCP calls")
+    if n == served - 1 and not closed:
         facts["trace_missing_last"] = True  # killed between episode.json and the trace line
-    elif n != expected:
-        out.append(f"trace has {n} lines, the record implies {expected}")
-    if calls_served is not None and n not in (calls_served, calls_served - 1):
-        out.append(f"trace has {n} lines for {calls_served} MCP calls")
+    elif n != served:
+        out.append(f"trace has {n} lines for {served} MCP calls")
+    after_end = sum(1 for ln in parsed if ln.get("step") is None)
+    stored_after = bb.get("after_end_calls")
+    if after_end != stored_after and not (facts["trace_missing_last"]
+                                          and stored_after == after_end + 1):
+        out.append(f"{stored_after!r} calls after the end recorded, {after_end} in the trace")
+    oob = sum(ln.get("out_of_band_count") or 0 for ln in parsed
+              if isinstance(ln.get("out_of_band_count"), int))
+    stored_oob = bb.get("out_of_band_edits_count")
+    listed = bb.get("out_of_band_edits") if isinstance(bb.get("out_of_band_edits"), list) else []
+    if stored_oob != oob and not (facts["trace_missing_last"] and isinstance(stored_oob, int)
+                                  and stored_oob > oob):
+        out.append(f"{stored_oob} out-of-band edits recorded, {oob} in the trace")
+    elif len(listed) > stored_oob:
+        out.append("more out-of-band edits listed than counted")
     counted = [ln for ln in parsed if ln.get("step") is not None]
     calls = _calls(record)
     short = facts["trace_missing_last"] and len(counted) == len(calls) - 1

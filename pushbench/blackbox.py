@@ -137,6 +137,10 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     for field in ("calls", "target", "budget", "task_id"):
         if field not in record:
             raise RunDirError(f"{run_dir}/{EPISODE_FILE}: missing {field!r}")
+    for field, kind in (("calls", list), ("target", int), ("budget", int)):
+        if not isinstance(record[field], kind) or isinstance(record[field], bool):
+            raise RunDirError(f"{run_dir}/{EPISODE_FILE}: {field!r} is a "
+                              f"{type(record[field]).__name__}, expected {kind.__name__}")
     for field, run_field in (("task_id", "task"), ("seed", "seed")):
         if record.get(field) != run.get(run_field):
             raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}={record.get(field)!r} but "
@@ -154,10 +158,10 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     reasons, facts = audit.audit_run(record, run, trace_raw)
     try:
         derived = metrics.episode_metrics(record)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        reasons.append("calls cannot be scored")
-        record["calls"] = []
-        derived = metrics.episode_metrics(record)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        reasons.append("the record cannot be scored")
+        derived = metrics.episode_metrics({"calls": [], "target": record["target"],
+                                           "budget": record["budget"], "terminated_by": None})
     mismatch = [k for k in ("valid_count", "success", "steps_used")
                 if k in record and record[k] != derived[k]]
     if record.get("metrics") not in (None, derived):
@@ -175,9 +179,11 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
                                 run.get("seed"), run.get("instance"))
     incomplete = record.get("terminated_by") is None
     record["incomplete"] = incomplete
-    bb = dict(record.get("blackbox") or {})
-    bb.setdefault("out_of_band_edits", [])
-    bb.setdefault("out_of_band_edits_count", len(bb["out_of_band_edits"]))
+    bb = dict(record["blackbox"]) if isinstance(record.get("blackbox"), dict) else {}
+    if not isinstance(bb.get("out_of_band_edits"), list):
+        bb["out_of_band_edits"] = []
+    if not isinstance(bb.get("out_of_band_edits_count"), int):
+        bb["out_of_band_edits_count"] = len(bb["out_of_band_edits"])
     bb.update(run_id=run.get("run_id"), run_dir=str(run_dir), incomplete=incomplete,
               stored_mismatch=mismatch, **facts)
     record["blackbox"] = bb

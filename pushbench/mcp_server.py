@@ -217,6 +217,8 @@ class BlackBoxSession:
         self._watch: WorkspaceWatch | None = None
         self.out_of_band_edits: list[dict] = []
         self.out_of_band_count = 0
+        self._pending_out_of_band: list[list[str]] = []
+        self._pending_count = 0
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> "BlackBoxSession":
@@ -459,6 +461,10 @@ class BlackBoxSession:
         entry["time"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         entry["server_ms"] = round(1000 * (time.perf_counter() - t0), 3)
         entry["prev"] = self._trace_head
+        if self._pending_out_of_band:  # also in the chained trace: a record cannot hide them
+            entry["out_of_band"] = self._pending_out_of_band
+            entry["out_of_band_count"] = self._pending_count
+            self._pending_out_of_band, self._pending_count = [], 0
         data = (json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=repr)
                 + "\n").encode()
         self._trace_fh.write(data)
@@ -486,6 +492,8 @@ class BlackBoxSession:
         if not changes:
             return
         step = self.base.steps_used + 1
+        self._pending_out_of_band = [[p, k] for p, k in changes[:self.MAX_EDITS_KEPT]]
+        self._pending_count = len(changes)
         self.out_of_band_count += len(changes)
         room = self.MAX_EDITS_KEPT - len(self.out_of_band_edits)
         self.out_of_band_edits += [{"step_before": step, "path": p, "kind": k}
@@ -721,7 +729,7 @@ def exposure_problem(run_dir: str | os.PathLike) -> str | None:
     """
     found = [(what, p) for what, p in (("the cache", paths.home()),
                                        ("the run dir", Path(run_dir).expanduser()))
-             if paths.exposure(p)]
+             if p.is_dir() and paths.exposure(p)]  # a non-folder is open()'s error to report
     if not found:
         return None
     modes = ", ".join(f"{what} {p} (mode {os.stat(p).st_mode & 0o777:04o})" for what, p in found)

@@ -59,7 +59,7 @@ def home() -> Path:
     env = os.environ.get("PUSHBENCH_HOME")
     root = Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("pushbench"))
     key = str(root)
-    if key not in _CHECKED:
+    if key not in _CHECKED or not root.is_dir():
         root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         _tighten_cache(root)
         _CHECKED.add(key)

@@ -127,11 +127,20 @@ def _download(pin: Pin, dest: Path) -> Path:
     return target
 
 
+def _private_git(repo) -> None:
+    """Files git writes later (the index, on ``status``) are created 0600, not umask-wide."""
+    with repo.config_writer() as cfg:
+        if not (cfg.has_option("core", "sharedRepository")
+                and cfg.get("core", "sharedRepository") == "0600"):
+            cfg.set_value("core", "sharedRepository", "0600")
+
+
 def _git_freeze(root: Path) -> str:
     """Make ``root`` a git repo with one reproducible commit; return the commit id."""
     import git  # gitpython; imported lazily because it is only needed at build time
 
     repo = git.Repo.init(root)
+    _private_git(repo)
     files = sorted(
         str(p.relative_to(root)) for p in root.rglob("*")
         if p.is_file() and ".git" not in p.relative_to(root).parts
@@ -230,6 +239,7 @@ def verify(name: str) -> list[str]:
     if meta["sha256"] != pin.sha256:
         problems.append(f"{name}: built from sha256 {meta['sha256']}, pinned {pin.sha256}")
     repo = git.Repo(snapshot_dir(pin))
+    _private_git(repo)  # snapshots frozen by older versions: keep the index private too
     head = repo.head.commit.hexsha
     if pin.commit and head != pin.commit:
         problems.append(f"{name}: HEAD is {head}, pinned commit {pin.commit}")

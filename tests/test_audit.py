@@ -8,6 +8,7 @@ then edited the ways a forger would, and read back with ``pushbench evaluate``'s
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -22,6 +23,8 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
 import anyio  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 import pushbench  # noqa: E402
@@ -272,6 +275,88 @@ def _append_rejected(rec):
     resummarise(rec)
 
 
+# ----- any edit of a checked field, and any garbage, on a property-based basis ------------------
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=True)
+    | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+
+
+def _checked_paths(rec: dict) -> list[tuple]:
+    """Fields the audit re-derives: changing any of them must mark the run tampered."""
+    out = [("steps_used",), ("valid_count",), ("success",), ("progress",), ("terminated_by",),
+           ("blackbox", "trace_head"), ("blackbox", "trace_lines"), ("blackbox", "mcp_calls"),
+           ("blackbox", "after_end_calls"), ("blackbox", "out_of_band_edits_count")]
+    for i, c in enumerate(rec["calls"]):
+        out += [("calls", i, k) for k in ("step", "ok", "tool", "valid_count", "reward")]
+        if c.get("tool") == "submit":
+            out += [("calls", i, "verdicts"), ("calls", i, "args")]
+    return out
+
+
+def _get(obj, path):
+    for k in path:
+        obj = obj[k]
+    return obj
+
+
+def _set(obj, path, value):
+    _get(obj, path[:-1])[path[-1]] = value
+
+
+def test_any_change_to_a_checked_field_is_flagged(honest, tmp_path):
+    run = forged(honest["mixed"], tmp_path)
+    base = json.loads((run / "episode.json").read_text())
+    paths = _checked_paths(base)
+
+    @settings(max_examples=150, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(data=st.data())
+    def check(data):
+        path = data.draw(st.sampled_from(paths), label="path")
+        old = _get(base, path)
+        new = data.draw(JSON_VALUES.filter(lambda v: v != old), label="new")
+        rec = copy.deepcopy(base)
+        _set(rec, path, new)
+        (run / "episode.json").write_text(json.dumps(rec))
+        out = evaluate(run)  # never raises: a changed field is evidence, not a crash
+        assert out["tampered"] is True, (path, new)
+
+    check()
+
+
+def test_garbage_anywhere_in_a_record_never_crashes_evaluate(honest, tmp_path):
+    run = forged(honest["mixed"], tmp_path)
+    base = json.loads((run / "episode.json").read_text())
+
+    def paths(obj, prefix=()):
+        yield prefix
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                yield from paths(v, prefix + (k,))
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                yield from paths(v, prefix + (i,))
+
+    every = [p for p in paths(base) if p]
+
+    @settings(max_examples=200, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(path=st.sampled_from(every), new=JSON_VALUES)
+    def check(path, new):
+        rec = copy.deepcopy(base)
+        _set(rec, path, new)
+        (run / "episode.json").write_text(json.dumps(rec))
+        try:
+            out = evaluate(run)
+        except blackbox.RunDirError as e:  # a clear refusal names the file
+            assert "episode.json" in str(e) or "run.json" in str(e)
+            return
+        assert isinstance(out["tampered"], bool) and isinstance(out["tamper_reasons"], list)
+
+    check()
+
+
 def test_a_kill_between_record_and_trace_line_is_benign(tmp_path):
     calls = [("search", {"query": "auth", "page": p}) for p in (1, 2, 3)]
     s = scripted_run(tmp_path / "run", calls, close=False)  # as if killed after the 3rd call
@@ -374,6 +459,11 @@ def test_out_of_band_edits_between_mcp_calls_are_recorded(tmp_path):
     assert "out_of_band_edits" not in line["blackbox"]  # the list stays in the full record
     assert line["tampered"] is False  # the record itself is honest
     assert not seen["ws"].exists()  # the live workspace is gone with the server
+    # the edits are in the chained trace too: a record that hides them is flagged
+    edit_record(run_dir, lambda r: r["blackbox"].update(out_of_band_edits=[],
+                                                        out_of_band_edits_count=0))
+    hidden = evaluate(run_dir)
+    assert hidden["tampered"] and any("out-of-band" in r for r in hidden["tamper_reasons"])
 
 
 # ----- permissions of run dirs and the refusal to serve from readable folders --------------------

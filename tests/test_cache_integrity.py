@@ -261,3 +261,32 @@ def test_new_cache_entries_are_created_private(tmp_path, monkeypatch):
     assert paths.exposure(sub) is None
     sub.chmod(0o755)
     assert "readable by other users" in paths.exposure(sub)
+
+
+def _loose(root: Path) -> list[str]:
+    return [str(p.relative_to(root)) for p in [root, *root.rglob("*")]
+            if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077]
+
+
+def test_runner_run_folders_are_private_and_tightened_on_resume(tmp_path):
+    from pushbench.runner import executors as ex
+    from pushbench.runner.experiment import validate
+    from pushbench.runner.sweep import run_experiment
+
+    exp = validate({"schema_version": 1, "name": "privacy", "seeds": [0, 1],
+                    "tasks": ["RepoScan-requests-docstring-N10"], "controllers": ["standard"],
+                    "policies": ["random"]})
+    out = tmp_path / "runs" / "privacy"
+    run_experiment(exp, out, executor=ex.InProcessExecutor(), progress=False, limit=1)
+    names = {p.name for p in out.rglob("*")}
+    assert {"episodes.jsonl", "errors.jsonl", "manifest.json", ".lock", "traces"} <= names
+    assert len(list((out / "traces").glob("*.json.gz"))) == 1
+    assert _loose(out) == []
+    for p in [out, *out.rglob("*")]:  # exact modes: 0700 folders, 0600 files
+        assert stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600), p
+    # a folder written world-readable (an older version) is tightened when the run resumes
+    for p in [out, out / "traces", *out.glob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    run_experiment(exp, out, executor=ex.InProcessExecutor(), progress=False)
+    assert len(list((out / "traces").glob("*.json.gz"))) == 2
+    assert _loose(out) == []
