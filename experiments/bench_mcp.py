@@ -10,6 +10,13 @@ server-side share measured inside the server (``server_ms`` in trace.jsonl).
     python experiments/bench_mcp.py --mode auto --calls 500
     python experiments/bench_mcp.py --tool search         # a heavier call (10 hits + snippets)
     python experiments/bench_mcp.py --json                # one JSON line
+    python experiments/bench_mcp.py --task DataOps-b1-N20  # a family with a watched workspace
+    python experiments/bench_mcp.py --watch-only          # the out-of-band watch alone
+
+The server watches the live workspace of DataOps-lite and SWE-lite episodes for out-of-band
+edits (a stat walk per check, hashing only changed files). ``--watch-only`` times that watch in
+process on each ``--watch-tasks`` workspace: the per-call cost (check before the call + snapshot
+after it) with nothing changed and with one file changed between calls.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 TASK = "RepoScan-requests-docstring-N10"
+WATCH_TASKS = "DataOps-b1-N20,SWELite-pytest-N10"
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -33,13 +41,14 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-async def measure(run_dir: Path, calls: int, warmup: int, mode: str, tool: str) -> dict:
+async def measure(run_dir: Path, calls: int, warmup: int, mode: str, tool: str,
+                  task: str = TASK) -> dict:
     import os
 
     env = {k: os.environ[k] for k in ("PUSHBENCH_HOME",) if k in os.environ}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pushbench.cli", "mcp", "--task", TASK, "--run-dir", str(run_dir),
+        args=["-m", "pushbench.cli", "mcp", "--task", task, "--run-dir", str(run_dir),
               "--budget", str(calls + warmup + 10)], env=env)
     args = {"status": {}, "search": {"query": "session", "page": 1}}[tool]
     t0 = time.perf_counter()
@@ -56,11 +65,49 @@ async def measure(run_dir: Path, calls: int, warmup: int, mode: str, tool: str) 
         protocol = client.protocol_version
     trace = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines()]
     server = [t["server_ms"] for t in trace[warmup:]]
-    return {"tool": tool, "calls": calls, "protocol": protocol, "startup_s": round(startup, 3),
+    return {"task": task, "tool": tool, "calls": calls, "protocol": protocol, "startup_s": round(startup, 3),
             "median_ms": round(statistics.median(times), 3),
             "p10_ms": round(_pct(times, 0.10), 3), "p90_ms": round(_pct(times, 0.90), 3),
             "mean_ms": round(statistics.fmean(times), 3),
             "server_median_ms": round(statistics.median(server), 3)}
+
+
+def watch_cost(task: str, reps: int) -> dict:
+    """Per-call cost of the out-of-band watch on ``task``'s live workspace (in process)."""
+    import os
+
+    import pushbench
+    from pushbench.watch import WorkspaceWatch
+
+    env = pushbench.make(task)
+    env.reset(seed=0)
+    try:
+        root = env.unwrapped._ws.root
+        watch = WorkspaceWatch(root)
+        watch.refresh()
+        files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+        size = sum(os.path.getsize(f) for f in files)
+
+        def per_call(touch: bool) -> list[float]:
+            out = []
+            for i in range(reps):
+                if touch:  # an out-of-band edit between two calls
+                    with open(files[i % len(files)], "a") as fh:
+                        fh.write(" ")
+                t = time.perf_counter()
+                changed = watch.changes()  # before the call
+                watch.refresh()            # after the call (nothing changed in between here)
+                out.append(1000 * (time.perf_counter() - t))
+                assert bool(changed) == touch
+            return out
+
+        quiet, edited = per_call(False), per_call(True)
+    finally:
+        env.close()
+    return {"task": task, "files": len(files), "bytes": size, "reps": reps,
+            "quiet_median_ms": round(statistics.median(quiet), 3),
+            "quiet_p90_ms": round(_pct(quiet, 0.9), 3),
+            "one_edit_median_ms": round(statistics.median(edited), 3)}
 
 
 def main() -> None:
@@ -70,13 +117,27 @@ def main() -> None:
     ap.add_argument("--mode", default="legacy", help="legacy (initialize handshake) | auto")
     ap.add_argument("--tool", default="status", choices=["status", "search"])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--task", default=TASK, help="task to serve (status works for every family)")
+    ap.add_argument("--watch-only", action="store_true", help="time the out-of-band watch only")
+    ap.add_argument("--watch-tasks", default=WATCH_TASKS, help="comma-separated tasks")
     a = ap.parse_args()
+    if a.watch_only:
+        for task in a.watch_tasks.split(","):
+            w = watch_cost(task, a.calls)
+            if a.json:
+                print(json.dumps(w))
+                continue
+            print(f"{w['task']}: {w['files']} files ({w['bytes'] / 1e6:.1f} MB); watch per call "
+                  f"(check + snapshot) median {w['quiet_median_ms']:.3f} ms, p90 "
+                  f"{w['quiet_p90_ms']:.3f} ms; with one file edited between calls "
+                  f"{w['one_edit_median_ms']:.3f} ms")
+        return
     with tempfile.TemporaryDirectory(prefix="pushbench-mcp-bench-") as tmp:
-        r = anyio.run(measure, Path(tmp) / "run", a.calls, a.warmup, a.mode, a.tool)
+        r = anyio.run(measure, Path(tmp) / "run", a.calls, a.warmup, a.mode, a.tool, a.task)
     if a.json:
         print(json.dumps(r))
         return
-    print(f"{r['calls']} {r['tool']} calls over stdio ({r['protocol']}), server start "
+    print(f"{r['task']}: {r['calls']} {r['tool']} calls over stdio ({r['protocol']}), server start "
           f"{r['startup_s']:.2f} s")
     print(f"  round trip  median {r['median_ms']:.2f} ms   p10 {r['p10_ms']:.2f}   "
           f"p90 {r['p90_ms']:.2f}   mean {r['mean_ms']:.2f}")

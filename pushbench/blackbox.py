@@ -4,7 +4,8 @@ A black-box run is one ``pushbench mcp`` server process writing a run directory:
 
     run.json        what was started: task, seed, controller, condition, agent label, versions
     episode.json    the full episode record, rewritten atomically after every tool call
-    trace.jsonl     one line per MCP tool call (proposed call, observation, reward, info)
+    trace.jsonl     one line per MCP tool call (proposed call, observation, reward, info),
+                    each carrying ``prev``: the sha256 of the line before (a digest chain)
     server.log      the server's log
 
 :func:`records_from_run_dirs` turns run directories into the episode lines the runner writes to
@@ -13,6 +14,13 @@ controlled ones in one report. Numbers are recomputed from the stored calls with
 :mod:`pushbench.metrics` (never copied from the stored summary), and the labels (policy,
 condition, key) come from ``run.json``. A run whose episode never ended (agent stopped calling,
 harness timeout, server killed) keeps ``terminated_by: None`` and gets ``incomplete: True``.
+
+Records are evidence, not claims: :mod:`pushbench.audit` replays and cross-checks every run
+(stored verdicts, counts, steps, the trace's digest chain). A run with any disagreement gets
+``tampered: True`` and ``tamper_reasons`` (short strings) on its record and episode line; the
+report leaves tampered runs out of every metric and lists them. Out-of-band edits of a live
+workspace that the server saw are in ``blackbox.out_of_band_edits`` (the episode line keeps
+only ``blackbox.out_of_band_edits_count``).
 
 The *condition* names the prompt the agent was given (``default`` or ``checklist``); it becomes
 the policy-name suffix (``blackbox-mcp:checklist``, or ``blackbox-mcp:<agent>:checklist`` with
@@ -29,10 +37,10 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import metrics
+from . import audit, metrics
 from .runner.executors import episode_line
 
-RUN_SCHEMA_VERSION = 1
+RUN_SCHEMA_VERSION = 2  # 2: trace.jsonl is a digest chain whose head episode.json records
 RUN_KIND = "pushbench-blackbox-run"
 POLICY_PREFIX = "blackbox-mcp"
 RUN_FILE, EPISODE_FILE = "run.json", "episode.json"
@@ -105,29 +113,14 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _trace_steps(path: Path) -> list[dict]:
-    """Counted steps from ``trace.jsonl`` (a truncated last line from a kill is ignored)."""
-    if not path.is_file():
-        return []
-    out = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(line, dict) and line.get("step") is not None:
-            out.append(line)
-    return out
-
-
 def record_from_run_dir(run_dir: str | Path) -> dict:
     """The full episode record of one run directory, with derived numbers and run labels.
 
     ``metrics``, ``valid_count``, ``success`` and ``steps_used`` are recomputed from ``calls``;
-    ``policy``, ``condition``, ``simulated`` and ``key`` come from ``run.json``. The
-    ``blackbox`` section gains the checks: stored summary fields that disagreed with the
-    recomputation (``stored_mismatch``) and whether ``trace.jsonl`` agrees with the calls
-    (``trace_consistent``).
+    ``policy``, ``condition``, ``simulated`` and ``key`` come from ``run.json``. The run is
+    audited (:func:`pushbench.audit.audit_run`): ``tampered`` and ``tamper_reasons`` say whether
+    anything disagreed (stored summary fields that differ from the recomputation count too;
+    they are also listed in ``blackbox.stored_mismatch``).
     """
     from .envs.base import RECORD_SCHEMA_VERSION
     from .runner.episode import episode_key
@@ -144,6 +137,10 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     for field in ("calls", "target", "budget", "task_id"):
         if field not in record:
             raise RunDirError(f"{run_dir}/{EPISODE_FILE}: missing {field!r}")
+    for field, kind in (("calls", list), ("target", int), ("budget", int)):
+        if not isinstance(record[field], kind) or isinstance(record[field], bool):
+            raise RunDirError(f"{run_dir}/{EPISODE_FILE}: {field!r} is a "
+                              f"{type(record[field]).__name__}, expected {kind.__name__}")
     for field, run_field in (("task_id", "task"), ("seed", "seed")):
         if record.get(field) != run.get(run_field):
             raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}={record.get(field)!r} but "
@@ -156,11 +153,20 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
         raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {ctrl.get('name')!r} differs "
                           f"from {RUN_FILE} controller {ctrl_name!r}")
 
-    derived = metrics.episode_metrics(record)
+    trace_path = run_dir / TRACE_FILE
+    trace_raw = trace_path.read_bytes() if trace_path.is_file() else None
+    reasons, facts = audit.audit_run(record, run, trace_raw)
+    try:
+        derived = metrics.episode_metrics(record)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        reasons.append("the record cannot be scored")
+        derived = metrics.episode_metrics({"calls": [], "target": record["target"],
+                                           "budget": record["budget"], "terminated_by": None})
     mismatch = [k for k in ("valid_count", "success", "steps_used")
                 if k in record and record[k] != derived[k]]
     if record.get("metrics") not in (None, derived):
         mismatch.append("metrics")
+    reasons += [f"stored {k} differs from the calls" for k in mismatch]
     record["metrics"] = derived
     record["valid_count"], record["success"] = derived["valid_count"], derived["success"]
     record["steps_used"] = derived["steps_used"]
@@ -173,25 +179,29 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
                                 run.get("seed"), run.get("instance"))
     incomplete = record.get("terminated_by") is None
     record["incomplete"] = incomplete
-
-    steps = _trace_steps(run_dir / TRACE_FILE)
-    calls = record["calls"]
-    # The record is written before the trace line, so a kill between the two leaves the
-    # trace one step short; anything else is a disagreement worth flagging.
-    consistent = (len(calls) - 1 <= len(steps) <= len(calls)) and all(
-        s.get("step") == c.get("step") and s.get("ok") == c.get("ok")
-        for s, c in zip(steps, calls))
-    bb = dict(record.get("blackbox") or {})
+    bb = dict(record["blackbox"]) if isinstance(record.get("blackbox"), dict) else {}
+    if not isinstance(bb.get("out_of_band_edits"), list):
+        bb["out_of_band_edits"] = []
+    if not isinstance(bb.get("out_of_band_edits_count"), int):
+        bb["out_of_band_edits_count"] = len(bb["out_of_band_edits"])
     bb.update(run_id=run.get("run_id"), run_dir=str(run_dir), incomplete=incomplete,
-              stored_mismatch=mismatch, trace_steps=len(steps), trace_consistent=consistent)
+              stored_mismatch=mismatch, **facts)
     record["blackbox"] = bb
+    record["tampered"] = bool(reasons)
+    record["tamper_reasons"] = reasons
     if mismatch:
         warnings.warn(f"{run_dir}: stored {', '.join(mismatch)} disagreed with the values "
                       "recomputed from the calls; the recomputed values are used", stacklevel=2)
-    if not consistent:
-        warnings.warn(f"{run_dir}: {TRACE_FILE} ({len(steps)} steps) does not match "
-                      f"{EPISODE_FILE} ({len(calls)} calls); was a file edited?", stacklevel=2)
     return record
+
+
+def blackbox_line(record: dict) -> dict:
+    """The episode line of an evaluated record: the runner's line without the edit list."""
+    line = episode_line(record)
+    bb = line.get("blackbox")
+    if isinstance(bb, dict) and "out_of_band_edits" in bb:
+        line["blackbox"] = {k: v for k, v in bb.items() if k != "out_of_band_edits"}
+    return line
 
 
 def records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
@@ -201,7 +211,7 @@ def records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
     episode key (same task, instance, controller, agent, condition and seed: give repeated
     runs distinct ``--seed`` values).
     """
-    return [episode_line(r) for r in full_records_from_run_dirs(dirs)]
+    return [blackbox_line(r) for r in full_records_from_run_dirs(dirs)]
 
 
 def full_records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
@@ -299,27 +309,40 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     Returns the report frames (empty dict when :mod:`pushbench.report` is unavailable).
     """
     import gzip
-    import os
+
+    from . import paths
 
     out_dir = Path(out_dir)
-    (out_dir / "traces").mkdir(parents=True, exist_ok=True)
-    lines = [episode_line(r) for r in records]
+    paths.private_dir(paths.private_dir(out_dir) / "traces")  # full records: 0700 / 0600
+    lines = [blackbox_line(r) for r in records]
     for rec in records:
-        (out_dir / "traces" / f"{rec['key']}.json.gz").write_bytes(
-            gzip.compress(_canonical(rec), compresslevel=6, mtime=0))
-    tmp = out_dir / ".episodes.jsonl.tmp"
-    tmp.write_bytes(b"".join(_canonical(line) + b"\n" for line in lines))
-    os.replace(tmp, out_dir / "episodes.jsonl")
+        paths.write_private(out_dir / "traces" / f"{rec['key']}.json.gz",
+                            gzip.compress(_canonical(rec), compresslevel=6, mtime=0))
+    paths.write_private(out_dir / "episodes.jsonl",
+                        b"".join(_canonical(line) + b"\n" for line in lines))
 
     def say(msg: str) -> None:
         if console is not None:
-            console.print(msg, highlight=False)
+            console.print(msg, highlight=False, soft_wrap=True)  # never break a path
 
     incomplete = [r["blackbox"]["run_dir"] for r in records if r.get("incomplete")]
     if incomplete:
         say(f"[yellow]{len(incomplete)} incomplete run(s)[/] (the episode never ended: no "
             "final/ask_user and budget left; kept with terminated_by None, counted by their "
             f"verified progress): {', '.join(incomplete)}")
+    tampered = [r for r in records if r.get("tampered")]
+    if tampered:
+        say(f"[bold red]{len(tampered)} tampered run(s)[/] (their stored record disagrees with "
+            "the replay or the trace; excluded from every metric):")
+        for r in tampered:
+            say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
+    edited = [r for r in records if (r.get("blackbox") or {}).get("out_of_band_edits_count")]
+    for r in edited:
+        bb = r["blackbox"]
+        first = bb["out_of_band_edits"][0] if bb.get("out_of_band_edits") else {}
+        say(f"[yellow]out-of-band workspace edits[/] in {bb['run_dir']}: "
+            f"{bb['out_of_band_edits_count']} (first: {first.get('kind')} {first.get('path')} "
+            f"before step {first.get('step_before')})")
     say(f"wrote {out_dir / 'episodes.jsonl'} ({len(lines)} episodes)")
     try:
         from . import report

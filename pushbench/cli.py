@@ -234,6 +234,9 @@ def mcp_cmd(
     instance: Optional[str] = typer.Option(None, help="instance of a suite task"),
     budget: Optional[int] = typer.Option(None, min=1, help="step-budget override"),
     overwrite: bool = typer.Option(False, help="discard a run already in --run-dir"),
+    allow_shared_cache: bool = typer.Option(False, "--allow-shared-cache", help="serve even if "
+                                            "other users can read the cache or the run dir "
+                                            "(a warning instead of a refusal)"),
 ) -> None:
     """Serve one episode of TASK to a black-box agent as a stdio MCP server."""
     try:
@@ -242,7 +245,7 @@ def mcp_cmd(
         _fail(f"the MCP server needs the optional dependency ({e}): pip install 'pushbench[mcp]'")
     code = mcp_server.main(task, run_dir, seed=seed, controller=controller, workspace=workspace,
                            condition=condition, agent=agent, instance=instance, budget=budget,
-                           overwrite=overwrite)
+                           overwrite=overwrite, allow_shared_cache=allow_shared_cache)
     raise typer.Exit(code)
 
 

@@ -1,5 +1,14 @@
 """Definitions of a snapshot, their identifiers and the facts the RepoScan predicates read.
 
+Two views of the same definitions, from one walk of each file's ``ast``:
+
+* :class:`Definition`: what search shows (identifier, kind, signature, location, snippet). This
+  is the only thing written to disk (``$PUSHBENCH_HOME/index/*.json.gz``, private to the user).
+* :class:`Facts`: what the predicates read (docstring, assert, return, raise, decorators,
+  parameter names). Facts are **never written to disk**: a cache of them would be an answer key
+  (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
+  source the first time a process needs them and keeps them in memory only.
+
 Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing
 scopes are only the module and classes (nested classes included). Definitions inside module- or
 class-level ``if`` / ``try`` / ``with`` / ``for`` / ``while`` / ``match`` blocks count; anything
@@ -18,21 +27,21 @@ from __future__ import annotations
 import ast
 import gzip
 import json
-import os
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from . import paths
 
-INDEX_VERSION = 4
+# v5: display fields only (predicate facts moved to memory; see the module docstring).
+INDEX_VERSION = 5
 SNIPPET_LINES = 8
 SNIPPET_WIDTH = 120
 
 
 @dataclass
 class Definition:
-    """One ``def`` of the universe with its display fields and predicate facts."""
+    """One ``def`` of the universe: the display fields search shows (and the disk cache holds)."""
 
     ident: str
     path: str
@@ -42,47 +51,59 @@ class Definition:
     line: int
     signature: str
     snippet: str
-    # Predicate facts. Only the verifier reads these; search results never include them.
-    docstring: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Predicate facts of one ``def``: kept in memory only, never cached on disk."""
+
+    ident: str
+    qualname: str
+    name: str
+    docstring: bool
+    has_assert: bool
+    returns_value: bool
+    raises: bool
+    decorated: bool
+    params: tuple[str, ...]  # positional-only, positional and keyword-only parameter names
+
+
+@dataclass
+class _OwnBody:
     has_assert: bool = False
     returns_value: bool = False
     raises: bool = False
-    decorated: bool = False
-    params: list[str] = field(default_factory=list)
 
 
-class _OwnBody(ast.NodeVisitor):
-    """Collects statement facts of one function body without entering nested scopes."""
-
-    def __init__(self) -> None:
-        self.has_assert = False
-        self.returns_value = False
-        self.raises = False
-
-    def visit_FunctionDef(self, node):  # nested scopes are not the function's own body
-        return
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
-
-    def visit_Assert(self, node):
-        self.has_assert = True
-        self.generic_visit(node)
-
-    def visit_Return(self, node):
-        if node.value is not None:
-            self.returns_value = True
-        self.generic_visit(node)
-
-    def visit_Raise(self, node):
-        self.raises = True
-        self.generic_visit(node)
+_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def _own_body_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _OwnBody:
-    v = _OwnBody()
-    for stmt in fn.body:
-        v.visit(stmt)
-    return v
+    """Statement facts of one function body without entering nested scopes.
+
+    ``assert``, ``return`` and ``raise`` are statements, and statements only occur in the
+    statement lists of compound statements (expressions, lambdas included, hold none), so only
+    those lists are walked; nested ``def``/``class`` bodies are skipped.
+    """
+    facts = _OwnBody()
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _SCOPE_NODES):
+            continue
+        kind = type(node)
+        if kind is ast.Assert:
+            facts.has_assert = True
+        elif kind is ast.Return:
+            facts.returns_value = facts.returns_value or node.value is not None
+        elif kind is ast.Raise:
+            facts.raises = True
+        for name in _BLOCKS:
+            sub = getattr(node, name, None)
+            if sub:
+                stack.extend(sub)
+    return facts
 
 
 def _has_docstring(fn) -> bool:
@@ -114,56 +135,88 @@ def _walk_scope(body, prefix: list[str], in_class: bool, visit) -> None:
                     _walk_scope(sub, prefix, in_class, visit)
 
 
-def definitions_in_source(source: str, relpath: str) -> list[Definition]:
-    """Return the universe's definitions in one file's source (empty if it does not parse)."""
+def _parse(source: str):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
-            tree = ast.parse(source)
+            return ast.parse(source)
     except (SyntaxError, ValueError):
+        return None
+
+
+def _qualname_walk(tree, visit) -> None:
+    def each(fn, prefix, in_class):
+        visit(fn, ".".join(prefix + [fn.name]), in_class)
+    _walk_scope(tree.body, [], False, each)
+
+
+def definitions_in_source(source: str, relpath: str) -> list[Definition]:
+    """Return the universe's definitions in one file's source (empty if it does not parse)."""
+    tree = _parse(source)
+    if tree is None:
         return []
     lines = source.splitlines()
     out: list[Definition] = []
 
-    def visit(fn, prefix, in_class):
-        qual = ".".join(prefix + [fn.name])
+    def visit(fn, qual, in_class):
         is_async = isinstance(fn, ast.AsyncFunctionDef)
         kind = ("async " if is_async else "") + ("method" if in_class else "function")
         start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
         end = fn.end_lineno or fn.lineno
         snippet_end = min(end, start + SNIPPET_LINES - 1)
         snippet = "\n".join(_clip(l) for l in lines[start - 1: snippet_end])
-        facts = _own_body_facts(fn)
-        a = fn.args
         out.append(Definition(
             ident=f"{relpath}::{qual}", path=relpath, qualname=qual, name=fn.name, kind=kind,
-            line=fn.lineno, signature=_clip(lines[fn.lineno - 1].strip()), snippet=snippet,
-            docstring=_has_docstring(fn), has_assert=facts.has_assert,
-            returns_value=facts.returns_value, raises=facts.raises,
-            decorated=bool(fn.decorator_list),
-            params=[p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)],
-        ))
+            line=fn.lineno, signature=_clip(lines[fn.lineno - 1].strip()), snippet=snippet))
 
-    _walk_scope(tree.body, [], False, visit)
+    _qualname_walk(tree, visit)
     return out
 
 
-def index_tree(root: Path) -> list[Definition]:
-    """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths)."""
+def facts_in_source(source: str, relpath: str) -> list[Facts]:
+    """Predicate facts of the universe's definitions in one file, in the same order as
+    :func:`definitions_in_source` (empty if the file does not parse)."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    out: list[Facts] = []
+
+    def visit(fn, qual, in_class):
+        own = _own_body_facts(fn)
+        a = fn.args
+        out.append(Facts(
+            ident=f"{relpath}::{qual}", qualname=qual, name=fn.name,
+            docstring=_has_docstring(fn), has_assert=own.has_assert,
+            returns_value=own.returns_value, raises=own.raises,
+            decorated=bool(fn.decorator_list),
+            params=tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))))
+
+    _qualname_walk(tree, visit)
+    return out
+
+
+def _sources(root: Path):
+    """``(relative path, source)`` of every readable ``.py`` file under ``root``, sorted."""
     root = Path(root)
     files = sorted(
         p for p in root.rglob("*.py")
         if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
     )
-    defs: list[Definition] = []
     for f in files:
-        rel = f.relative_to(root).as_posix()
         try:
-            source = f.read_text(encoding="utf-8")
+            yield f.relative_to(root).as_posix(), f.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
             continue
-        defs.extend(definitions_in_source(source, rel))
-    return defs
+
+
+def index_tree(root: Path) -> list[Definition]:
+    """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths)."""
+    return [d for rel, src in _sources(root) for d in definitions_in_source(src, rel)]
+
+
+def facts_tree(root: Path) -> list[Facts]:
+    """Predicate facts of every definition under ``root``, in :func:`index_tree` order."""
+    return [f for rel, src in _sources(root) for f in facts_in_source(src, rel)]
 
 
 def _cache_path(name: str, sha256: str) -> Path:
@@ -171,10 +224,26 @@ def _cache_path(name: str, sha256: str) -> Path:
 
 
 _MEMO: dict[str, list[Definition]] = {}
+_FACTS: dict[str, list[Facts]] = {}
+_FIELDS = tuple(f.name for f in fields(Definition))
+
+
+def _remove_stale_caches(folder: Path) -> None:
+    """Delete index files of other versions: before v5 they held predicate facts."""
+    keep = f"-v{INDEX_VERSION}.json.gz"
+    for p in folder.glob("*.json.gz"):
+        if not p.name.endswith(keep):
+            p.unlink(missing_ok=True)
+    for p in folder.glob("*.json.tmp*"):  # a killed writer's leftover (pre-v5 naming)
+        p.unlink(missing_ok=True)
 
 
 def load_index(name: str) -> list[Definition]:
-    """Definitions of snapshot ``name``: memory, then disk cache, then build (and cache)."""
+    """Definitions of snapshot ``name``: memory, then disk cache, then build (and cache).
+
+    The cache file holds the display fields only and is written private (0600 in a 0700
+    folder); building it also deletes index files of earlier versions.
+    """
     from . import snapshots
 
     pin = snapshots.get_pin(name)
@@ -184,14 +253,35 @@ def load_index(name: str) -> list[Definition]:
     cache = _cache_path(name, pin.sha256)
     if cache.is_file():
         with gzip.open(cache, "rt", encoding="utf-8") as fh:
-            defs = [Definition(**d) for d in json.load(fh)]
+            defs = [Definition(**{k: d[k] for k in _FIELDS}) for d in json.load(fh)]
     else:
         root = snapshots.ensure(name)
         defs = index_tree(root)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".tmp{os.getpid()}")
-        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as fh:
-            json.dump([asdict(d) for d in defs], fh)
-        os.replace(tmp, cache)  # atomic: concurrent builders write the same bytes
+        folder = paths.private_dir(cache.parent)
+        _remove_stale_caches(folder)
+        data = gzip.compress(json.dumps([asdict(d) for d in defs]).encode(), compresslevel=3,
+                             mtime=0)
+        paths.write_private(cache, data)  # atomic: concurrent builders write the same bytes
     _MEMO[key] = defs
     return defs
+
+
+def load_facts(name: str) -> list[Facts]:
+    """Predicate facts of snapshot ``name``, computed in memory from its source (memoised).
+
+    The first call in a process re-parses the built snapshot (about as long as indexing it);
+    later calls are free. Raises ``RuntimeError`` if the facts and the search index disagree on
+    the definitions (a stale index: rebuild the snapshot).
+    """
+    from . import snapshots
+
+    pin = snapshots.get_pin(name)
+    key = f"{name}:{pin.sha256}"
+    if key not in _FACTS:
+        facts = facts_tree(snapshots.ensure(name))
+        if [f.ident for f in facts] != [d.ident for d in load_index(name)]:
+            raise RuntimeError(
+                f"snapshot {name!r}: the cached search index and the source disagree on the "
+                f"definitions; delete {_cache_path(name, pin.sha256)} and retry")
+        _FACTS[key] = facts
+    return _FACTS[key]

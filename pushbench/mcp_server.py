@@ -20,6 +20,13 @@ stand-in request with the same id whose call the environment refuses the same wa
 
 stdout carries protocol messages only (the SDK points fd 1 at stderr while serving); logs go to
 ``DIR/server.log`` and warnings to stderr.
+
+Integrity (see :mod:`pushbench.audit` and docs/blackbox.md): the run dir and its files are
+private to the user (0700 / 0600) and ``main`` refuses to serve when the cache or the run dir is
+readable by other users (``--allow-shared-cache`` downgrades that to a warning). Trace lines
+form a sha256 chain whose head ``episode.json`` records. For families with a live workspace
+(DataOps-lite, SWE-lite) the server snapshots the workspace after every call and records, before
+the next one, every change it did not make (``blackbox.out_of_band_edits``).
 """
 
 from __future__ import annotations
@@ -48,8 +55,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from . import __version__, blackbox
+from . import __version__, audit, blackbox, paths
 from .blackbox import EPISODE_FILE, LOG_FILE, RUN_FILE, TRACE_FILE
+from .watch import WorkspaceWatch
 from .envs.spaces import MAX_ACTION_BYTES
 
 log = logging.getLogger("pushbench.mcp")
@@ -87,12 +95,7 @@ def write_json_atomic(path: Path, obj: Any, sync_dir: bool = True) -> None:
     itself survive a power cut; per-call rewrites skip it (the fsync'd trace covers that case).
     """
     data = json.dumps(obj, ensure_ascii=True, indent=1, default=repr).encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    paths.write_private(path, data, fsync=True)  # 0600: the agent must not read the record
     if sync_dir:
         _fsync_dir(path.parent)
 
@@ -157,7 +160,30 @@ def prepare_workspace(source: Path, dest: Path) -> int:
         return skip
 
     shutil.copytree(source, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
-    return sum(1 for p in dest.rglob("*") if p.is_file())
+    return _share_tree(dest)
+
+
+def _share_tree(root: Path) -> int:
+    """Give the workspace copy ordinary modes (0755 folders, 0644 files, 0755 executables).
+
+    The snapshot cache is private (0700 / 0600) and ``copytree`` copies modes; the workspace is
+    the one thing the agent is meant to read, possibly as another OS user. Returns the number of
+    files.
+    """
+    n = 0
+    os.chmod(root, 0o755)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            if not os.path.islink(full):
+                os.chmod(full, 0o755)
+        for f in filenames:
+            full = os.path.join(dirpath, f)
+            if os.path.islink(full):
+                continue
+            os.chmod(full, 0o755 if os.stat(full).st_mode & 0o100 else 0o644)
+            n += 1
+    return n
 
 
 # ----- the session: env + run directory (synchronous, transport-free) ----------------------
@@ -185,6 +211,14 @@ class BlackBoxSession:
         self.env = None
         self.mcp_calls = 0
         self.after_end_calls = 0
+        self._trace_head = audit.genesis(self.run_id)  # digest chain over trace.jsonl lines
+        self._trace_lines = 0
+        self._closed = False
+        self._watch: WorkspaceWatch | None = None
+        self.out_of_band_edits: list[dict] = []
+        self.out_of_band_count = 0
+        self._pending_out_of_band: list[list[str]] = []
+        self._pending_count = 0
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> "BlackBoxSession":
@@ -192,8 +226,9 @@ class BlackBoxSession:
                                            or _inside(self.workspace, self.run_dir)):
             raise SetupError(f"the run dir {self.run_dir} and the workspace {self.workspace} "
                              "must not contain each other (the agent must not see the record)")
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fh = open(self.run_dir / ".lock", "w")
+        paths.private_dir(self.run_dir, tighten=False)  # main() checks an existing one
+        self._lock_fh = os.fdopen(paths.open_private(self.run_dir / ".lock",
+                                                     os.O_WRONLY | os.O_CREAT), "w")
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -216,7 +251,8 @@ class BlackBoxSession:
         self.reset_result = json.loads(obs)["result"]
         self.tool_schemas = self.env.unwrapped.tool_schemas()
         self.workspace_files = self._prepare_workspace() if self.workspace else None
-        self._trace_fh = open(self.run_dir / TRACE_FILE, "ab")
+        self._start_watch()
+        self._trace_fh = os.fdopen(paths.open_private(self.run_dir / TRACE_FILE), "ab")
         write_json_atomic(self.run_dir / RUN_FILE, self._run_manifest())
         self._persist()
         log.info("run %s started: task %s seed %s controller %s condition %s", self.run_id,
@@ -224,6 +260,12 @@ class BlackBoxSession:
         return self
 
     def close(self) -> None:
+        if self.env is not None and getattr(self, "_trace_fh", None) and not self._closed:
+            self._closed = True  # the last record commits to the whole trace
+            try:
+                self._persist()
+            except Exception:  # noqa: BLE001 - never lose the close itself
+                log.exception("could not write the closing record")
         if self.env is not None:
             self.env.close()
         if getattr(self, "_trace_fh", None):
@@ -245,6 +287,7 @@ class BlackBoxSession:
         self.close()
 
     def _setup_logging(self) -> None:
+        os.close(paths.open_private(self.run_dir / LOG_FILE))  # created 0600 before logging opens it
         handler = logging.FileHandler(self.run_dir / LOG_FILE, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler._pushbench_run = self.run_id  # type: ignore[attr-defined]
@@ -335,6 +378,7 @@ class BlackBoxSession:
     def call(self, name: str, arguments: dict | None) -> tuple[str, bool]:
         """Run one tool call; return ``(observation text, is_error)``."""
         t0 = time.perf_counter()
+        self._detect_out_of_band()
         self.mcp_calls += 1
         arguments = dict(arguments or {})
         if set(arguments) == {self.sentinel} and arguments[self.sentinel] in self._oversized:
@@ -399,20 +443,63 @@ class BlackBoxSession:
                                  self.seed, self.instance_opt)
         rec["blackbox"] = {"run_id": self.run_id, "transport": "mcp-stdio",
                            "mcp_calls": self.mcp_calls, "after_end_calls": self.after_end_calls,
-                           "complete": rec.get("terminated_by") is not None}
+                           "complete": rec.get("terminated_by") is not None,
+                           "trace_lines": self._trace_lines, "trace_head": self._trace_head,
+                           "closed": self._closed,
+                           "watched_workspace": self._watch is not None,
+                           "out_of_band_edits": list(self.out_of_band_edits),
+                           "out_of_band_edits_count": self.out_of_band_count}
         return rec
 
     def _persist(self) -> None:
+        # The workspace as this call left it: the next call compares against it.
+        if self._watch is not None:
+            self._watch.refresh()
         write_json_atomic(self.run_dir / EPISODE_FILE, self.record(), sync_dir=False)
 
     def _trace(self, entry: dict, t0: float) -> None:
         entry["time"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         entry["server_ms"] = round(1000 * (time.perf_counter() - t0), 3)
+        entry["prev"] = self._trace_head
+        if self._pending_out_of_band:  # also in the chained trace: a record cannot hide them
+            entry["out_of_band"] = self._pending_out_of_band
+            entry["out_of_band_count"] = self._pending_count
+            self._pending_out_of_band, self._pending_count = [], 0
         data = (json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=repr)
                 + "\n").encode()
         self._trace_fh.write(data)
         self._trace_fh.flush()
         os.fsync(self._trace_fh.fileno())
+        self._trace_head = audit.line_digest(data)
+        self._trace_lines += 1
+
+    # -- out-of-band workspace edits -------------------------------------------------------
+    MAX_EDITS_KEPT = 500  # the count stays exact; the list keeps the first ones
+
+    def _start_watch(self) -> None:
+        """Watch the live workspace of families whose verifier reads it (DataOps, SWE-lite)."""
+        ws = getattr(self.base, "_ws", None)
+        root = getattr(ws, "root", None)
+        if root and os.path.isdir(root):
+            self._watch = WorkspaceWatch(root)
+            log.info("watching the live workspace %s for out-of-band edits", root)
+
+    def _detect_out_of_band(self) -> None:
+        """Record changes to the workspace made since the server's last call (not by it)."""
+        if self._watch is None or self.over():
+            return
+        changes = self._watch.changes()
+        if not changes:
+            return
+        step = self.base.steps_used + 1
+        self._pending_out_of_band = [[p, k] for p, k in changes[:self.MAX_EDITS_KEPT]]
+        self._pending_count = len(changes)
+        self.out_of_band_count += len(changes)
+        room = self.MAX_EDITS_KEPT - len(self.out_of_band_edits)
+        self.out_of_band_edits += [{"step_before": step, "path": p, "kind": k}
+                                   for p, k in changes[:max(room, 0)]]
+        log.warning("%d out-of-band workspace change(s) before step %d: %s", len(changes), step,
+                    ", ".join(f"{k} {p}" for p, k in changes[:5]))
 
 
 # ----- the stdin reader that never parses an overlong line --------------------------------
@@ -634,12 +721,36 @@ async def serve(session: BlackBoxSession) -> None:
         os.close(wire_fd)
 
 
+def exposure_problem(run_dir: str | os.PathLike) -> str | None:
+    """One line saying which of the cache and the run dir other users can read, and the fix.
+
+    An agent running as another OS user must not read the cache (SWE-lite reference code) or
+    the run dir (the record); ``None`` when both are private (a missing run dir is created so).
+    """
+    found = [(what, p) for what, p in (("the cache", paths.home()),
+                                       ("the run dir", Path(run_dir).expanduser()))
+             if p.is_dir() and paths.exposure(p)]  # a non-folder is open()'s error to report
+    if not found:
+        return None
+    modes = ", ".join(f"{what} {p} (mode {os.stat(p).st_mode & 0o777:04o})" for what, p in found)
+    fix = " && ".join(f"chmod 700 {p}" for _, p in found)
+    return f"other users can read {modes}; make it private: {fix}"
+
+
 def main(task: str, run_dir: str | os.PathLike, **kwargs: Any) -> int:
     """Entry of ``pushbench mcp``: set up, serve until stdin closes, return an exit code."""
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(logging.WARNING)
     stderr.setFormatter(logging.Formatter("[pushbench mcp] %(levelname)s: %(message)s"))
     logging.getLogger().addHandler(stderr)
+    allow_shared = bool(kwargs.pop("allow_shared_cache", False))
+    problem = exposure_problem(run_dir)
+    if problem and not allow_shared:
+        print(f"[pushbench mcp] error: {problem}; or pass --allow-shared-cache to serve anyway",
+              file=sys.stderr, flush=True)
+        return 2
+    if problem:
+        log.warning("%s (serving anyway: --allow-shared-cache)", problem)
     session = BlackBoxSession(task, run_dir, **kwargs)
     try:
         try:

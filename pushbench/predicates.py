@@ -1,4 +1,4 @@
-"""RepoScan predicates over :class:`~pushbench.indexer.Definition` facts.
+"""RepoScan predicates over :class:`~pushbench.indexer.Facts` (in memory, never on disk).
 
 Each predicate has a spec string (``docstring``, ``assert``, ``returns``, ``raises``,
 ``decorated``, ``fixture:X``) and a plain-words description shown to the agent.
@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .indexer import Definition
+from .indexer import Facts
 
 
 @dataclass(frozen=True)
 class Predicate:
     spec: str
-    test: Callable[[Definition], bool]
+    test: Callable[[Facts], bool]
     description: str  # plain words for the objective; never lists identifiers
 
 

@@ -10,7 +10,8 @@ A snapshot is built once into the cache (``paths.home()/snapshots/<name>-<versio
    one commit whose author, committer and dates are fixed, so its id is reproducible.
 
 The build happens in a temporary folder renamed into place, under a file lock, so concurrent
-workers and killed builds never leave a half-built snapshot behind.
+workers and killed builds never leave a half-built snapshot behind. The tree is private to the
+user (folders 0700, files 0600, executables 0700) before it is renamed into place.
 """
 
 from __future__ import annotations
@@ -85,9 +86,9 @@ def sha256_file(path: Path) -> str:
 
 @contextmanager
 def _locked(name: str) -> Iterator[None]:
-    lock_dir = paths.home() / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{name}.lock", "w") as fh:
+    lock_dir = paths.private_dir(paths.home() / "locks")
+    fd = paths.open_private(lock_dir / f"{name}.lock", os.O_WRONLY | os.O_CREAT)
+    with os.fdopen(fd, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -126,11 +127,20 @@ def _download(pin: Pin, dest: Path) -> Path:
     return target
 
 
+def _private_git(repo) -> None:
+    """Files git writes later (the index, on ``status``) are created 0600, not umask-wide."""
+    with repo.config_writer() as cfg:
+        if not (cfg.has_option("core", "sharedRepository")
+                and cfg.get("core", "sharedRepository") == "0600"):
+            cfg.set_value("core", "sharedRepository", "0600")
+
+
 def _git_freeze(root: Path) -> str:
     """Make ``root`` a git repo with one reproducible commit; return the commit id."""
     import git  # gitpython; imported lazily because it is only needed at build time
 
     repo = git.Repo.init(root)
+    _private_git(repo)
     files = sorted(
         str(p.relative_to(root)) for p in root.rglob("*")
         if p.is_file() and ".git" not in p.relative_to(root).parts
@@ -156,7 +166,7 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
             return final  # another process built it while we waited for the lock
         if log:
             log("not built yet; building it once into the cache")
-        (paths.home() / "snapshots").mkdir(parents=True, exist_ok=True)
+        paths.private_dir(paths.home() / "snapshots")
         with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots", prefix=".build-") as tmp:
             tmp = Path(tmp)
             sdist = _find_local_sdist(pin, source)
@@ -191,6 +201,8 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
             # Keep the marker out of `git status` noise without changing the commit.
             with open(root / ".git" / "info" / "exclude", "a") as fh:
                 fh.write(f"\n{_MARKER}\n")
+            # tar and git wrote with the umask's modes: private before it becomes visible
+            paths.tighten_tree(root)
             if final.exists():
                 shutil.rmtree(final)
             root.rename(final)
@@ -227,6 +239,7 @@ def verify(name: str) -> list[str]:
     if meta["sha256"] != pin.sha256:
         problems.append(f"{name}: built from sha256 {meta['sha256']}, pinned {pin.sha256}")
     repo = git.Repo(snapshot_dir(pin))
+    _private_git(repo)  # snapshots frozen by older versions: keep the index private too
     head = repo.head.commit.hexsha
     if pin.commit and head != pin.commit:
         problems.append(f"{name}: HEAD is {head}, pinned commit {pin.commit}")

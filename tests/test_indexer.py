@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from pushbench.indexer import definitions_in_source
+from pushbench.indexer import definitions_in_source, facts_in_source
 from pushbench.predicates import parse_predicate
 from pushbench.verifier import is_well_formed
 
@@ -17,6 +17,10 @@ def defs(source: str, relpath: str = PATH):
     return definitions_in_source(textwrap.dedent(source), relpath)
 
 
+def facts(source: str, relpath: str = PATH):
+    return facts_in_source(textwrap.dedent(source), relpath)
+
+
 def quals(source: str) -> list[str]:
     return [d.qualname for d in defs(source)]
 
@@ -24,7 +28,7 @@ def quals(source: str) -> list[str]:
 def valid(source: str, spec: str) -> set[str]:
     """Identifiers of ``source`` that satisfy ``spec`` (any definition sharing the id counts)."""
     pred = parse_predicate(spec)
-    return {d.ident for d in defs(source) if pred.test(d)}
+    return {f.ident for f in facts(source) if pred.test(f)}
 
 
 def only(source: str):
@@ -258,7 +262,7 @@ def test_nested_facts_do_not_leak_to_outer_or_class_methods():
         def other(self):
             return
     """
-    found = {d.qualname: d for d in defs(src)}
+    found = {f.qualname: f for f in facts(src)}
     assert set(found) == {"C.outer", "C.other"}
     for d in found.values():
         assert not (d.has_assert or d.raises or d.returns_value)

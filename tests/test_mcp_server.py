@@ -383,6 +383,7 @@ def test_kill_server_midway_loses_no_answered_call(tmp_path):
     line = blackbox.records_from_run_dirs([run_dir])[0]
     assert line["incomplete"] and line["terminated_by"] is None
     assert line["metrics"]["steps_used"] == k and "calls" not in line
+    assert line["tampered"] is False, line["tamper_reasons"]  # a kill is not tampering
 
 
 # ----- the leak scan --------------------------------------------------------------------------
@@ -612,6 +613,8 @@ def test_evaluate_run_dirs_into_report(tmp_path):
     with pytest.warns(UserWarning, match="recomputed"):
         lines = blackbox.records_from_run_dirs([tmp_path / "d0"])
     assert lines[0]["valid_count"] == truth and lines[0]["metrics"]["valid_count"] == truth
+    assert lines[0]["tampered"] and "stored valid_count differs from the calls" in \
+        lines[0]["tamper_reasons"]
 
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "d0"), str(tmp_path / "c0"),

@@ -144,6 +144,12 @@ def test_build_from_local_sdist_gives_the_pinned_commit(tmp_path, monkeypatch):
     defs = indexer.load_index("flask")
     assert [d.ident for d in defs] == [d.ident for d in indexer.index_tree(root)]
     assert list(home.glob("index/flask-*.json.gz"))
+    # private to the user: no group/other bit anywhere (tar, git and the index writer alike)
+    import stat
+
+    loose = [p for p in [home, *home.rglob("*")]
+             if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077]
+    assert loose == []
 
 
 def test_verify_reports_tampering(tmp_path, monkeypatch):

@@ -33,7 +33,8 @@ Arguments
     ``reset(seed=s, options={"instance": name})`` picks a suite's instance (else from the seed).
 
 Version History
-    v0: initial release (index version 4, 36 tasks).
+    v0: initial release (index version 4, 36 tasks). Index version 5 (predicate facts in
+    memory only) changes no observation, identifier or valid set.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _search_index(snapshot: str) -> SearchIndex:
 def _valid_set(instance: str) -> frozenset[str]:
     cfg = instance_config("reposcan", instance)
     pred = parse_predicate(cfg["predicate"])
-    valid = frozenset(d.ident for d in indexer.load_index(cfg["snapshot"]) if pred.test(d))
+    # Facts live in memory only (computed once per process and snapshot): no answer key at rest.
+    valid = frozenset(f.ident for f in indexer.load_facts(cfg["snapshot"]) if pred.test(f))
     if len(valid) != cfg["valid_count"] or verifier.digest(valid) != cfg["valid_sha256"]:
         raise RepoScanIntegrityError(
             f"RepoScan instance {instance!r}: the valid set built from snapshot "

@@ -14,6 +14,8 @@ Only the parent process writes here. Per episode, the trace is written first (tm
 line appears only once its trace exists. Once ``write`` returns, the line is in the kernel: a
 killed or crashed process loses nothing. A torn last line (possible only if the process dies
 inside that one write) is cut off by :meth:`RunDir.open`, and that episode simply runs again.
+``DIR`` and everything PushBench writes in it are private to the user (0700 / 0600, see
+:mod:`pushbench.paths`); opening an older, world-readable ``DIR`` tightens it.
 Errors live in their own file so ``episodes.jsonl`` holds only real episodes and a resume
 retries the failed ones.
 
@@ -37,6 +39,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from .. import paths
 from .executors import EpisodeResult, error_line
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -165,8 +168,9 @@ class RunDir:
         If DIR already holds a run of a *different* experiment (``result_fields`` differ),
         refuse with :class:`RunDirError` unless ``force``.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.traces.mkdir(exist_ok=True)
+        # Records are evidence and traces show every call: private to the user (0700/0600).
+        paths.private_dir(self.path)
+        paths.private_dir(self.traces)
         self._lock()
         try:
             old = self._read_manifest()
@@ -195,8 +199,8 @@ class RunDir:
             self.manifest = self._new_manifest(old, experiment, result_fields, arguments)
             self.write_manifest()
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-            self._fd = os.open(self.episodes_path, flags, 0o644)
-            self._err_fd = os.open(self.errors_path, flags, 0o644)
+            self._fd = paths.open_private(self.episodes_path, flags)
+            self._err_fd = paths.open_private(self.errors_path, flags)
         except BaseException:
             self.close()
             raise
@@ -207,7 +211,7 @@ class RunDir:
             import fcntl
         except ImportError:  # pragma: no cover - non-POSIX: no lock, single writer assumed
             return
-        self._lock_fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = paths.open_private(self.path / ".lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -242,9 +246,8 @@ class RunDir:
         }
 
     def write_manifest(self) -> None:
-        tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.manifest_path)
+        paths.write_private(self.manifest_path,
+                            (json.dumps(self.manifest, indent=2, sort_keys=True) + "\n").encode())
 
     def finish(self, summary: dict) -> None:
         """Record the end of this invocation (timing lives here, never in episode lines)."""
@@ -267,7 +270,7 @@ class RunDir:
         strict = self.sync_interval <= 0
         trace = self.traces / f"{key}.json.gz"
         tmp = trace.with_name(f".{key}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
+        with os.fdopen(paths.open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
             f.write(result.trace_gz)
             if strict:
                 f.flush()

@@ -223,10 +223,8 @@ def build(snapshot: str, recipe_file: str | Path | None = None, *, force: bool =
             return json.loads(out_path.read_text())
         data = _build(snapshot, recipe(recipe_path(recipe_file)), log or (lambda m: None),
                       progress)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(out_path)
+        paths.private_dir(out_path.parent)  # the unit set names the mutated functions
+        paths.write_private(out_path, json.dumps(data, indent=1).encode())
     _LOADED.pop(str(out_path), None)
     return data
 

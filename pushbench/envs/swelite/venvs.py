@@ -84,7 +84,7 @@ def ensure(snapshot: str, log=None) -> Path:
         if log:
             log(f"building the test environment of {snapshot} ({len(s.requirements)} pinned "
                 "packages) ...")
-        final.parent.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(final.parent)
         # A venv hard-codes its own path, so it is built in place; the marker comes last.
         shutil.rmtree(final, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(final)], "create the venv")
@@ -100,8 +100,9 @@ def ensure(snapshot: str, log=None) -> Path:
                 f"\nConnect to the package index once and run `pushbench swelite build`, or "
                 f"point pip at a wheel folder holding {', '.join(s.requirements)} "
                 "(PIP_FIND_LINKS=DIR PIP_NO_INDEX=1).")
-        (final / _MARKER).write_text(json.dumps({"snapshot": snapshot, "key": s.key,
-                                                 "requirements": list(s.requirements)}))
+        paths.tighten_tree(final)  # venv and pip create with the umask's modes
+        paths.write_private(final / _MARKER, json.dumps(
+            {"snapshot": snapshot, "key": s.key, "requirements": list(s.requirements)}).encode())
     return python_of(final)
 
 
