@@ -431,7 +431,7 @@ class BlackBoxSession:
 
 
 # ----- the stdin reader that never parses an overlong line --------------------------------
-_ID = r'(-?\d{1,19}|"(?:[^"\\]|\\.){0,256}")'
+_ID = r'(-?\d{1,19}(?![\d.eE])|"(?:[^"\\]|\\.){0,256}")'  # a longer number is no id
 _HEAD_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
 _TAIL_ID = re.compile(r'"id"\s*:\s*' + _ID + r'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
 _METHOD = re.compile(r'"method"\s*:\s*"([^"\\]{1,64})"')

@@ -148,6 +148,19 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> Any:
         raise ActionError("bad_json", f"action is not valid JSON ({str(e)[:100]})") from None
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as its JSON escape (``\\ud800``).
+
+    For text that arrived through a JSON transport (model output, which can carry a surrogate
+    escape): the result is valid Unicode, so it can be stored, logged and sent again, and inside
+    a JSON string it still decodes to the same surrogate, which :func:`decode` refuses as
+    ``bad_encoding``.
+    """
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 # ----- text ----------------------------------------------------------------------------------------
 def _text_of_bytes(data: bytes) -> str:
     if len(data) > MAX_ACTION_BYTES:

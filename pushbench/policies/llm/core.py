@@ -85,13 +85,14 @@ def call_action(name: str, arguments: str) -> str | dict:
     ``error_type`` (one step). Nothing the model sends can raise here.
     """
     text = arguments.strip()
-    if not text:
-        return {"tool": name}
     try:
-        parsed = actions.decode(text)
+        parsed = actions.decode(text) if text else {}
     except actions.ActionError:
-        return arguments
-    return {**parsed, "tool": name}
+        return actions.escape_surrogates(arguments)
+    call = {**parsed, "tool": name}
+    if actions.escape_surrogates(name) != name:  # keep actions storable: refuse it as text
+        return json.dumps(call, ensure_ascii=True)
+    return call
 
 
 def text_action(content: str | None) -> str:
