@@ -666,7 +666,7 @@ def main(task: str, run_dir: str | os.PathLike, **kwargs: Any) -> int:
     try:
         try:
             session.open()
-        except (SetupError, KeyError, ValueError, FileNotFoundError) as e:
+        except (SetupError, KeyError, ValueError, OSError) as e:
             msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             print(f"[pushbench mcp] error: {msg}", file=sys.stderr, flush=True)
             return 2

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypedDict
 from ..base import Policy
 from ..errors import PolicyError
 from .client import ChatClient, Usage
-from .config import LLMConfig
+from .config import LangGraphConfig, LLMConfig
 from .core import AgentCore, Memory, Stats, digest
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
@@ -94,6 +94,7 @@ class LangGraphPolicy(Policy):
     name: ClassVar[str] = "llm-langgraph"
     simulated: ClassVar[bool] = False
     backend: ClassVar[str] = "langgraph"
+    Params = LangGraphConfig
 
     def __init__(self, seed: int | None = None, **params: Any) -> None:
         super().__init__(seed=seed, **params)
