@@ -261,3 +261,27 @@ def test_readme_lists_every_error_type():
     section = readme[readme.index("### Every input is answered"):]
     for code in A.ERROR_TYPES:
         assert f"`{code}`" in section, code
+
+
+def test_every_shipped_experiment_still_loads():
+    """The up-front validation accepts the experiments in experiments/ (LLM ones included)."""
+    from pushbench.runner.experiment import load_experiment
+
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        if "llm" in path.name:
+            pytest.importorskip("openai")
+            pytest.importorskip("langgraph")
+        assert load_experiment(path).policies, path
+
+
+def test_swelite_step_after_close_raises(monkeypatch):
+    """SWE-lite inherits the rule (tiny unit recipe, no pytest run)."""
+    from pushbench.envs.swelite import units as SU
+
+    monkeypatch.setenv(SU.RECIPE_ENV, str(ROOT / "tests" / "data" / "swelite_tiny.yaml"))
+    env = pushbench.make("SWELite-requests-N3")
+    env.reset(seed=0)
+    assert json.loads(env.step({"tool": "status"})[0])["ok"]
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.step({"tool": "status"})

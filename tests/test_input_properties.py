@@ -73,7 +73,10 @@ def _fix(u, uid: str):
 
 def _read(u, uid: str):
     unit = u._units.get(uid)
-    return {"tool": "read_file", "path": unit.files[0] if unit else f"{uid}/x.csv"}
+    if unit is None:
+        return {"tool": "read_file", "path": f"{uid}/x.csv"}
+    path = unit["file"] if isinstance(unit, dict) else unit.files[0]  # SWE-lite units: dicts
+    return {"tool": "read_file", "path": path}
 
 
 def unit_valid(verifier_tools: bool = True) -> st.SearchStrategy:
