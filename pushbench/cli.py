@@ -2,15 +2,52 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+try:  # Typer >= 0.20 carries its own copy of click
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older Typer uses click itself
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+
+class _OneLineErrors(TyperGroup):
+    """Usage errors (bad option values, missing arguments) as one ``error: ...`` line, exit 2.
+
+    Everything else is Typer's own handling (help, ``--help``, exit codes of commands).
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError:  # bare `pushbench`: Typer prints the help
+            return super().main(args, prog_name, complete_var, True, **extra)
+        except UsageError as e:
+            where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+            console.print(f"[bold red]error:[/] {escape(e.format_message())}{where}",
+                          highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except ClickException as e:
+            console.print(f"[bold red]error:[/] {escape(e.format_message())}", highlight=False,
+                          soft_wrap=True)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            console.print("aborted", highlight=False)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_OneLineErrors,
                   help="PushBench: quantitative goal persistence benchmark for LLM agents.")
 snap_app = typer.Typer(no_args_is_help=True, help="Build, list and verify repository snapshots.")
 app.add_typer(snap_app, name="snapshots")
@@ -22,8 +59,31 @@ out = Console()
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {msg}", highlight=False)
+    """One ``error: ...`` line on stderr (never wrapped), then exit ``code`` (2: misuse)."""
+    console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _writable_dir(path: Path, option: str) -> None:
+    """_fail unless ``path`` is a directory or could be created as one."""
+    if path.exists() and not path.is_dir():
+        _fail(f"{option} {path} is a file; give a directory (it is created if missing)")
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        _fail(f"{option} {path}: {probe} is a file, so the directory cannot be created")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        _fail(f"{option} {path}: cannot create or write it (no write permission on {probe})")
+
+
+def _readable_file(path: Path, what: str) -> None:
+    if path.is_dir():
+        return
+    if path.exists() and not os.access(path, os.R_OK):
+        _fail(f"{what} {path} is not readable (permission denied)")
 
 
 @snap_app.command("build")
@@ -78,6 +138,12 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
 
     table = Table("task id", "family", "target", "budget", "instances")
     specs = all_tasks()
+    if prefix and not list_tasks(prefix):
+        import difflib
+
+        close = difflib.get_close_matches(prefix, list(specs), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        _fail(f"no task id starts with {prefix!r}{hint} (`pushbench tasks` lists them all)")
     for tid in list_tasks(prefix):
         s = specs[tid]
         table.add_row(tid, s.family, str(s.target), str(s.budget), str(len(s.instances)))
@@ -122,6 +188,8 @@ def run_cmd(
     from .runner.sweep import SweepInterrupted, report_and_plot, run_experiment
     from .runner.writer import RunDirError
 
+    _readable_file(experiment, "experiment file")
+    _writable_dir(out_dir, "--out")
     if concurrency is not None:  # the asyncio executor (pushbench/runner/async_executor.py)
         executor, workers = "async", concurrency
     if address is not None:  # the Ray executor (pushbench/runner/ray_executor.py)
@@ -144,6 +212,9 @@ def run_cmd(
                                  sync_interval=sync_interval)
     except (ExperimentError, RunDirError) as e:
         _fail(str(e))
+    except OSError as e:  # the run directory could not be written (full disk, permissions)
+        _fail(f"cannot write the run to {out_dir}: {e.strerror or e}"
+              f"{f' ({e.filename})' if e.filename else ''}")
     except SweepInterrupted as e:
         s = e.summary
         console.print(f"[bold yellow]interrupted[/]: {s['finished']}/{s['total']} episodes are "
@@ -158,7 +229,10 @@ def run_cmd(
     if summary["errors"]:
         console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
                       f"{out_dir / 'errors.jsonl'}; re-run the command to retry them", highlight=False)
-    report_and_plot(out_dir, report=report, plot=plot, console=console, out=out)
+    try:
+        report_and_plot(out_dir, report=report, plot=plot, console=console, out=out)
+    except OSError as e:
+        _fail(f"cannot write the report to {out_dir}: {e.strerror or e}")
     if summary["errors"]:
         raise typer.Exit(1)
 
@@ -194,9 +268,14 @@ def report_cmd(
     """Print the summary table and paired deltas; write summary.csv and paired_deltas.csv."""
     from .report import print_report, write_report
 
+    if out_dir is not None:
+        _writable_dir(out_dir, "--out")
     episodes = _load_run(run_dir)
     target = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
-    frames = write_report(episodes, target, seed=seed, n_resamples=resamples)
+    try:
+        frames = write_report(episodes, target, seed=seed, n_resamples=resamples)
+    except OSError as e:
+        _fail(f"cannot write the report to {target}: {e.strerror or e}")
     print_report(frames, console=out)
     console.print(f"wrote {target / 'summary.csv'} and {target / 'paired_deltas.csv'} "
                   f"({len(episodes)} episodes)", highlight=False)
@@ -207,15 +286,25 @@ def plot_cmd(
     run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the PNGs "
                                            "(default: RUN_DIR)"),
-    target: Optional[int] = typer.Option(None, help="target N of the anytime-progress figure "
-                                         "(default: the largest)"),
+    target: Optional[int] = typer.Option(None, min=1, help="target N of the anytime-progress "
+                                         "figure (default: the largest)"),
 ) -> None:
     """Write the figures (PNG) and print their paths."""
     from .plots import make_plots
 
+    if out_dir is not None:
+        _writable_dir(out_dir, "--out")
     episodes = _load_run(run_dir)
+    targets = sorted({ep.get("target") for ep in episodes if isinstance(ep.get("target"), int)})
+    if target is not None and target not in targets:
+        _fail(f"--target {target}: the run has no episodes with that target; its targets are "
+              f"{', '.join(map(str, targets)) or 'none'}")
     dest = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
-    for p in make_plots(episodes, dest, target=target):
+    try:
+        paths = make_plots(episodes, dest, target=target)
+    except OSError as e:
+        _fail(f"cannot write the figures to {dest}: {e.strerror or e}")
+    for p in paths:
         out.print(str(p), highlight=False)
 
 
@@ -225,7 +314,7 @@ def mcp_cmd(
     task: str = typer.Option(..., "--task", help="task id, e.g. RepoScan-requests-docstring-N50"),
     run_dir: Path = typer.Option(..., "--run-dir", help="where the record goes (one per episode; "
                                  "keep it out of the agent's reach)"),
-    seed: int = typer.Option(0, help="reset seed (also picks a suite's instance)"),
+    seed: int = typer.Option(0, min=0, help="reset seed (also picks a suite's instance)"),
     controller: str = typer.Option("standard", help="controller wrapping the environment"),
     workspace: Optional[Path] = typer.Option(None, help="prepare a fresh copy of the snapshot "
                                              "here for the agent to read"),
@@ -239,6 +328,17 @@ def mcp_cmd(
                                             "(a warning instead of a refusal)"),
 ) -> None:
     """Serve one episode of TASK to a black-box agent as a stdio MCP server."""
+    from .blackbox import check_label
+
+    try:
+        check_label("condition", condition)
+        if agent is not None:
+            check_label("agent", agent)
+    except ValueError as e:
+        _fail(f"--{str(e)}")
+    _writable_dir(run_dir, "--run-dir")
+    if workspace is not None and workspace.exists() and not workspace.is_dir():
+        _fail(f"--workspace {workspace} is a file; give a new directory for the copy")
     try:
         from . import mcp_server
     except ImportError as e:
@@ -273,15 +373,26 @@ def evaluate_cmd(
 
     from .blackbox import RunDirError, full_records_from_run_dirs, write_evaluation
 
+    _writable_dir(out_dir, "--out")
+    for d in run_dirs:
+        if not d.is_dir():
+            _fail(f"{d} is not a run directory ({'a file' if d.exists() else 'not found'}); "
+                  "give the --run-dir folders of `pushbench mcp`")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             records = full_records_from_run_dirs(run_dirs)
         except RunDirError as e:
             _fail(str(e))
+        except OSError as e:
+            _fail(f"cannot read the run directories: {e.strerror or e} ({e.filename})")
     for w in caught:
         console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
-    write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console, out=out)
+    try:
+        write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console,
+                         out=out)
+    except OSError as e:
+        _fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -18,8 +18,13 @@ environment refuses it by size without parsing it. A JSON-RPC line over :data:`M
 is never parsed at all: the stdin reader keeps only its head and tail, and forwards a small
 stand-in request with the same id whose call the environment refuses the same way.
 
-stdout carries protocol messages only (the SDK points fd 1 at stderr while serving); logs go to
-``DIR/server.log`` and warnings to stderr.
+Every request is answered: lines the SDK cannot read (a lone surrogate, a huge integer, deep
+nesting, not JSON) are screened first (:mod:`pushbench.mcp_wire`): a ``tools/call`` whose id
+and name can be read is refused by the environment (one step), anything else gets a JSON-RPC
+error (``-32700`` / ``-32600``), and each such line is logged.
+
+stdout carries protocol messages only (fd 1 points at stderr while serving; protocol lines go
+through one writer); logs go to ``DIR/server.log`` and warnings to stderr.
 
 Integrity (see :mod:`pushbench.audit` and docs/blackbox.md): the run dir and its files are
 private to the user (0700 / 0600) and ``main`` refuses to serve when the cache or the run dir is
@@ -207,6 +212,7 @@ class BlackBoxSession:
         self.run_id = uuid.uuid4().hex
         self.sentinel = f"__pushbench_oversized_{secrets.token_hex(8)}"
         self._oversized: dict[str, tuple[str, int]] = {}
+        self._stashed: dict[str, tuple[Any, dict]] = {}
         self._lock_fh = None
         self.env = None
         self.mcp_calls = 0
@@ -297,7 +303,7 @@ class BlackBoxSession:
     def _make_env(self):
         from . import make
 
-        kwargs = {"budget": self.budget_opt} if self.budget_opt else {}
+        kwargs = {"budget": self.budget_opt} if self.budget_opt is not None else {}
         name = self.controller_opt
         if name in (None, "none"):  # the bare environment, no wrapper at all
             return make(self.task_id, **kwargs), {"name": "none", "components": []}
@@ -372,6 +378,13 @@ class BlackBoxSession:
         self._oversized[token] = (head, size)
         return token
 
+    def stash_action(self, action: Any, proposed: dict) -> str:
+        """Keep an action the wire screen derived from an unreadable call; its stand-in carries
+        the token (see :mod:`pushbench.mcp_wire`)."""
+        token = secrets.token_hex(8)
+        self._stashed[token] = (action, proposed)
+        return token
+
     def over(self) -> bool:
         return self.base.terminated_by is not None
 
@@ -386,6 +399,8 @@ class BlackBoxSession:
             action: Any = head
             proposed: dict = {"tool": name, "oversized": True, "wire_bytes": size,
                               "head": head[:_PROPOSED_CLIP]}
+        elif set(arguments) == {self.sentinel} and arguments[self.sentinel] in self._stashed:
+            action, proposed = self._stashed.pop(arguments[self.sentinel])
         else:
             call: dict[str, Any] = {"tool": name}
             for k, v in arguments.items():
@@ -503,7 +518,7 @@ class BlackBoxSession:
 
 
 # ----- the stdin reader that never parses an overlong line --------------------------------
-_ID = r'(-?\d{1,19}|"(?:[^"\\]|\\.){0,256}")'
+_ID = r'(-?\d{1,19}(?![\d.eE])|"(?:[^"\\]|\\.){0,256}")'  # a longer number is no id
 _HEAD_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
 _TAIL_ID = re.compile(r'"id"\s*:\s*' + _ID + r'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
 _METHOD = re.compile(r'"method"\s*:\s*"([^"\\]{1,64})"')
@@ -708,16 +723,23 @@ def build_server(session: BlackBoxSession) -> Server:
 
 async def serve(session: BlackBoxSession) -> None:
     """Serve ``session`` over this process's stdin/stdout until the client closes stdin."""
+    from .mcp_wire import LineWriter, ScreenedStdin, WireScreen
+
     server = build_server(session)
-    wire_fd = os.dup(0)
+    wire_fd, wire_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # nothing else in this process may read the protocol stream
     os.close(devnull)
-    reader = BoundedStdin(wire_fd, lambda h, t, n: stand_in_line(h, t, n, session))
+    os.dup2(2, 1)  # nor write to it: stray output goes to stderr (the SDK does the same)
+    writer = LineWriter(wire_out)  # the one writer of protocol lines (SDK and wire screen)
+    reader = ScreenedStdin(BoundedStdin(wire_fd, lambda h, t, n: stand_in_line(h, t, n, session)),
+                           WireScreen(session), writer)
     try:
-        async with stdio_server(stdin=reader) as (read_stream, write_stream):
+        async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
+        os.dup2(wire_out, 1)
+        os.close(wire_out)
         os.close(wire_fd)
 
 
@@ -755,7 +777,7 @@ def main(task: str, run_dir: str | os.PathLike, **kwargs: Any) -> int:
     try:
         try:
             session.open()
-        except (SetupError, KeyError, ValueError, FileNotFoundError) as e:
+        except (SetupError, KeyError, ValueError, OSError) as e:
             msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             print(f"[pushbench mcp] error: {msg}", file=sys.stderr, flush=True)
             return 2

@@ -15,7 +15,7 @@ from gymnasium.utils.env_checker import check_env
 
 import pushbench
 from pushbench import indexer
-from pushbench.envs import base
+from pushbench.envs import actions
 from pushbench.envs.reposcan import _search_index, _valid_set
 from pushbench.envs.spaces import MAX_ACTION_BYTES
 from pushbench.registration import gym_id
@@ -411,9 +411,9 @@ BAD_INPUTS = [
     ("non-json", "search for app", "bad_json", "JSON"),
     ("truncated-json", '{"tool": "status"', "bad_json", "JSON"),
     ("empty-string", "", "bad_json", "JSON"),
-    ("deeply-nested-json", "[" * 50_000, "bad_json", "nested"),
+    ("deeply-nested-json", "[" * 50_000, "too_deep", "nested"),
     ("deeply-nested-args", '{"tool":"status","x":' + "[" * 5000 + "]" * 5000 + "}",
-     "bad_json", "nested"),
+     "too_deep", "nested"),
     ("json-array", '["status"]', "not_object", "object"),
     ("json-string", '"status"', "not_object", "object"),
     ("json-number", "42", "not_object", "object"),
@@ -421,7 +421,41 @@ BAD_INPUTS = [
     ("python-int", 42, "bad_json", "JSON"),
     ("python-none", None, "bad_json", "JSON"),
     ("python-list", [{"tool": "status"}], "bad_json", "JSON"),
-    ("dict-not-serialisable", {"tool": "status", "x": object()}, "bad_json", "JSON"),
+    ("dict-not-serialisable", {"tool": "status", "x": object()}, "bad_value", "JSON"),
+    # the adversarial classes of issue 11: none of these may raise or skip the ledger
+    ("int-over-str-limit-text", '{"tool":"search","query":"x","page":' + "1" * 5000 + "}",
+     "number_too_large", "digits"),
+    ("int-over-str-limit-in-ids", '{"tool":"submit","ids":[' + "9" * 4400 + "]}",
+     "number_too_large", "digits"),
+    ("int-over-limit-dict", {"tool": "search", "query": "x", "page": 10 ** 5000},
+     "number_too_large", "digits"),
+    ("int-just-over-limit", '{"tool":"status","x":' + "1" * 1001 + "}", "number_too_large",
+     "digits"),
+    ("float-overflow-text", '{"tool":"search","query":"x","page":1e999}', "number_too_large",
+     "overflow"),
+    ("nan-text", '{"tool":"search","query":"x","page":NaN}', "bad_json", "NaN"),
+    ("infinity-text", '{"tool":"status","x":-Infinity}', "bad_json", "Infinity"),
+    ("nan-dict", {"tool": "search", "query": "x", "page": float("nan")}, "bad_value", "nan"),
+    ("inf-dict", {"tool": "status", "x": [float("inf")]}, "bad_value", "inf"),
+    ("set-in-dict", {"tool": "submit", "ids": {"a.py::f"}}, "bad_value", "set"),
+    ("bytes-in-dict", {"tool": "search", "query": b"x"}, "bad_value", "bytes"),
+    ("non-str-key", {"tool": "status", 1: "x"}, "bad_value", "keys"),
+    ("tuple-key", {"tool": "status", (1, 2): "x"}, "bad_value", "keys"),
+    ("cycle-dict", (lambda d: (d.__setitem__("self", d), d)[1])({"tool": "status"}),
+     "bad_value", "cycle"),
+    ("cycle-list", (lambda l: (l.append(l), {"tool": "submit", "ids": l})[1])([]),
+     "bad_value", "cycle"),
+    ("deep-dict", (lambda: (lambda f: f(f, 40))(
+        lambda f, n: {"tool": "status", "x": f(f, n - 1)} if n else 1))(), "too_deep", "nested"),
+    ("deep-list-text-32", '{"tool":"status","x":' + "[" * 31 + "]" * 31 + "}", "bad_arguments",
+     "x"),
+    ("deep-list-text-33", '{"tool":"status","x":' + "[" * 32 + "]" * 32 + "}", "too_deep",
+     "nested"),
+    ("bulk-ids-dict", {"tool": "submit", "ids": [f"src/a{i}.py::f" for i in range(40_000)]},
+     "too_large", "limit"),
+    ("bulk-nulls-dict", {"tool": "status", "x": [None] * 10_000_000}, "too_large", "limit"),
+    ("python-set", {"tool"}, "bad_json", "JSON"),
+    ("python-float", 1.5, "bad_json", "JSON"),
     ("missing-tool", {"query": "x"}, "missing_tool", "tool"),
     ("tool-not-string", {"tool": 3}, "missing_tool", "tool"),
     ("unknown-tool", {"tool": "delete_everything"}, "unknown_tool", "unknown tool"),
@@ -525,7 +559,7 @@ def test_oversized_actions_are_rejected_without_parsing(action, monkeypatch):
     stub = types.SimpleNamespace(loads=must_not_parse, dumps=json.dumps,
                                  JSONDecodeError=json.JSONDecodeError)
     env, _, _ = fresh()
-    monkeypatch.setattr(base, "json", stub)
+    monkeypatch.setattr(actions, "json", stub)
     d, *_ = run(env, action)
     assert d["error_type"] == "too_large"
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..verifier import MAX_IDENT_LEN
 from .state import TrackerState, query_key
 
 MAX_IDS = 10
+MAX_BUFFERED_IDS = 200  # ids the buffered_submit queue holds at most
 
 
 class Component:
@@ -65,17 +67,24 @@ class ProgressState(Component):
 
 @register
 class BufferedSubmit(Component):
-    """Queue ids beyond the per-call limit (or named outside a submit); send them later."""
+    """Queue ids beyond the per-call limit (or named outside a submit); send them later.
+
+    The queue is bounded: it holds at most :data:`MAX_BUFFERED_IDS` ids, each a string of at
+    most ``verifier.MAX_IDENT_LEN`` characters (a longer one could only be judged malformed).
+    Ids beyond that are dropped with a ``buffer_full`` label and a message saying how many, so
+    a bulk call cannot grow the controller's state without bound; the proposed call itself was
+    already bounded by the environment's action size limit.
+    """
 
     name = "buffered_submit"
     families = ("reposcan",)
 
     def repair(self, call, st, family):
-        labels = []
+        labels, dropped = [], 0
         if call.get("tool") != "submit" and isinstance(call.get("ids"), list):
             extra = [i for i in call["ids"] if isinstance(i, str)]
             call = {k: v for k, v in call.items() if k != "ids"}
-            st.buffer.extend(i for i in extra if i not in st.buffer)
+            dropped = _queue(st, extra)
             labels.append("buffer_ids_outside_submit")
         elif call.get("tool") == "submit" and isinstance(call.get("ids"), list):
             ids = list(call["ids"])
@@ -84,11 +93,29 @@ class BufferedSubmit(Component):
                 st.buffer = []
                 labels.append("buffer_flush")
             if len(ids) > MAX_IDS:
-                st.buffer = ids[MAX_IDS:]
+                dropped = _queue(st, ids[MAX_IDS:])
                 ids = ids[:MAX_IDS]
                 labels.append("buffer_overflow")
             call = {**call, "ids": ids}
+        if dropped:
+            labels.append("buffer_full")
+            return call, labels, (f"controller queue full: {dropped} id(s) were not queued "
+                                  f"(it holds at most {MAX_BUFFERED_IDS} ids of at most "
+                                  f"{MAX_IDENT_LEN} characters)")
         return call, labels, None
+
+
+def _queue(st: TrackerState, ids: list) -> int:
+    """Append new ids to the buffer within its bounds; return how many were dropped."""
+    dropped = 0
+    for i in ids:
+        if i in st.buffer:
+            continue
+        if isinstance(i, str) and len(i) <= MAX_IDENT_LEN and len(st.buffer) < MAX_BUFFERED_IDS:
+            st.buffer.append(i)
+        else:
+            dropped += 1
+    return dropped
 
 
 @register

@@ -1,7 +1,8 @@
 """The controller wrapper: one Gymnasium wrapper that runs a composition of components.
 
-Per step: parse the proposed call (unparseable actions pass through untouched, so the
-environment refuses them as usual), let each enabled component repair it in :attr:`ORDER`,
+Per step: normalise the proposed call with the environment's own path
+(:func:`pushbench.envs.actions.decode`; an action it refuses passes through untouched, so the
+environment refuses it the same way and charges the step), let each enabled component repair it in :attr:`ORDER`,
 execute the result, update the tracker from what the environment returned, and add the
 ``progress`` block (progress components) and any ``controller`` message to the observation.
 ``info["controller"]`` holds ``{proposed, executed, interventions}`` for the step; steps with
@@ -15,6 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..envs import actions
 from .components import REGISTRY
 from .state import TrackerState
 
@@ -56,26 +58,32 @@ class Controller(gym.Wrapper):
         return self._decorate(obs, [], None), info
 
     def step(self, action: Any):
-        call = _as_call(action)
+        # Normalise before stepping (the env's own path): components only ever see a bounded
+        # plain call, and nothing after env.step can fail on what the agent sent.
+        try:
+            call: dict | None = actions.decode(action)
+        except actions.ActionError:
+            call = None  # the environment refuses it the same way (one step)
+        to_env: Any = action if call is None else call
         executed: Any = action
         labels: list[str] = []
         messages: list[str] = []
         if call is not None and not self._over():
+            repaired = call
             for c in self.components:
-                call, new, msg = c.repair(call, self.state, self.family)
+                repaired, new, msg = c.repair(repaired, self.state, self.family)
                 labels += new
                 if msg:
                     messages.append(msg)
             if labels:
-                executed = call
-        obs, reward, terminated, truncated, info = self.env.step(executed)
+                executed = to_env = repaired
+        obs, reward, terminated, truncated, info = self.env.step(to_env)
         self.state.update_from_info(info)
         decoded = json.loads(obs)
         self.state.update_from_observation(decoded)
         for c in self.components:
             if hasattr(c, "observe"):
-                c.observe(executed if isinstance(executed, dict) else call, decoded, self.state,
-                          self.family)
+                c.observe(to_env if call is not None else None, decoded, self.state, self.family)
         entry = {"step": info["qgp"]["steps_used"], "proposed": _clip(action),
                  "executed": _clip(executed), "interventions": labels}
         info = {**info, "controller": entry}
@@ -111,23 +119,5 @@ class Controller(gym.Wrapper):
         return record
 
 
-def _as_call(action: Any) -> dict | None:
-    if isinstance(action, dict):
-        return dict(action)
-    if isinstance(action, (str, bytes, bytearray)) and len(action) <= 64 * 1024:
-        try:
-            call = json.loads(action)
-        except (ValueError, UnicodeDecodeError):
-            return None
-        return call if isinstance(call, dict) else None
-    return None
-
-
 def _clip(action: Any) -> Any:
-    if isinstance(action, dict):
-        text = json.dumps(action, ensure_ascii=True)
-        return action if len(text) <= _PROPOSED_LIMIT else text[:_PROPOSED_LIMIT] + "..."
-    if isinstance(action, (bytes, bytearray)):
-        action = bytes(action[:_PROPOSED_LIMIT]).decode("utf-8", "replace")
-    text = str(action)
-    return text if len(text) <= _PROPOSED_LIMIT else text[:_PROPOSED_LIMIT] + "..."
+    return actions.preview(action, _PROPOSED_LIMIT)

@@ -2,13 +2,21 @@
 
 Contract common to all families (each family's docstring adds its tools):
 
-* An action is one JSON tool call, ``{"tool": NAME, ...arguments}``, as text (or the equivalent
-  dict). Every call costs one step of budget, valid or not. An invalid call (bad JSON, unknown
-  tool, wrong arguments, oversized or non-UTF-8 text, control characters) changes nothing else
-  and returns ``{"tool": ..., "ok": false, "error": MESSAGE, "error_type": CODE}``.
+* An action is one JSON tool call, ``{"tool": NAME, ...arguments}``, as text (or UTF-8 bytes, or
+  the equivalent dict). :mod:`.actions` turns any input into a plain call or a refusal; every
+  call costs one step of budget, valid or not. An invalid call changes nothing else and returns
+  ``{"tool": ..., "ok": false, "error": MESSAGE, "error_type": CODE}`` with a code from
+  :data:`.actions.ERROR_TYPES`. Every step, refused or not, is one ledger entry, so
+  ``steps_used == len(calls)`` in every record (a tool that raises, i.e. a harness bug, is
+  recorded as ``internal`` before the exception propagates).
 * Every observation is ASCII-escaped JSON text with ``tool``, ``ok`` and ``result`` or ``error``.
 * ``final`` and ``ask_user`` terminate; running out of budget truncates. Calls after the end
-  return an ``episode_over`` error and change nothing (not even the step count).
+  return an ``episode_over`` error and change nothing (not even the step count): the one
+  documented exception to "every call costs a step".
+* ``step`` before ``reset`` or after ``close`` raises ``RuntimeError`` (a harness error, not an
+  agent's); ``reset`` after ``close`` starts a new episode.
+* ``budget`` (an override of the task's) must be an ``int`` in ``1..MAX_BUDGET``; anything else
+  raises :class:`BudgetError` (a ``ValueError``) when the environment is made.
 * ``info["qgp"]`` after every reset and step holds verifier-visible counts only.
 * Every call is appended to the ledger; :meth:`episode_record` returns the schema-versioned
   record and the metric summary computed from it (:mod:`pushbench.metrics`).
@@ -19,7 +27,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -27,17 +34,36 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .. import metrics
 from ..tasks import TaskSpec, get_task
-from .spaces import MAX_ACTION_BYTES, MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
+from . import actions
+from .actions import _CONTROL, ActionError  # noqa: F401  (re-exported for the families)
+from .spaces import MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
 
 RECORD_SCHEMA_VERSION = 1
 # A tool result may carry this key: its dict is merged into the call's ledger entry (e.g.
 # ``{"check": {"unit": id, "passed": bool}}``) and is never shown to the agent.
 LEDGER_EXTRA = "_ledger"
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how ASCII JSON text spells a surrogate
 _OBS_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
-_ECHO = 80
+
+
+MAX_BUDGET = 1_000_000
+
+
+class BudgetError(ValueError):
+    """A step budget that is not a whole number of steps in ``1..MAX_BUDGET``."""
+
+
+def check_budget(budget: Any) -> int:
+    """``budget`` if it is an ``int`` (not a bool) in ``1..MAX_BUDGET``, else :class:`BudgetError`.
+
+    A budget of 0 would still judge the first call; strings, floats and bools are refused
+    rather than coerced.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise BudgetError(f"budget must be a whole number of steps, not {type(budget).__name__} "
+                          f"{budget!r:.40}")
+    if not 1 <= budget <= MAX_BUDGET:
+        raise BudgetError(f"budget must be between 1 and {MAX_BUDGET} steps, got {budget}")
+    return int(budget)
 
 
 class ToolArgs(BaseModel):
@@ -58,19 +84,6 @@ class FinalArgs(ToolArgs):
 
 class AskUserArgs(ToolArgs):
     message: str = Field(max_length=4000, description="your question or reason for stopping")
-
-
-class ActionError(Exception):
-    """An invalid action: returned to the agent as an ``ok: false`` observation."""
-
-    def __init__(self, error_type: str, message: str, tool: str | None = None) -> None:
-        super().__init__(message)
-        self.error_type, self.message, self.tool = error_type, message, tool
-
-
-def _echo(text: str) -> str:
-    text = text if len(text) <= _ECHO else text[:_ECHO] + "..."
-    return json.dumps(text, ensure_ascii=True)
 
 
 def _describe_validation(tool: str, err: ValidationError) -> str:
@@ -100,7 +113,7 @@ class QGPEnv(gym.Env):
                  budget: int | None = None) -> None:
         spec = get_task(task_id)
         if budget is not None:
-            spec = spec.model_copy(update={"budget": int(budget)})
+            spec = spec.model_copy(update={"budget": check_budget(budget)})
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.task: TaskSpec = spec
@@ -108,7 +121,7 @@ class QGPEnv(gym.Env):
         self.observation_space = observation_space()
         self.action_space = ToolCallSpace(self._sample_action)
         self._adapters = {name: TypeAdapter(model) for name, (model, _) in self.TOOLS.items()}
-        self._started = False
+        self._started = self._closed = False
         self._last_obs = ""
 
     # ----- subclass hooks ---------------------------------------------------------------
@@ -151,7 +164,7 @@ class QGPEnv(gym.Env):
         result = self._setup_episode(instance, options)
         result.update(family=self.family, task_id=self.task.task_id, target=self.task.target,
                       budget=self.task.budget, tools=self.tool_schemas())
-        self._started = True
+        self._started, self._closed = True, False
         obs = self._encode({"tool": "reset", "ok": True, "result": result})
         return obs, self._info()
 
@@ -170,6 +183,8 @@ class QGPEnv(gym.Env):
     _instance_option: ClassVar[str] = "instance"
 
     def step(self, action: Any):
+        if self._closed:
+            raise RuntimeError("the environment was closed; call reset() to start a new episode")
         if not self._started:
             raise RuntimeError("call reset() before step()")
         if self.terminated_by is not None:
@@ -195,10 +210,15 @@ class QGPEnv(gym.Env):
             obs = {"tool": e.tool, "ok": False, "error_type": e.error_type, "error": e.message}
             entry.update(tool=e.tool, ok=False, error_type=e.error_type)
             entry.setdefault("args", None)
-        entry["reward"] = reward
-        entry["valid_count"] = self._valid_count()
-        self.ledger.append(entry)
-        self.progress.append(entry["valid_count"])
+        except BaseException:
+            # A harness bug (or an interrupt): the step stays recorded, so the record keeps
+            # steps_used == len(calls); the exception still propagates.
+            entry.update(ok=False, error_type="internal")
+            entry.setdefault("tool", None)
+            entry.setdefault("args", None)
+            self._append(entry, reward)
+            raise
+        self._append(entry, reward)
         terminated = truncated = False
         if entry["ok"] and entry["tool"] in self.TERMINAL_TOOLS:
             self.terminated_by = entry["tool"]
@@ -208,6 +228,17 @@ class QGPEnv(gym.Env):
             truncated = True
         text = self._encode(obs)
         return text, float(reward), terminated, truncated, self._info()
+
+    def _append(self, entry: dict, reward: int) -> None:
+        entry["reward"] = reward
+        entry["valid_count"] = self._valid_count()
+        self.ledger.append(entry)
+        self.progress.append(entry["valid_count"])
+
+    def close(self) -> None:
+        """End the episode's resources; ``step`` then raises until the next ``reset``."""
+        self._closed = True
+        super().close()
 
     def render(self):
         if self.render_mode == "ansi" and not self._started:
@@ -221,64 +252,15 @@ class QGPEnv(gym.Env):
 
     # ----- parsing ----------------------------------------------------------------------
     def _parse(self, action: Any) -> tuple[str, Any]:
-        may_hold_surrogate = True
-        if isinstance(action, (bytes, bytearray)):
-            if len(action) > MAX_ACTION_BYTES:
-                raise ActionError("too_large", f"action is {len(action)} bytes; the limit is "
-                                  f"{MAX_ACTION_BYTES} bytes (it was not parsed)")
-            try:
-                action = bytes(action).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ActionError("bad_encoding", f"action is not valid UTF-8 ({e.reason} at "
-                                  f"byte {e.start})") from None
-        if isinstance(action, str):
-            # Check the length before encoding or parsing, so a huge payload costs O(1) here.
-            if len(action) > MAX_ACTION_BYTES or len(action.encode("utf-8", "surrogatepass")) \
-                    > MAX_ACTION_BYTES:
-                raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte "
-                                  "limit (it was not parsed)")
-            if _CONTROL.search(action):
-                raise ActionError("control_chars", "action contains control characters")
-            try:
-                call = json.loads(action)
-            except json.JSONDecodeError as e:
-                raise ActionError("bad_json", f"action is not valid JSON ({e.msg} at char "
-                                  f"{e.pos}): {_echo(action)}") from None
-            except RecursionError:  # deeply nested arrays/objects
-                raise ActionError("bad_json", "action JSON is nested too deeply") from None
-            # Fast path: ASCII text without a surrogate escape cannot decode to a surrogate.
-            may_hold_surrogate = not action.isascii() or bool(_SURROGATE_ESCAPE.search(action))
-        elif isinstance(action, dict):
-            call = action
-            try:
-                size = len(json.dumps(call, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-            except (TypeError, ValueError, RecursionError):
-                raise ActionError("bad_json", "action dict is not JSON-serialisable") from None
-            if size > MAX_ACTION_BYTES:
-                raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit")
-        else:
-            raise ActionError("bad_json", f"action must be JSON text or a dict, not "
-                              f"{type(action).__name__}")
-        if not isinstance(call, dict):
-            raise ActionError("not_object", f"action must be a JSON object like "
-                              f'{{"tool": "status"}}, got {type(call).__name__}')
-        tool = call.get("tool")
-        if not isinstance(tool, str):
-            raise ActionError("missing_tool", 'action has no "tool" string; tools: '
-                              + ", ".join(self.TOOLS))
-        if tool not in self.TOOLS:
-            raise ActionError("unknown_tool", f"unknown tool {_echo(tool)}; tools: "
-                              + ", ".join(self.TOOLS))
-        args = {k: v for k, v in call.items() if k != "tool"}
+        """``(tool, validated arguments)`` of ``action``, via the shared :mod:`.actions` path."""
         try:
-            lone_surrogate = may_hold_surrogate and any(_SURROGATE.search(v)
-                                                        for v in _strings(args))
-        except RecursionError:
-            raise ActionError("bad_arguments", f"{tool}: arguments are nested too deeply",
-                              tool) from None
-        if lone_surrogate:
-            raise ActionError("bad_encoding", f"{tool}: a string argument holds a lone "
-                              "surrogate (not valid Unicode)", tool)
+            call = actions.decode(action)
+        except ActionError as e:
+            if e.tool is None and isinstance(action, dict):  # name the tool when it is plain
+                tool = dict.get(action, "tool")
+                e.tool = tool if type(tool) is str and tool in self.TOOLS else None
+            raise
+        tool, args = actions.split_call(call, self.TOOLS)
         try:
             parsed = self._adapters[tool].validate_python(args)
         except ValidationError as e:
@@ -392,14 +374,3 @@ def _declare_long_bound(prop: dict) -> None:
         note = f"at most {n:,} characters; longer values are rejected"
         desc = prop.get("description")
         prop["description"] = f"{desc} ({note})" if desc else note
-
-
-def _strings(obj: Any):
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _strings(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _strings(v)

@@ -1,12 +1,14 @@
 """Policies: offline scripted and simulated agents; LLM agents live in optional modules.
 
-``make_policy(name, seed, **params)`` builds a policy by name; :data:`POLICIES` lists the
-offline ones.
+``make_policy(name, seed, **params)`` builds a policy by name; :data:`POLICIES` lists them
+and :data:`OFFLINE_POLICIES` the offline ones. Every policy class has a ``Params`` model (its
+parameter schema, unknown keys refused); :func:`validate_params` checks parameters against it
+(and per task family), which experiments do before their first episode.
 """
 
 from __future__ import annotations
 
-from .base import Policy, parse_observation
+from .base import Policy, PolicyParamsError, UnsupportedFamily, parse_observation
 
 POLICIES: dict[str, str] = {
     "random": "pushbench.policies.random_policy:RandomPolicy",
@@ -28,8 +30,9 @@ OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "si
                                      "simulated-strong")
 
 
-def make_policy(name: str, seed: int | None = None, **params) -> Policy:
-    """Build policy ``name`` with ``seed``; unknown names raise with the list of known ones."""
+def policy_class(name: str) -> type[Policy]:
+    """The class of policy ``name``; unknown names raise ``KeyError`` with the known ones, a
+    missing optional dependency raises :class:`PolicyParamsError` saying what to install."""
     import difflib
     import importlib
 
@@ -38,7 +41,48 @@ def make_policy(name: str, seed: int | None = None, **params) -> Policy:
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise KeyError(f"unknown policy {name!r}.{hint} Known: {', '.join(POLICIES)}")
     module, _, attr = POLICIES[name].partition(":")
-    return getattr(importlib.import_module(module), attr)(seed=seed, **params)
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except ImportError as e:
+        extra = "langgraph" if "langgraph" in name else "llm"
+        raise PolicyParamsError(f"policy {name!r} needs an optional dependency ({e}); install "
+                                f"it with pip install 'pushbench[{extra}]'") from None
 
 
-__all__ = ["Policy", "POLICIES", "OFFLINE_POLICIES", "make_policy", "parse_observation"]
+def validate_params(policy_name: str, params: dict | None, families=None) -> dict:
+    """Check ``params`` against policy ``policy_name``'s own schema (its ``Params`` model).
+
+    With ``families`` (task families the policy will run on), every parameter must also act on
+    each of them (:meth:`Policy.params_for`), so a record never claims a setting that had no
+    effect. Returns the validated parameters (only those given). Raises
+    :class:`PolicyParamsError` (a ``ValueError``) naming the policy and the parameter, or
+    ``KeyError`` for an unknown policy.
+    """
+    from pydantic import ValidationError
+
+    from .base import describe_validation
+
+    cls = policy_class(policy_name)
+    params = dict(params or {})
+    try:
+        model = cls.Params.model_validate(params)
+    except ValidationError as e:
+        raise PolicyParamsError(describe_validation(policy_name, e)) from None
+    for family in sorted(set(families or ())):
+        try:
+            cls.params_for(family).model_validate(params)
+        except ValidationError as e:
+            raise PolicyParamsError(describe_validation(
+                policy_name, e, f"on {family} tasks")) from None
+    return model.model_dump(exclude_unset=True)
+
+
+def make_policy(name: str, seed: int | None = None, **params) -> Policy:
+    """Build policy ``name`` with ``seed`` and validated ``params``; unknown names raise with
+    the list of known ones, bad params with :class:`PolicyParamsError`."""
+    validate_params(name, params)
+    return policy_class(name)(seed=seed, **params)
+
+
+__all__ = ["Policy", "POLICIES", "OFFLINE_POLICIES", "PolicyParamsError", "UnsupportedFamily",
+           "make_policy", "parse_observation", "policy_class", "validate_params"]

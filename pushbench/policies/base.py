@@ -11,18 +11,77 @@ import json
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class NoParams(BaseModel):
+    """Parameter schema of a policy that takes none; base of every policy's ``Params``.
+
+    ``extra="forbid"``: an unknown parameter is an error, never silently ignored; ``strict``:
+    no coercion (``"4"`` is not a window, ``true`` is not a rate).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class PolicyParamsError(ValueError):
+    """Parameters a policy does not take (or bad values); the message names policy and param."""
+
+
+class UnsupportedFamily(PolicyParamsError):
+    """The policy has no agent for a task family (e.g. no simulated SWE-lite agent)."""
+
+
+def describe_validation(policy: str, err: ValidationError, where: str = "") -> str:
+    parts = []
+    for e in err.errors()[:4]:
+        loc = ".".join(str(x) for x in e["loc"]) or "params"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = f"no effect {where} (not a parameter of its agent there)" if where \
+                else "unknown parameter"
+        parts.append(f"param {loc!r}: {msg}")
+    return f"policy {policy!r}: {'; '.join(parts)}"
 
 
 class Policy:
-    """Base class of offline policies; ``simulated`` marks numbers that are not from a model."""
+    """Base class of offline policies; ``simulated`` marks numbers that are not from a model.
+
+    ``Params`` (a pydantic model, ``extra="forbid"``) is the schema of the keyword parameters;
+    :meth:`params_for` narrows it per task family (a delegating policy takes its family
+    agent's parameters there). Both are checked when an experiment is loaded
+    (:func:`pushbench.policies.validate_params`) and again when a policy is built.
+    """
 
     name: ClassVar[str] = "policy"
     simulated: ClassVar[bool] = False
+    Params: ClassVar[type[BaseModel]] = NoParams
 
     def __init__(self, seed: int | None = None, **params: Any) -> None:
+        try:
+            type(self).Params.model_validate(params)
+        except ValidationError as e:
+            raise PolicyParamsError(describe_validation(self.name, e)) from None
         self.seed = seed
         self.params = params
         self.rng = np.random.default_rng(seed)
+
+    @classmethod
+    def params_for(cls, family: str) -> type[BaseModel]:
+        """The parameter schema on ``family`` tasks (raise :class:`UnsupportedFamily` if none)."""
+        return cls.Params
+
+    def check_family(self, family: str) -> None:
+        """Raise :class:`PolicyParamsError` unless every given parameter acts on ``family``."""
+        try:
+            type(self).params_for(family).model_validate(self.given_params())
+        except ValidationError as e:
+            raise PolicyParamsError(describe_validation(
+                self.name, e, f"on {family} tasks")) from None
+
+    def given_params(self) -> dict:
+        """The parameters as the caller gave them (``params`` may add resolved defaults)."""
+        return dict(self.params)
 
     def describe(self) -> dict:
         """What the episode record stores about this policy."""

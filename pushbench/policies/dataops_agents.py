@@ -39,9 +39,13 @@ from __future__ import annotations
 import json
 from collections import deque
 
+from typing import Annotated
+
 import numpy as np
+from pydantic import Field, ValidationError
 
 from . import dataops_solvers as S
+from .base import NoParams, PolicyParamsError, describe_validation
 
 PRESETS: dict[str, dict[str, float]] = {
     "weak": dict(window=8, accuracy=0.7, skip_verify=0.4, forget_submit=0.3, drift=0.5,
@@ -52,6 +56,22 @@ PRESETS: dict[str, dict[str, float]] = {
                    stuck=0.15, patience=3, give_up=0.003, notes=0.75, check_status=0.5),
 }
 READ_LIMIT = 400
+_Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class SimulatedParams(NoParams):
+    """Overrides of the DataOps simulated presets (unset keys keep the preset's value)."""
+
+    window: int = Field(12, ge=1, le=10_000, description="observations in view")
+    accuracy: _Rate = 0.8
+    skip_verify: _Rate = 0.25
+    forget_submit: _Rate = 0.2
+    drift: _Rate = 0.35
+    stuck: _Rate = 0.25
+    patience: int = Field(2, ge=0, le=1000, description="verifier failures before abandoning")
+    give_up: _Rate = 0.006
+    notes: _Rate = 0.45
+    check_status: _Rate = 0.2
 
 
 def _decode(observation) -> dict:
@@ -205,12 +225,18 @@ class DataOpsSimulated:
 
     simulated = True
 
+    Params = SimulatedParams
+
     def __init__(self, rng: np.random.Generator | None = None, preset: str = "mid",
                  **overrides) -> None:
         self.rng = rng if rng is not None else np.random.default_rng()
         self.preset = preset
-        self.params = {**PRESETS[preset], **{k: v for k, v in overrides.items()
-                                             if k in PRESETS[preset]}}
+        try:  # every override must be a DataOps parameter: the record lists them as in effect
+            given = SimulatedParams.model_validate(overrides).model_dump(exclude_unset=True)
+        except ValidationError as e:
+            raise PolicyParamsError(describe_validation(f"simulated-{preset}", e,
+                                                        "on dataops tasks")) from None
+        self.params = {**PRESETS[preset], **given}
         for k, v in self.params.items():
             setattr(self, k, v)
         self.window = int(self.window)

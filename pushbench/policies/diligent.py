@@ -24,10 +24,11 @@ class DiligentPolicy(Policy):
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
         self._delegate = None
+        self.check_family(self.family)
         if self.family != "reposcan":
             from . import family_agents
 
-            self._delegate = family_agents.diligent_for(self.family, self.rng, **self.params)
+            self._delegate = family_agents.diligent_for(self.family, self.rng)
             self._delegate.reset(first_observation)
             return
         self.target = result["target"]

@@ -8,25 +8,43 @@ from __future__ import annotations
 
 import re
 
-from .base import Policy, parse_observation
+from pydantic import Field
+
+from .base import NoParams, Policy, parse_observation
+
+
+class Params(NoParams):
+    stop_rate: float = Field(0.02, ge=0.0, le=1.0, description="chance per step to end the "
+                             "episode (RepoScan; the DataOps and SWE-lite floors take none)")
 
 
 class RandomPolicy(Policy):
     name = "random"
+    Params = Params
 
-    def __init__(self, seed=None, stop_rate: float = 0.02, **params) -> None:
-        super().__init__(seed=seed, stop_rate=stop_rate, **params)
-        self.stop_rate = stop_rate
+    def __init__(self, seed=None, **params) -> None:
+        self._given = dict(params)
+        super().__init__(seed=seed, **{"stop_rate": 0.02, **params})
+        self.stop_rate = self.params["stop_rate"]
+
+    @classmethod
+    def params_for(cls, family: str):
+        return Params if family == "reposcan" else NoParams
+
+    def given_params(self) -> dict:
+        return dict(self._given)
 
     def reset(self, first_observation: str) -> None:
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
         self._delegate = None
+        self.check_family(self.family)
         if self.family != "reposcan":
             from . import family_agents
 
-            self._delegate = family_agents.random_for(self.family, self.rng, **self.params)
+            self._delegate = family_agents.random_for(self.family, self.rng)
             self._delegate.reset(first_observation)
+            self.params = {}  # the family's random floor takes no parameters
             return
         words = sorted(set(re.findall(r"[a-z]{3,}", result["objective"].lower())))
         self.words = words + [""]

@@ -24,8 +24,12 @@ Presets (``simulated-weak`` / ``-mid`` / ``-strong``) differ only in these param
 from __future__ import annotations
 
 from collections import deque
+from typing import Annotated
 
-from .base import Policy, parse_observation
+from pydantic import Field
+
+from . import dataops_agents
+from .base import NoParams, Policy, UnsupportedFamily, parse_observation
 from .judge import judge, property_from_objective, queries_for
 
 MAX_IDS = 10
@@ -40,15 +44,40 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 
+_Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class RepoScanParams(NoParams):
+    """Overrides of the RepoScan presets (unset keys keep the preset's value)."""
+
+    window: int = Field(8, ge=1, le=10_000, description="(action, observation) pairs in view")
+    accuracy: _Rate = 0.85
+    attention: _Rate = 0.8
+    explore: _Rate = 0.25
+    overbatch: _Rate = 0.2
+    give_up: _Rate = 0.003
+
+
+class SimulatedParams(RepoScanParams, dataops_agents.SimulatedParams):
+    """Every parameter of a simulated agent on some family (each family takes its own subset:
+    :meth:`SimulatedAgent.params_for`)."""
+
+
 class SimulatedAgent(Policy):
-    """LLM-like simulated agent; ``preset`` picks parameters, keyword params override them."""
+    """LLM-like simulated agent; ``preset`` picks parameters, keyword params override them.
+
+    On DataOps-lite the overrides go to the DataOps simulated agent (its own parameters); there
+    is no simulated SWE-lite agent. The record's ``params`` are the ones in effect.
+    """
 
     simulated = True
     preset = "mid"
+    Params = SimulatedParams
 
     def __init__(self, seed=None, **overrides) -> None:
         params = {**PRESETS[self.preset], **overrides}
         super().__init__(seed=seed, **params)
+        self.overrides = dict(overrides)
         self.window = int(params["window"])
         self.accuracy = float(params["accuracy"])
         self.attention = float(params["attention"])
@@ -56,15 +85,31 @@ class SimulatedAgent(Policy):
         self.overbatch = float(params["overbatch"])
         self.give_up = float(params["give_up"])
 
+    @classmethod
+    def params_for(cls, family: str):
+        if family == "reposcan":
+            return RepoScanParams
+        if family == "dataops":
+            return dataops_agents.SimulatedParams
+        raise UnsupportedFamily(f"policy {cls.name!r} has no agent for {family} tasks (there is "
+                                "no simulated agent for that family; use diligent, random or an "
+                                "LLM policy)")
+
+    def given_params(self) -> dict:
+        return dict(self.overrides)
+
     def reset(self, first_observation: str) -> None:
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
         self._delegate = None
+        self.check_family(self.family)
         if self.family != "reposcan":
             from . import family_agents
 
-            self._delegate = family_agents.simulated_for(self.family, self.rng, self.preset)
+            self._delegate = family_agents.simulated_for(self.family, self.rng, self.preset,
+                                                         **self.overrides)
             self._delegate.reset(first_observation)
+            self.params = dict(self._delegate.params)  # what is in effect (and recorded)
             return
         self.target = result["target"]
         self.spec = property_from_objective(result["objective"])

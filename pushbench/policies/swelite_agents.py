@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from pydantic import Field
 
-from .base import Policy
+from .base import NoParams, Policy
 
 
 def _decode(observation) -> dict:
@@ -143,12 +144,22 @@ class SWELiteOracle(_Lister):
         return self._next()
 
 
+class OracleParams(NoParams):
+    recipe: str | None = Field(None, max_length=4096, description="unit-set recipe file")
+    solve_all: bool = Field(False, description="work through the whole backlog")
+
+
 class DiligentOraclePolicy(Policy):
     """``diligent-oracle``: the SWE-lite oracle as a named policy (never an agent row)."""
 
     name = "diligent-oracle"
     simulated = True  # not a model: keeps oracle rows out of agent tables
     oracle = True
+    Params = OracleParams
+
+    @classmethod
+    def params_for(cls, family: str):
+        return OracleParams if family == "swelite" else NoParams
 
     def describe(self) -> dict:
         out = super().describe()
@@ -157,6 +168,8 @@ class DiligentOraclePolicy(Policy):
         return out
 
     def reset(self, first_observation: str) -> None:
+        self.check_family((_decode(first_observation).get("result") or {}).get("family",
+                                                                                 "reposcan"))
         if not for_family(first_observation):
             # Other families have no reference fixes: behave exactly like ``diligent`` there
             # (the rows stay flagged oracle/simulated all the same).

@@ -39,16 +39,23 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import json
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..envs.base import MAX_BUDGET
 from .episode import episode_key
 
 EXPERIMENT_SCHEMA_VERSION = 1
 _GLOB_CHARS = "*?["
+MAX_SEEDS = 10_000              # seeds per experiment
+MAX_SEED = 2**63 - 1            # seeds are non-negative (numpy and Gymnasium refuse others)
+MAX_EPISODES = 250_000          # planned episodes per experiment (seeds x cells x policies x ctl)
+MAX_WORKERS = 512
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 class _Strict(BaseModel):
@@ -75,8 +82,8 @@ class PolicySpec(_Strict):
 
 
 class SeedRange(_Strict):
-    start: int = 0
-    count: int = Field(ge=1)
+    start: Seed = 0
+    count: int = Field(ge=1, le=MAX_SEEDS)
 
 
 class EpisodeSpec(_Strict):
@@ -106,10 +113,10 @@ class Experiment(_Strict):
     tasks: list[str | SuiteTasks] = Field(min_length=1)
     controllers: list[str] = Field(min_length=1)
     policies: list[PolicySpec] = Field(min_length=1)
-    seeds: list[int] = Field(min_length=1)
-    workers: int = Field(default=1, ge=1)
+    seeds: list[Seed] = Field(min_length=1, max_length=MAX_SEEDS)
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
     executor: str = "auto"
-    budget: int | None = Field(default=None, ge=1)
+    budget: int | None = Field(default=None, ge=1, le=MAX_BUDGET)
     executor_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     max_inflight_per_endpoint: dict[str, int] = Field(default_factory=dict)
 
@@ -126,7 +133,9 @@ class Experiment(_Strict):
         if isinstance(v, int):
             return [v]
         if isinstance(v, dict):
-            r = SeedRange.model_validate(v)
+            r = SeedRange.model_validate(v)  # bounded before the list is built
+            if r.start + r.count - 1 > MAX_SEED:
+                raise ValueError(f"seeds run past the largest seed {MAX_SEED}")
             return list(range(r.start, r.start + r.count))
         return v
 
@@ -143,13 +152,14 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _check_names(self) -> "Experiment":
         from ..controllers import catalogue
-        from ..policies import POLICIES
+        from ..policies import POLICIES, PolicyParamsError, validate_params
         from .executors import EXECUTORS
 
         problems: list[str] = []
+        cells: list[tuple[str, str | None]] = []
         for entry in self.tasks:
             try:
-                _resolve_task(entry)
+                cells += _resolve_task(entry)
             except ValueError as e:
                 problems.append(str(e))
         known_ctl = list(catalogue())
@@ -157,10 +167,22 @@ class Experiment(_Strict):
             if c not in known_ctl:
                 problems.append(f"unknown controller {c!r}.{_close(c, known_ctl)} "
                                 f"Known: {', '.join(known_ctl)}")
+        families = sorted({_family(t) for t, _ in cells})
         for p in self.policies:
             if p.name not in POLICIES:
                 problems.append(f"unknown policy {p.name!r}.{_close(p.name, list(POLICIES))} "
                                 f"Known: {', '.join(POLICIES)}")
+                continue
+            try:  # the policy's own schema, and every param must act on every family run
+                validate_params(p.name, p.params, families)
+            except PolicyParamsError as e:
+                problems.append(str(e))
+        planned = len(set(self.seeds)) * len(set(cells)) * len(self.policies) \
+            * len(set(self.controllers))
+        if planned > MAX_EPISODES:
+            problems.append(f"the experiment plans {planned} episodes (seeds x tasks x policies "
+                            f"x controllers); the limit is {MAX_EPISODES}: split it into "
+                            "several experiments")
         labels = [p.label for p in self.policies]
         if len(set(labels)) != len(labels):
             twice = sorted({x for x in labels if labels.count(x) > 1})
@@ -224,6 +246,12 @@ def _executor_problems(exp: Experiment) -> list[str]:
         if exp.workers > low:
             problems.append(limits.pool_problem(exp.workers, low))
     return problems
+
+
+def _family(task_id: str) -> str:
+    from ..tasks import get_task
+
+    return get_task(task_id).family
 
 
 def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
@@ -297,21 +325,68 @@ def validate(data: dict, source: str = "experiment") -> Experiment:
     if not isinstance(data, dict):
         raise ExperimentError(f"{source}: expected a mapping at top level, "
                               f"got {type(data).__name__}")
+    _check_size(data, source)
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
-        raise ExperimentError(f"{source} is not a valid experiment:\n{_describe(e)}") from None
+        text = _describe(e)
+        sep = " " if text.count("\n") == 0 else "\n"
+        raise ExperimentError(f"{source} is not a valid experiment:{sep}"
+                              f"{text.strip() if sep == ' ' else text}") from None
+
+
+MAX_FILE_BYTES = 1 << 20  # an experiment file is a page of YAML
+MAX_NODES = 100_000       # values in the loaded document, aliases counted each time they appear
+
+
+def _check_size(data: Any, source: str) -> None:
+    """Refuse documents that only aliases make huge (a "billion laughs" YAML)."""
+    seen, stack = 0, [data]
+    while stack:
+        v = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise ExperimentError(f"{source}: the document holds more than {MAX_NODES} values "
+                                  "(YAML aliases included); an experiment is much smaller")
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple, set)):
+            stack.extend(v)
+
+
+def read_experiment_file(path: Path) -> Any:
+    """The YAML document in ``path``; every way it can fail is an :class:`ExperimentError`."""
+    if path.is_dir():
+        raise ExperimentError(f"experiment file {str(path)!r} is a directory; give a YAML file "
+                              "(e.g. experiments/smoke.yaml)")
+    if not path.exists():
+        raise ExperimentError(f"experiment file {str(path)!r} not found")
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ExperimentError(f"{path}: {path.stat().st_size} bytes is too large for an "
+                                  f"experiment file (limit {MAX_FILE_BYTES})")
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ExperimentError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ExperimentError(f"{path}: not a text file (byte {e.start} is not UTF-8); give a "
+                              "YAML experiment file") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ExperimentError(f"{path}: not valid YAML: {first}") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: not valid YAML: nested too deeply") from None
 
 
 def load_experiment(path: str | Path, overrides: dict | None = None) -> Experiment:
     """Load ``path`` and apply ``overrides`` (field -> value; ``None`` values are ignored)."""
     path = Path(path)
-    if not path.is_file():
-        raise ExperimentError(f"experiment file {str(path)!r} not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ExperimentError(f"{path}: not valid YAML: {e}") from None
+    data = read_experiment_file(path)
     if isinstance(data, dict):  # a mapping override (executor_options) updates the file's mapping
         data = _merge(data, {k: v for k, v in (overrides or {}).items() if v is not None})
     return validate(data, source=str(path))
@@ -326,23 +401,28 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"``, ``"0-4"`` (inclusive) or a mix like ``"0-2,7"`` -> list of ints."""
+    """``"0,1,2"``, ``"0-4"`` (inclusive) or a mix like ``"0-2,7"`` -> list of ints.
+
+    Seeds are non-negative; at most :data:`MAX_SEEDS` of them (checked before a range is
+    expanded, so ``0-100000000`` fails at once).
+    """
     seeds: list[int] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
-        lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
-        try:
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                seeds += list(range(a, b + 1))
-            else:
-                seeds.append(int(part))
-        except ValueError:
-            raise ExperimentError(f"bad seeds {text!r}: use e.g. 0,1,2 or 0-4") from None
+        m = re.fullmatch(r"([0-9]{1,19})(?:\s*-\s*([0-9]{1,19}))?", part)
+        if not m:
+            raise ExperimentError(f"bad seeds {text!r}: {part!r} is not a seed or a range like "
+                                  "0-4 (seeds are whole numbers >= 0)")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) is not None else a
+        if b < a:
+            raise ExperimentError(f"bad seeds {text!r}: the range {part!r} runs backwards "
+                                  f"(write {b}-{a})")
+        if len(seeds) + (b - a + 1) > MAX_SEEDS:
+            raise ExperimentError(f"bad seeds {text!r}: more than {MAX_SEEDS} seeds")
+        seeds += range(a, b + 1)
     if not seeds:
         raise ExperimentError(f"bad seeds {text!r}: no seed given")
     return seeds

@@ -15,6 +15,7 @@ repaired or deleted).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 
@@ -63,8 +64,8 @@ def schema_doc(kind: str) -> dict:
 def _type_ok(t: str, v) -> bool:
     if t == "integer":
         return isinstance(v, int) and not isinstance(v, bool)
-    if t == "number":
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if t == "number":  # NaN and infinities are not numbers a schema can bound
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     if t == "string":
         return isinstance(v, str)
     if t == "boolean":
@@ -180,12 +181,19 @@ def load(fmt: str, text: str):
     return json.loads(text) if fmt == "json" else yaml.safe_load(text)
 
 
+def _first_line(e: Exception) -> str:
+    lines = str(e).splitlines()
+    return lines[0][:200] if lines else type(e).__name__
+
+
 def check(fmt: str, text: str, kind: str, valid: list) -> tuple[str, str] | None:
-    """``None`` when the artifact passes, else ``(rule, reason)``."""
+    """``None`` when the artifact passes, else ``(rule, reason)``; never raises on any text."""
     try:
         doc = load(fmt, text)
     except (ValueError, yaml.YAMLError) as e:
-        return "parses", f"the file is not valid {fmt.upper()} ({str(e).splitlines()[0]})"
+        return "parses", f"the file is not valid {fmt.upper()} ({_first_line(e)})"
+    except RecursionError:  # the parsers recurse per nesting level
+        return "parses", f"the file is not valid {fmt.upper()} (nested too deeply)"
     if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
         return "parses", "the top level must be an object with a 'records' list"
     if doc.get("schema") != f"{kind}/v1" or doc.get("generated") != "2024-06-30" or set(

@@ -164,12 +164,17 @@ def parse_meta(text: str) -> dict[str, list[str]]:
 
 
 def check(fmt: str, text: str, expected: dict, keep: dict) -> tuple[str, str] | None:
-    """``None`` when every rule holds, else ``(rule, reason)`` of the first failing rule."""
+    """``None`` when every rule holds, else ``(rule, reason)`` of the first failing rule.
+
+    Total: any text (deep nesting, huge numbers) gives a ``parses`` failure, never an exception.
+    """
     if fmt == "toml":
         try:
             proj = tomllib.loads(text).get("project")
-        except tomllib.TOMLDecodeError as e:
-            return "parses", f"the file is not valid TOML ({e})"
+        except ValueError as e:  # TOMLDecodeError, or an integer too long to convert
+            return "parses", f"the file is not valid TOML ({str(e)[:200]})"
+        except RecursionError:  # tomllib recurses per nesting level of arrays/tables
+            return "parses", "the file is not valid TOML (nested too deeply)"
         if not isinstance(proj, dict):
             return "parses", "the file has no [project] table"
         for field in FIELDS:

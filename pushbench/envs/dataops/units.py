@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -229,12 +230,21 @@ _BUILDERS = {"csv_check": _csv_unit, "metadata_repair": _metadata_unit,
              "consistency": _consistency_unit, "artifact": _artifact_unit}
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,100}")  # ASCII digits only: int() accepts more than isdigit
+
+
 def _normalise(value, atype: str):
+    """The answer as the checker compares it; total (``None``: not an integer answer).
+
+    An integer answer is an ``int`` (not a bool) or text of an optional ``-`` and up to 100
+    ASCII digits; anything else (``"--5"``, ``"²"``, ``"1_000"``, ``"3.0"``) is no integer,
+    so the check fails instead of raising.
+    """
     if atype == "integer":
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         text = str(value).strip()
-        return int(text) if text.lstrip("-").isdigit() else None
+        return int(text) if _INTEGER.fullmatch(text) else None
     return str(value).strip()
 
 

@@ -3,14 +3,39 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 swelite_app = typer.Typer(no_args_is_help=True, help="Build and list the SWE-lite unit sets "
                           "(test venvs + validated mutations).")
 _err = Console(stderr=True)
+
+
+def _fail(msg: str) -> None:
+    _err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _recipe(recipe: str | None) -> dict:
+    """The unit recipe (``--recipe`` or the shipped one); a bad file is a one-line error."""
+    from . import units as U
+
+    path = U.recipe_path(recipe)
+    if recipe is not None and not Path(path).is_file():
+        _fail(f"--recipe {recipe}: no such file")
+    try:
+        raw = U.recipe(path)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        _fail(f"--recipe {path}: not a valid SWE-lite recipe ({str(e).splitlines()[0][:200]})")
+    except Exception as e:  # noqa: BLE001 - yaml errors and the like: still the user's file
+        _fail(f"--recipe {path}: not a valid SWE-lite recipe ({type(e).__name__})")
+    if not isinstance(raw, dict) or not isinstance(raw.get("snapshots"), dict):
+        _fail(f"--recipe {path}: not a valid SWE-lite recipe (no 'snapshots' mapping)")
+    return raw
 
 
 @swelite_app.command("build")
@@ -24,7 +49,11 @@ def build(
     from . import units as U
     from .venvs import VenvError
 
-    raw = U.recipe(U.recipe_path(recipe))
+    raw = _recipe(recipe)
+    unknown = [n for n in names or () if n not in raw["snapshots"]]
+    if unknown:
+        _fail(f"the recipe has no units for snapshot(s) {', '.join(map(repr, unknown))}; known: "
+              f"{', '.join(raw['snapshots'])}")
     table = Table("snapshot", "candidates", "kept", "discarded", "built (s)", "cache")
     failed = False
     for name in names or list(raw["snapshots"]):
@@ -54,9 +83,17 @@ def list_units(
     as_json: bool = typer.Option(False, "--json", help="print the kept units as JSON"),
 ) -> None:
     """List a snapshot's kept units (title and number of tests)."""
+    from ... import snapshots
     from . import units as U
 
-    data = U.load(name, recipe, build_if_missing=False)
+    raw = _recipe(recipe)
+    if name not in raw["snapshots"]:
+        _fail(f"the recipe has no units for snapshot {name!r}; known: "
+              f"{', '.join(raw['snapshots'])}")
+    try:
+        data = U.load(name, recipe, build_if_missing=False)
+    except (U.UnitBuildError, snapshots.SnapshotError, OSError, ValueError) as e:
+        _fail(f"{name}: {e}")
     if as_json:
         print(json.dumps([{k: u[k] for k in ("key", "title", "issue", "tests")}
                           for u in data["kept"]], indent=1))

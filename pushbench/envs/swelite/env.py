@@ -197,7 +197,7 @@ class SWELiteEnv(DataOpsEnv):
     def _tool_search_code(self, args: SearchArgs) -> dict:
         try:
             re.compile(args.pattern)
-        except re.error as e:
+        except (re.error, OverflowError, RecursionError, ValueError) as e:  # a{99999999999}
             raise ActionError("bad_pattern", f"search_code: invalid regular expression ({e})",
                               "search_code") from None
         req = json.dumps({"root": self._ws.root, "pattern": args.pattern,

@@ -27,6 +27,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+from ...envs.actions import escape_surrogates
 from ...runner import limits
 from ..errors import PolicyError
 from .config import LLMConfig
@@ -141,12 +142,26 @@ def _arguments_text(raw) -> str:
     if raw is None:
         return ""
     if isinstance(raw, str):
-        return raw
-    return json.dumps(raw, ensure_ascii=False)  # some servers send an object, not a string
+        return escape_surrogates(raw)
+    try:  # some servers send an object, not a string
+        return escape_surrogates(json.dumps(raw, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        return repr(type(raw))  # not JSON: the environment refuses it as bad_json
+
+
+def _text(value) -> str:
+    """Model text made safe to store and send back (a lone surrogate becomes its escape)."""
+    return escape_surrogates(value) if isinstance(value, str) else ""
 
 
 def parse_completion(completion, request_messages: list[dict]) -> ModelTurn:
-    """The first choice of a ``ChatCompletion`` as a :class:`ModelTurn` (ids made unique)."""
+    """The first choice of a ``ChatCompletion`` as a :class:`ModelTurn` (ids made unique).
+
+    Text fields (content, names, ids, arguments) are made valid Unicode: a lone surrogate the
+    server sent as a JSON escape is kept as that escape (:func:`escape_surrogates`), so the
+    history can be sent again and checkpointed, and the environment still refuses such
+    arguments as ``bad_encoding``.
+    """
     choices = getattr(completion, "choices", None) or []
     if not choices:
         raise PolicyError("bad_response", "the server returned no choices")
@@ -157,18 +172,18 @@ def parse_completion(completion, request_messages: list[dict]) -> ModelTurn:
     for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
         fn = getattr(tc, "function", None)
         if fn is None:  # a non-function (custom) tool call: keep it, it becomes invalid
-            name, args = getattr(tc, "type", "unknown"), ""
+            name, args = _text(getattr(tc, "type", "unknown")), ""
         else:
-            name, args = fn.name or "", _arguments_text(fn.arguments)
-        cid = getattr(tc, "id", None) or ""
+            name, args = _text(fn.name), _arguments_text(fn.arguments)
+        cid = _text(getattr(tc, "id", None))
         if not cid or cid in seen:
             cid = f"call_{i}_{len(seen)}"
         seen.add(cid)
         calls.append(ToolCall(cid, name, args))
     legacy = getattr(msg, "function_call", None)
     if not calls and legacy is not None:  # the pre-tools function_call form
-        calls.append(ToolCall("call_0", legacy.name or "", _arguments_text(legacy.arguments)))
-    content = msg.content if isinstance(msg.content, str) else None
+        calls.append(ToolCall("call_0", _text(legacy.name), _arguments_text(legacy.arguments)))
+    content = _text(msg.content) if isinstance(msg.content, str) else None
     usage = getattr(completion, "usage", None)
     pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
     ct = getattr(usage, "completion_tokens", None) if usage is not None else None

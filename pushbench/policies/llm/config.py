@@ -1,7 +1,8 @@
 """Validated parameters of the LLM policies (the ``params`` of a policy in an experiment file).
 
-Unknown keys are errors, so a typo in an experiment file fails at the first episode instead of
-silently running with defaults.
+Unknown keys are errors, so a typo in an experiment file fails when the experiment is loaded
+(each policy class's ``Params`` is one of these models) instead of silently running with
+defaults.
 """
 
 from __future__ import annotations
@@ -68,3 +69,18 @@ class LLMConfig(BaseModel):
         if isinstance(self.prices, dict):
             return self.prices.get(self.model)
         return None
+
+
+class LangGraphConfig(LLMConfig):
+    """:class:`LLMConfig` plus the LangGraph policies' checkpoint settings."""
+
+    checkpoint_dir: str | None = None
+    resume: bool = True
+    keep_checkpoints: bool = False
+    durability: Literal["sync", "async", "exit"] = "sync"
+
+
+class MemGPTConfig(LLMConfig):
+    """:class:`LLMConfig` plus the MemGPT-style baseline's core-memory size (characters)."""
+
+    core_chars: int = Field(default=2000, ge=1, le=1_000_000)

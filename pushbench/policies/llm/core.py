@@ -9,8 +9,9 @@ Reading a model reply (:meth:`AgentCore.interpret`) gives a list of :class:`Item
 * a function call whose arguments parse as a JSON object becomes the action
   ``{"tool": name, **arguments}``; the environment validates it (an unknown tool or bad
   arguments is its ``ok: false`` answer, costing a step, exactly as for any agent);
-* arguments that are not valid JSON are passed on as the raw text, which the environment
-  rejects as ``bad_json`` (one step);
+* arguments the shared normalisation refuses (not valid JSON, not an object, too large or
+  deep, a lone surrogate, ...) are passed on as the raw text, which the environment rejects
+  with the same ``error_type`` (one step);
 * a reply with no tool call (plain text) is passed on as a JSON *string*, which the environment
   rejects as ``not_object`` (one step) even if the text itself looks like a tool call; the agent
   gets a user message saying so plus the environment's answer;
@@ -27,6 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...envs import actions
 from .client import ToolCall
 from .config import LLMConfig
 from .context import trim, view_tokens
@@ -74,17 +76,23 @@ class Item:
 
 
 def call_action(name: str, arguments: str) -> str | dict:
-    """The environment action for a function call (see the module docstring)."""
+    """The environment action for a function call (see the module docstring).
+
+    The arguments go through the environment's own normalisation
+    (:func:`pushbench.envs.actions.decode`): a plain bounded object becomes the call; anything
+    it refuses (bad JSON, not an object, too large or deep, a number too long, a lone
+    surrogate) is passed on as the raw text, which the environment refuses with the same
+    ``error_type`` (one step). Nothing the model sends can raise here.
+    """
     text = arguments.strip()
-    if not text:
-        return {"tool": name}
     try:
-        parsed = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return arguments
-    if not isinstance(parsed, dict):
-        return arguments
-    return {**parsed, "tool": name}
+        parsed = actions.decode(text) if text else {}
+    except actions.ActionError:
+        return actions.escape_surrogates(arguments)
+    call = {**parsed, "tool": name}
+    if actions.escape_surrogates(name) != name:  # keep actions storable: refuse it as text
+        return json.dumps(call, ensure_ascii=True)
+    return call
 
 
 def text_action(content: str | None) -> str:
@@ -197,10 +205,10 @@ class AgentCore:
         for c in calls:
             if c.name in memory_names and memory_ok:
                 try:
-                    args = json.loads(c.arguments) if c.arguments.strip() else {}
-                except (json.JSONDecodeError, RecursionError):
+                    args = actions.decode(c.arguments) if c.arguments.strip() else {}
+                except actions.ActionError:
                     args = None
-                items.append(Item("memory", c, args=args if isinstance(args, dict) else None))
+                items.append(Item("memory", c, args=args))
                 continue
             if c.name in memory_names:
                 stats.memory_calls_charged += 1

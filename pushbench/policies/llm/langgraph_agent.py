@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypedDict
 from ..base import Policy
 from ..errors import PolicyError
 from .client import ChatClient, Usage
-from .config import LLMConfig
+from .config import LangGraphConfig, LLMConfig
 from .core import AgentCore, Memory, Stats, digest
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
@@ -94,6 +94,7 @@ class LangGraphPolicy(Policy):
     name: ClassVar[str] = "llm-langgraph"
     simulated: ClassVar[bool] = False
     backend: ClassVar[str] = "langgraph"
+    Params = LangGraphConfig
 
     def __init__(self, seed: int | None = None, **params: Any) -> None:
         super().__init__(seed=seed, **params)
@@ -162,7 +163,7 @@ class LangGraphPolicy(Policy):
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
         for i, (action, sha) in enumerate(zip(values["env_actions"], values["obs_sha"])):
-            obs = self._env.step(action)[0]
+            obs = self._env.step(_restored(action))[0]
             if digest(obs) != sha:
                 raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "
                                   "gave a different observation (the task, snapshot or "
@@ -294,7 +295,7 @@ class LangGraphPolicy(Policy):
                 continue
             obs, _, terminated, truncated, _ = self._env.step(item.action)
             stats.env_actions += 1
-            actions.append(item.action)
+            actions.append(_storable(item.action))
             shas.append(digest(obs))
             messages.append(self.core.result_message(item, obs))
             done = bool(terminated or truncated)
@@ -327,3 +328,20 @@ def _route(state: AgentState) -> str:
     from langgraph.graph import END
 
     return END if state["done"] else "model"
+
+
+def _storable(action):
+    """An action as the checkpoint keeps it: a dict call as its JSON text (``{"call": text}``).
+
+    The checkpointer's msgpack cannot hold every value a call may carry (an integer beyond 64
+    bits, for one); the text can, and :func:`_restored` gives back the same dict.
+    """
+    if isinstance(action, dict):
+        return {"call": json.dumps(action, ensure_ascii=True)}
+    return action
+
+
+def _restored(action):
+    if isinstance(action, dict) and set(action) == {"call"}:
+        return json.loads(action["call"])
+    return action

@@ -24,6 +24,10 @@ import math
 import re
 from typing import Any, ClassVar
 
+from pydantic import ValidationError
+
+from ..base import PolicyParamsError, describe_validation
+from .config import MemGPTConfig
 from .langgraph_agent import LangGraphPolicy
 from .native import LLMPolicy
 
@@ -260,10 +264,15 @@ class MemGPTPolicy(LLMPolicy):
 
     name: ClassVar[str] = "llm-memgpt"
     backend: ClassVar[str] = "native"
+    Params = MemGPTConfig
 
     def __init__(self, seed: int | None = None, **params: Any) -> None:
         given = "core_chars" in params
-        self.core_chars = int(params.pop("core_chars", 2000))
+        try:
+            self.core_chars = MemGPTConfig.model_validate(params).core_chars
+        except ValidationError as e:
+            raise PolicyParamsError(describe_validation(self.name, e)) from None
+        params.pop("core_chars", None)
         super().__init__(seed=seed, **params)
         if given:  # keep it in the described params (and so in the record)
             self.params["core_chars"] = self.core_chars

@@ -31,6 +31,7 @@ class LLMPolicy(Policy):
     name: ClassVar[str] = "llm"
     simulated: ClassVar[bool] = False
     backend: ClassVar[str] = "native"
+    Params = LLMConfig
 
     def __init__(self, seed: int | None = None, **params: Any) -> None:
         super().__init__(seed=seed, **params)
