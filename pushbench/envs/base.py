@@ -297,6 +297,35 @@ class QGPEnv(gym.Env):
     def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
         return args.model_dump()
 
+    def _submission_ids(self, call: dict) -> list[str]:
+        """The well-formed ids a ``submit`` call object names, in order (family hook)."""
+        return []
+
+    def proposal(self, action: Any) -> dict:
+        """What ``action`` names, judged without executing it (pure; the state is untouched).
+
+        ``{"tool": name or None, "valid": bool}`` (``valid``: the call would run as it is),
+        plus, when the action is a JSON object within the size limit: for a ``submit``,
+        ``ids``, the well-formed ids it names in order (also when the call as a whole is
+        invalid, e.g. more than the per-call limit: they are what the policy tried to submit);
+        for a ``final`` with an integer ``reported_count`` >= 0, that count. A controller
+        records this for the calls it changed, so metrics can judge what the policy itself
+        proposed (``metrics.proposed_duplicate_rate``, ``metrics.gated_over_claim``).
+        """
+        try:
+            tool, _ = self._parse(action)
+            out: dict[str, Any] = {"tool": tool, "valid": True}
+        except ActionError as e:
+            out = {"tool": e.tool, "valid": False}
+        call = _as_object(action)
+        if call is not None and call.get("tool") == "submit":
+            out["ids"] = self._submission_ids(call)
+        elif call is not None and call.get("tool") == "final":
+            count = call.get("reported_count")
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                out["reported_count"] = count
+        return out
+
     # ----- common tools -----------------------------------------------------------------
     def _tool_status(self, args: StatusArgs) -> dict:
         q = self._qgp()
@@ -375,6 +404,23 @@ def _tool_schemas(cls: type[QGPEnv]) -> list[dict]:
         out.append({"type": "function",
                     "function": {"name": name, "description": desc, "parameters": schema}})
     return out
+
+
+def _as_object(action: Any) -> dict | None:
+    """``action`` as a JSON object if it is one within the action size limit, else None."""
+    if isinstance(action, dict):
+        try:
+            size = len(json.dumps(action, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        except (TypeError, ValueError, RecursionError):
+            return None
+        return action if size <= MAX_ACTION_BYTES else None
+    if isinstance(action, (bytes, bytearray, str)) and len(action) <= MAX_ACTION_BYTES:
+        try:
+            call = json.loads(action)
+        except (ValueError, RecursionError):
+            return None
+        return call if isinstance(call, dict) else None
+    return None
 
 
 def _strings(obj: Any):

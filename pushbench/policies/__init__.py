@@ -11,6 +11,8 @@ from .base import Policy, parse_observation
 POLICIES: dict[str, str] = {
     "random": "pushbench.policies.random_policy:RandomPolicy",
     "diligent": "pushbench.policies.diligent:DiligentPolicy",
+    # the no-judgement floor (scripted, not simulated; describe() says floor: true)
+    "exhaustive": "pushbench.policies.exhaustive:ExhaustivePolicy",
     "simulated-weak": "pushbench.policies.simulated:SimulatedWeak",
     "simulated-mid": "pushbench.policies.simulated:SimulatedMid",
     "simulated-strong": "pushbench.policies.simulated:SimulatedStrong",
@@ -25,7 +27,7 @@ POLICIES: dict[str, str] = {
 
 # Policies that need no network or model and are deterministic per seed.
 OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "simulated-mid",
-                                     "simulated-strong")
+                                     "simulated-strong", "exhaustive")
 
 
 def make_policy(name: str, seed: int | None = None, **params) -> Policy:
