@@ -8,9 +8,12 @@ environments could have written.
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pushbench
 from pushbench import metrics as m
 
 IDS = [f"u{i}" for i in range(1, 9)]
@@ -99,3 +102,47 @@ def test_proposed_rate_equals_executed_rate_without_interventions(rec):
     # an empty controller section (a passive controller such as standard) changes nothing
     passive = {**rec, "controller": {"name": "standard", "components": [], "steps": []}}
     assert m.proposed_duplicate_rate(passive) == m.duplicate_submit_rate(rec)
+
+
+# ----- QGPEnv.proposal: outside input, judged without executing it -------------------------
+
+_WELL = st.sampled_from(["src/requests/models.py::Response.json", "src/requests/api.py::get",
+                         "src/requests/sessions.py::Session.request"])
+_ID = st.one_of(_WELL, st.text(max_size=12), st.integers(), st.none())
+_ACTION = st.one_of(
+    st.fixed_dictionaries({"tool": st.just("submit"),
+                           "ids": st.one_of(st.lists(_ID, max_size=12), _ID)}),
+    st.fixed_dictionaries({"tool": st.just("final"),
+                           "reported_count": st.one_of(st.integers(-3, 50), st.booleans(),
+                                                       st.text(max_size=3))}),
+    st.fixed_dictionaries({"tool": st.sampled_from(["status", "search", "nope", 7])}),
+    st.text(max_size=40),
+)
+
+
+@st.composite
+def actions(draw):
+    action = draw(_ACTION)
+    return json.dumps(action) if isinstance(action, dict) and draw(st.booleans()) else action
+
+
+@settings(max_examples=100, deadline=None)
+@given(actions())
+def test_proposal_is_pure_and_names_what_execution_submits(action):
+    env = pushbench.make("RepoScan-requests-docstring-N10")
+    env.reset(seed=0)
+    inner = env.unwrapped
+    prop = inner.proposal(action)
+    assert inner.steps_used == 0 and inner.ledger == []  # nothing was executed
+    assert isinstance(prop["valid"], bool)
+    ids = prop.get("ids")
+    assert ids is None or all(isinstance(i, str) for i in ids)
+    _, _, _, _, info = env.step(action)
+    entry = inner.ledger[-1]
+    assert entry["ok"] == prop["valid"]
+    if prop["valid"] and prop["tool"] == "submit":
+        # executed as proposed, the env judged exactly these ids as submissions, in order
+        assert [i for i, v in entry["verdicts"] if v != "malformed"] == ids
+    if prop["valid"] and prop["tool"] == "final":
+        assert inner.reported_count == prop["reported_count"]
+    env.close()
