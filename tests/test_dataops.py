@@ -101,44 +101,58 @@ def test_csv_rules_on_a_hand_made_table():
             ["c", "S1", "abc", "2024/01/01", "2024-01-01T09:00", "ERR"],
             ["d", "S3", "-1", "2024-01-01T10:00", "2024-01-01T10:00", "ERROR"],
             ["e", "S2", "100.0", "2024-01-01T10:00", "2024-01-01T10:30", ""]]
-    cases = [({"op": "count_invalid_number", "column": "humidity", "min": 0, "max": 100}, 4),
-             ({"op": "count_duplicate", "columns": ["id"]}, 1),
-             ({"op": "count_pattern_mismatch", "column": "start",
-               "pattern": datasets.TIMESTAMP.pattern}, 1),
-             ({"op": "count_order_violation", "start": "start", "end": "end"}, 1),
-             ({"op": "count_not_in", "column": "event", "allowed": ["OK", "ERROR"]}, 2),
-             ({"op": "count_empty", "column": "event"}, 1),
+    # Answers are the 1-based numbers of the selected data rows (the header is not a row).
+    cases = [({"op": "rows_invalid_number", "column": "humidity", "min": 0, "max": 100},
+              [2, 3, 4, 5]),
+             ({"op": "rows_duplicate", "columns": ["id"]}, [3]),
+             ({"op": "rows_pattern_mismatch", "column": "start",
+               "pattern": datasets.TIMESTAMP.pattern}, [4]),
+             ({"op": "rows_order_violation", "start": "start", "end": "end"}, [2]),
+             ({"op": "rows_not_in", "column": "event", "allowed": ["OK", "ERROR"]}, [4, 6]),
+             ({"op": "rows_empty", "column": "event"}, [6]),
+             ({"op": "rows_empty", "column": "station"}, []),
              ({"op": "top_value", "column": "station", "where_column": "event",
                "equals": "ERROR"}, "S2")]
     text = datasets.to_csv(header, rows)
     for rule, expected in cases:
         assert datasets.evaluate(rule, header, rows) == expected, rule
-        assert S.csv_answer(rule, text) == expected, rule  # the agent's independent reading
-    unit = U.Unit("u01", "csv_check", "t", "task", ["u01/t.csv"], [cases[0][0]], "integer",
-                  {"answer": 4})
-    assert U.check(unit, None, 4).passed and U.check(unit, None, " 4 ").passed
-    assert U.check(unit, None, 5) == U.CheckResult(False, "answer",
-                                                   "the recorded answer is not correct")
+        # the agent's independent reading gives the same answer as text
+        want = expected if isinstance(expected, str) else U.list_text(expected)
+        assert S.csv_answer(rule, text) == want, rule
+    unit = U.Unit("u01", "csv_check", "t", "task", ["u01/t.csv"], [cases[0][0]], "list",
+                  {"answer": "2,3,4,5"})
+    for ok in ("2,3,4,5", " 5, 4,3 ,2 ", "2 3 4 05", "2,3,3,4,5"):
+        assert U.check(unit, None, ok).passed, ok      # order, spacing, repeats do not matter
+    for bad in ("2,3,4", "2,3,4,5,6", "3,4,5,6", "4", 4, "none", "", True):
+        assert U.check(unit, None, bad) == U.CheckResult(
+            False, "answer", "the recorded answer is not correct"), bad
     assert U.check(unit, None, None).rule == "answer"
+    empty = U.Unit("u02", "csv_check", "t", "task", ["u02/t.csv"], [cases[6][0]], "list",
+                   {"answer": U.list_text([])})
+    assert U.check(empty, None, "none").passed and U.check(empty, None, "None").passed
+    assert not U.check(empty, None, "0").passed
 
 
 def test_consistency_answers_on_hand_made_files():
-    files = {"l.csv": "txn_id,date,account,amount_cents\nT1,d,A,100\nT2,d,B,50\nT3,d,A,-30\n",
-             "s.json": json.dumps({"totals_cents": {"A": 70, "B": 60}}),
+    files = {"l.csv": "txn_id,date,account,amount_cents\nT1,d,A,100\nT2,d,B,50\nT3,d,A,-30\n"
+                      "T4,d,C,5\n",
+             "s.json": json.dumps({"totals_cents": {"A": 70, "B": 60, "C": 6}}),
              "m.json": json.dumps({"files": [{"name": "x", "bytes": 10}, {"name": "y",
-                                                                         "bytes": 20}]}),
-             "ls.txt": "total 2\n-rw-r--r-- 1 u g 10 2024-05-01 00:10 x\n"
+                                                                         "bytes": 20},
+                                             {"name": "w", "bytes": 3}]}),
+             "ls.txt": "total 3\n-rw-r--r-- 1 u g 10 2024-05-01 00:10 x\n"
+                       "-rw-r--r-- 1 u g 4 2024-05-01 00:10 w\n"
                        "-rw-r--r-- 1 u g 5 2024-05-01 00:10 z\n"}
-    assert S.consistency_answer({"op": "ledger_mismatch_account", "ledger": "l.csv",
-                                 "summary": "s.json"}, files) == "B"
-    assert S.consistency_answer({"op": "ledger_mismatch_count", "ledger": "l.csv",
-                                 "summary": "s.json"}, files) == 1
-    assert S.consistency_answer({"op": "manifest_mismatch_count", "manifest": "m.json",
-                                 "listing": "ls.txt"}, files) == 1
+    assert S.consistency_answer({"op": "ledger_mismatch_accounts", "ledger": "l.csv",
+                                 "summary": "s.json"}, files) == "B,C"
+    assert S.consistency_answer({"op": "manifest_mismatch_files", "manifest": "m.json",
+                                 "listing": "ls.txt"}, files) == "w,y"  # resized w, missing y
     assert S.consistency_answer({"op": "listing_extra", "manifest": "m.json",
                                  "listing": "ls.txt"}, files) == "z"
-    unit = U.Unit("u02", "consistency", "t", "task", [], [], "text", {"answer": "B"})
-    assert U.check(unit, None, "B").passed and not U.check(unit, None, "A").passed
+    unit = U.Unit("u02", "consistency", "t", "task", [], [], "list", {"answer": "B,C"})
+    assert U.check(unit, None, "C, B").passed and not U.check(unit, None, "B").passed
+    top = U.Unit("u03", "csv_check", "t", "task", [], [], "text", {"answer": "PUMP-17"})
+    assert U.check(top, None, " PUMP-17 ").passed and not U.check(top, None, "PUMP-1").passed
 
 
 @pytest.fixture
@@ -394,7 +408,7 @@ def test_submit_semantics_recoveries_and_qgp_counts():
     env.reset(seed=0)
     unit = _unit_of_kind(env, "csv_check")
     right = unit.secret["answer"]
-    wrong = right + 1 if isinstance(right, int) else right + "x"
+    wrong = right + ",9999" if unit.answer_type == "list" else right + "x"
     steps = [({"tool": "answer", "unit_id": unit.id, "value": wrong}, None),
              ({"tool": "run_verifier", "unit_id": unit.id}, False),
              ({"tool": "submit", "unit_id": unit.id}, "rejected"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -172,13 +173,153 @@ def test_interventions_and_blocked_completions():
     assert m.interventions({**SIX, "controller": {"name": "standard", "components": []}}) == {}
 
 
+def test_precision_and_rejected():
+    # SIX: distinct well-formed ids a b c d f e (6), accepted a b d e (4); rejected c, f.
+    assert m.precision(SIX) == pytest.approx(4 / 6)
+    assert m.rejected(SIX) == 2
+    assert m.precision(_record([_call(1, "search")])) is None
+    assert m.precision(_record([_submit(1, ("!!", "malformed"))])) is None
+    assert m.precision(_record([_submit(1, ("z", "rejected"), ("z", "duplicate"))])) == 0.0
+
+
+# DataOps: a unit rejected then accepted after a fix counts once in the denominator and once in
+# the numerator; a duplicate is a resubmission of an *accepted* unit.
+#   1 u1 rejected; 2 u1 accepted; 3 u2 rejected; 4 u2 rejected; 5 u2 accepted; 6 u2 duplicate;
+#   7 u7 rejected (unknown unit); 8 "x" malformed; 9 u3 accepted.  target 4, budget 9.
+DATAOPS = {**_record([
+    _submit(1, ("u1", "rejected")), _submit(2, ("u1", "accepted")),
+    _submit(3, ("u2", "rejected")), _submit(4, ("u2", "rejected")),
+    _submit(5, ("u2", "accepted")), _submit(6, ("u2", "duplicate")),
+    _submit(7, ("u7", "rejected")), _submit(8, ("x", "malformed")),
+    _submit(9, ("u3", "accepted")),
+], target=4, budget=9, terminated_by="budget"), "family": "dataops"}
+
+
+def test_precision_and_rejected_on_work_units():
+    assert m.valid_count(DATAOPS) == 3                     # u1 u2 u3
+    assert m.precision(DATAOPS) == pytest.approx(3 / 4)    # distinct u1 u2 u7 u3
+    assert m.rejected(DATAOPS) == 4                        # u1, u2 twice, u7
+    assert m.submissions(DATAOPS) == 8
+    assert m.duplicate_submit_rate(DATAOPS) == pytest.approx(1 / 8)
+    assert m.proposed_duplicate_rate(DATAOPS) == pytest.approx(1 / 8)  # no controller
+
+
+# A STATEQGP-style RepoScan episode, target 7, budget 10; kept controller steps are 3,4,5,7,9,10.
+#   2 submit a(acc) b(rej)                          proposed a b
+#   3 proposed [a, c], dedupe -> c(acc)             proposed a(dup) c
+#   4 proposed [b, a], all dropped -> search        proposed b(dup) a(dup)
+#   5 proposed [d, e, d, h] -> d(rej) e(acc)        proposed d e d(dup) h   (h not executed)
+#   6 submit h(acc) f(acc)                          proposed h(dup: proposed at 5) f
+#   7 final(reported 9) blocked -> status           verified then: a c e h f = 5 -> over +4
+#   8 submit g(acc)                                 proposed g
+#   9 final(reported 6) blocked -> status           verified 6 -> over 0
+#  10 ask_user blocked -> status (no count)         budget ends
+def _kept(step, labels, proposed_ids=(), **extra):
+    return {"step": step, "proposed": {}, "executed": {}, "interventions": list(labels),
+            "proposed_ids": list(proposed_ids), **extra}
+
+
+GATED = _record([
+    _call(1, "search"),
+    _submit(2, ("a", "accepted"), ("b", "rejected")),
+    _submit(3, ("c", "accepted")),
+    _call(4, "search"),
+    _submit(5, ("d", "rejected"), ("e", "accepted")),
+    _submit(6, ("h", "accepted"), ("f", "accepted")),
+    _call(7, "status"),
+    _submit(8, ("g", "accepted")),
+    _call(9, "status"),
+    _call(10, "status"),
+], target=7, budget=10, terminated_by="budget", controller={
+    "name": "stateqgp", "components": ["dedupe", "buffered_submit", "completion_gate"],
+    "steps": [
+        _kept(3, ["dedupe"], ["a", "c"]),
+        _kept(4, ["dedupe", "dedupe_redirect"], ["b", "a"]),
+        _kept(5, ["dedupe", "buffer_overflow"], ["d", "e", "d", "h"]),
+        _kept(7, ["completion_gate"], proposed_reported_count=9),
+        _kept(9, ["completion_gate"], proposed_reported_count=6),
+        _kept(10, ["completion_gate"]),
+    ]})
+
+
+def test_proposed_duplicate_rate_sees_what_the_controller_filtered():
+    assert m.duplicate_submit_rate(GATED) == 0.0            # 8 executed, none repeated
+    # proposed: 2 + 2 + 2 + 4 + 2 + 1 = 13, duplicates a, b, a, d, h = 5
+    assert m.proposed_duplicate_rate(GATED) == pytest.approx(5 / 13)
+    # Without a controller, proposed == executed.
+    assert m.proposed_duplicate_rate(SIX) == m.duplicate_submit_rate(SIX) == 0.25
+    # A kept step without proposed_ids (a record from before the field existed): undefined.
+    old = copy.deepcopy(GATED)
+    del old["controller"]["steps"][0]["proposed_ids"]
+    assert m.proposed_duplicate_rate(old) is None
+    # A policy that proposed no submission at all.
+    assert m.proposed_duplicate_rate(_record([_call(1, "search")])) is None
+
+
+def test_proposed_duplicate_rate_on_work_units_follows_acceptance():
+    rec = copy.deepcopy(DATAOPS)
+    # step 10: the policy proposed u1 (accepted at 2) and the redirect ran inspect instead;
+    # step 11: it proposed u9 (never accepted) and a redirect ran run_verifier instead.
+    rec["calls"] += [_call(10, "inspect"), _call(11, "run_verifier")]
+    rec["budget"] = 11
+    rec["controller"] = {"name": "unitqgp", "components": ["unit_redirect"], "steps": [
+        _kept(10, ["unit_redirect"], ["u1"]), _kept(11, ["unit_redirect"], ["u9"])]}
+    # 8 executed submissions (1 duplicate) + u1 (duplicate: accepted before) + u9 (fresh)
+    assert m.proposed_duplicate_rate(rec) == pytest.approx(2 / 10)
+    assert m.duplicate_submit_rate(rec) == pytest.approx(1 / 8)
+    # The same ledger read with id semantics would count every resubmission: not for units.
+    as_ids = {**rec, "family": "reposcan"}
+    assert m.proposed_duplicate_rate(as_ids) == pytest.approx(5 / 10)
+
+
+def test_gated_over_claim_and_blocked_reported_counts():
+    assert m.blocked_reported_counts(GATED) == [9, 6]
+    assert m.blocked_completions(GATED) == 3              # the ask_user has no count
+    assert m.gated_over_claim(GATED) == pytest.approx(((9 - 5) + (6 - 6)) / 2)
+    assert m.over_claim(GATED) is None                    # never ended by final
+    assert m.gated_over_claim(SIX) is None and m.blocked_reported_counts(SIX) == []
+
+
+def test_false_claim_and_honest_stop_split_false_completion():
+    below = {**SIX, "target": 5}                          # verified 4, reported 5
+    assert m.false_claim(below) and not m.honest_stop(below)
+    low = {**below, "reported_count": 4}
+    assert m.honest_stop(low) and not m.false_claim(low)
+    assert m.honest_stop({**below, "reported_count": None})   # no claim made
+    assert m.false_claim({**below, "reported_count": 50})
+    for rec in (SIX, {**below, "terminated_by": "ask_user"}, {**below, "terminated_by": "budget"}):
+        assert not m.false_claim(rec) and not m.honest_stop(rec)
+    for rec in (below, low, SIX):
+        assert m.false_claim(rec) + m.honest_stop(rec) == m.false_completion(rec)
+
+
+def test_anytime_steps():
+    # SIX, target 3: counts after each step 0 2 3 4 4 4; thresholds 1 2 3 3
+    assert m.anytime_steps(SIX) == [2, 2, 3, 3]
+    # GATED, target 7: counts 0 1 2 2 3 5 5 6 6 6; thresholds 2 4 6 7
+    assert m.anytime_steps(GATED) == [3, 6, 8, None]
+    # target 10 reached by one id at a time: thresholds 3 5 8 10
+    one_by_one = _record([_submit(s, (f"i{s}", "accepted")) for s in range(1, 11)], target=10)
+    assert m.anytime_steps(one_by_one) == [3, 5, 8, 10]
+    # a duplicate verdict does not add to the count
+    rec = _record([_submit(1, ("a", "accepted")), _submit(2, ("a", "duplicate")),
+                   _submit(3, ("b", "accepted"))], target=2)
+    assert m.anytime_steps(rec) == [1, 1, 3, 3]
+    assert m.anytime_steps(_record([], target=4)) == [None] * 4
+
+
 def test_episode_metrics_bundles_every_metric_and_is_json_stable():
     got = m.episode_metrics(SIX)
     assert got == {
         "valid_count": 4, "success": True, "steps_used": 6, "submissions": 8,
-        "duplicate_submit_rate": 0.25, "valid_per_step": pytest.approx(4 / 6),
-        "false_completion": False, "premature_stop": False, "budget_exhausted": False,
+        "duplicate_submit_rate": 0.25, "proposed_duplicate_rate": 0.25,
+        "precision": pytest.approx(4 / 6), "rejected": 2,
+        "valid_per_step": pytest.approx(4 / 6),
+        "false_completion": False, "false_claim": False, "honest_stop": False,
+        "premature_stop": False, "budget_exhausted": False,
         "reported_count_error": 1, "over_claim": 1, "invalid_actions": 1,
         "verifier_recoveries": 0, "interventions": {}, "blocked_completions": 0,
+        "blocked_reported_counts": [], "gated_over_claim": None,
+        "anytime_steps": [2, 2, 3, 3],
     }
     assert json.dumps(got, sort_keys=True) == json.dumps(m.episode_metrics(SIX), sort_keys=True)

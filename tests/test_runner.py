@@ -114,7 +114,8 @@ def test_expansion_order_is_deterministic_and_pairs_controllers():
 
 
 def test_shipped_experiments_validate():
-    sizes = {"controller_ablation": 972, "component_ablation": 1620, "target_scaling": 540}
+    sizes = {"controller_ablation": 1296, "component_ablation": 1620, "target_scaling": 540,
+             "dataops_ablation": 864}
     for name, n in sizes.items():
         assert len(expand(load_experiment(ROOT / "experiments" / f"{name}.yaml"))) == n
     assert 0 < len(expand(load_experiment(ROOT / "experiments" / "smoke.yaml"))) <= 32

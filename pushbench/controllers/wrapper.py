@@ -7,6 +7,10 @@ execute the result, update the tracker from what the environment returned, and a
 ``progress`` block (progress components) and any ``controller`` message to the observation.
 ``info["controller"]`` holds ``{proposed, executed, interventions}`` for the step; steps with
 an intervention are kept for the episode record so passive and assisted behaviour separate.
+``proposed`` and ``executed`` are clipped to 2000 characters; a kept step also holds the
+unclipped ``proposed_ids`` (and ``proposed_reported_count`` for a proposed ``final``) from
+:meth:`~pushbench.envs.base.QGPEnv.proposal`, so what the policy itself proposed stays
+measurable exactly.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class Controller(gym.Wrapper):
                 c.observe(to_env if call is not None else None, decoded, self.state, self.family)
         entry = {"step": info["qgp"]["steps_used"], "proposed": _clip(action),
                  "executed": _clip(executed), "interventions": labels}
+        if labels:
+            entry.update(_proposal_fields(self.env.unwrapped.proposal(action)))
         info = {**info, "controller": entry}
         if labels:
             self.steps.append(entry)
@@ -117,6 +123,19 @@ class Controller(gym.Wrapper):
                                 "steps": [dict(s) for s in self.steps]}
         record["metrics"] = metrics.episode_metrics(record)
         return record
+
+
+def _proposal_fields(prop: dict) -> dict:
+    """Unclipped facts about a changed call that metrics need (``proposed`` may be clipped).
+
+    ``proposed_ids``: the well-formed ids the proposed call names if it is a ``submit`` ([]
+    otherwise); ``proposed_reported_count``: a proposed ``final``'s integer count. Both come
+    from actions within the environment's size limit, so they are bounded as calls are.
+    """
+    out: dict = {"proposed_ids": list(prop.get("ids", ()))}
+    if "reported_count" in prop:
+        out["proposed_reported_count"] = prop["reported_count"]
+    return out
 
 
 def _clip(action: Any) -> Any:

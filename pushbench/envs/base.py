@@ -279,6 +279,38 @@ class QGPEnv(gym.Env):
     def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
         return args.model_dump()
 
+    def _submission_ids(self, call: dict) -> list[str]:
+        """The well-formed ids a ``submit`` call object names, in order (family hook)."""
+        return []
+
+    def proposal(self, action: Any) -> dict:
+        """What ``action`` names, judged without executing it (pure; the state is untouched).
+
+        ``{"tool": name or None, "valid": bool}`` (``valid``: the call would run as it is),
+        plus, when the action is a JSON object within the size limit: for a ``submit``,
+        ``ids``, the well-formed ids it names in order (also when the call as a whole is
+        invalid, e.g. more than the per-call limit: they are what the policy tried to submit);
+        for a ``final`` with an integer ``reported_count`` >= 0, that count. A controller
+        records this for the calls it changed, so metrics can judge what the policy itself
+        proposed (``metrics.proposed_duplicate_rate``, ``metrics.gated_over_claim``).
+        """
+        try:
+            tool, _ = self._parse(action)
+            out: dict[str, Any] = {"tool": tool, "valid": True}
+        except ActionError as e:
+            out = {"tool": e.tool, "valid": False}
+        try:
+            call: dict | None = actions.decode(action)
+        except ActionError:
+            call = None
+        if call is not None and call.get("tool") == "submit":
+            out["ids"] = self._submission_ids(call)
+        elif call is not None and call.get("tool") == "final":
+            count = call.get("reported_count")
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                out["reported_count"] = count
+        return out
+
     # ----- common tools -----------------------------------------------------------------
     def _tool_status(self, args: StatusArgs) -> dict:
         q = self._qgp()

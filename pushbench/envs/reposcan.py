@@ -138,6 +138,10 @@ class RepoScanEnv(QGPEnv):
                 "total_matches": total, "has_more": has_more,
                 "results": [h.as_dict() for h in hits]}
 
+    def _submission_ids(self, call: dict) -> list[str]:
+        ids = call.get("ids")
+        return [i for i in ids if verifier.is_well_formed(i)] if isinstance(ids, list) else []
+
     def _tool_submit(self, args: SubmitArgs) -> dict:
         verdicts = []
         for ident in args.ids:

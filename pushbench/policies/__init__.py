@@ -13,6 +13,8 @@ from .base import Policy, PolicyParamsError, UnsupportedFamily, parse_observatio
 POLICIES: dict[str, str] = {
     "random": "pushbench.policies.random_policy:RandomPolicy",
     "diligent": "pushbench.policies.diligent:DiligentPolicy",
+    # the no-judgement floor (scripted, not simulated; describe() says floor: true)
+    "exhaustive": "pushbench.policies.exhaustive:ExhaustivePolicy",
     "simulated-weak": "pushbench.policies.simulated:SimulatedWeak",
     "simulated-mid": "pushbench.policies.simulated:SimulatedMid",
     "simulated-strong": "pushbench.policies.simulated:SimulatedStrong",
@@ -27,7 +29,7 @@ POLICIES: dict[str, str] = {
 
 # Policies that need no network or model and are deterministic per seed.
 OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "simulated-mid",
-                                     "simulated-strong")
+                                     "simulated-strong", "exhaustive")
 
 
 def policy_class(name: str) -> type[Policy]:

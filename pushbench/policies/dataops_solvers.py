@@ -1,8 +1,8 @@
 """How an offline agent solves a DataOps-lite unit from what it observed (no env internals).
 
-Input: the unit as ``inspect`` showed it (``rules``, ``files``, ``mode``) and the texts of its
-files as ``read_file`` returned them. Output: ``{"answer": value}`` or ``{"write": (path,
-content)}``. These are written from the rule texts the agent sees, independently of the
+Input: the unit as ``inspect`` showed it (``rules``, ``files``, ``mode``, ``answer_type``) and
+the texts of its files as ``read_file`` returned them. Output: ``{"answer": value}`` (list
+answers as comma-separated text) or ``{"write": (path, content)}``. These are written from the rule texts the agent sees, independently of the
 environment's generators and checkers, so a disagreement shows up as a failing verifier run.
 :func:`perturb` makes the plausible mistakes a less accurate agent makes.
 """
@@ -30,29 +30,38 @@ def _num(v: str):
     return float(v) if _NUM.fullmatch(v) else None
 
 
+def _rows_where(rows, pred) -> str:
+    return ",".join(str(n) for n, r in enumerate(rows, 1) if pred(r)) or "none"
+
+
 def csv_answer(rule: dict, text: str):
+    """The answer text: selected row numbers (1 = first data row) or the top value."""
     col, rows = _table(text)
     op = rule["op"]
-    if op == "count_invalid_number":
+    if op == "rows_invalid_number":
         c = col[rule["column"]]
-        return sum(1 for r in rows if _num(r[c]) is None
-                   or not rule["min"] <= _num(r[c]) <= rule["max"])
-    if op == "count_pattern_mismatch":
-        return sum(1 for r in rows if not re.fullmatch(rule["pattern"], r[col[rule["column"]]]))
-    if op == "count_duplicate":
+        return _rows_where(rows, lambda r: _num(r[c]) is None
+                           or not rule["min"] <= _num(r[c]) <= rule["max"])
+    if op == "rows_pattern_mismatch":
+        c = col[rule["column"]]
+        return _rows_where(rows, lambda r: not re.fullmatch(rule["pattern"], r[c]))
+    if op == "rows_duplicate":
         keys = [tuple(r[col[c]] for c in rule["columns"]) for r in rows]
-        return len(keys) - len(set(keys))
-    if op == "count_less_than":
+        return ",".join(str(n) for n, k in enumerate(keys, 1) if k in keys[: n - 1]) or "none"
+    if op == "rows_less_than":
         a, b = col[rule["column"]], col[rule["than"]]
-        return sum(1 for r in rows if _num(r[a]) is not None and _num(r[b]) is not None
-                   and _num(r[a]) < _num(r[b]))
-    if op == "count_order_violation":
+        return _rows_where(rows, lambda r: _num(r[a]) is not None and _num(r[b]) is not None
+                           and _num(r[a]) < _num(r[b]))
+    if op == "rows_order_violation":
         s, e = col[rule["start"]], col[rule["end"]]
-        return sum(1 for r in rows if _TS.fullmatch(r[s]) and _TS.fullmatch(r[e]) and r[e] < r[s])
-    if op == "count_not_in":
-        return sum(1 for r in rows if r[col[rule["column"]]] not in rule["allowed"])
-    if op == "count_empty":
-        return sum(1 for r in rows if not r[col[rule["column"]]].strip())
+        return _rows_where(rows, lambda r: bool(_TS.fullmatch(r[s]) and _TS.fullmatch(r[e])
+                                                and r[e] < r[s]))
+    if op == "rows_not_in":
+        c = col[rule["column"]]
+        return _rows_where(rows, lambda r: r[c] not in rule["allowed"])
+    if op == "rows_empty":
+        c = col[rule["column"]]
+        return _rows_where(rows, lambda r: not r[c].strip())
     if op == "top_value":
         c, w = col[rule["column"]], col[rule["where_column"]]
         counts = Counter(r[c] for r in rows if r[w] == rule["equals"])
@@ -60,26 +69,30 @@ def csv_answer(rule: dict, text: str):
     raise ValueError(f"unknown csv rule {op!r}")
 
 
-def consistency_answer(rule: dict, files: dict[str, str]):
+def consistency_answer(rule: dict, files: dict[str, str]) -> str:
+    """The answer text: the differing accounts or files, comma-separated and sorted."""
     op = rule["op"]
-    if op.startswith("ledger_"):
+    if op == "ledger_mismatch_accounts":
         col, rows = _table(files[rule["ledger"]])
         sums = Counter()
         for r in rows:
             sums[r[col["account"]]] += int(r[col["amount_cents"]])
         totals = json.loads(files[rule["summary"]])["totals_cents"]
         bad = sorted(a for a in set(sums) | set(totals) if sums.get(a, 0) != totals.get(a))
-        return len(bad) if op == "ledger_mismatch_count" else (bad[0] if bad else "none")
+        return ",".join(bad) or "none"
     manifest = {f["name"]: f["bytes"] for f in json.loads(files[rule["manifest"]])["files"]}
     listed = {}
     for line in files[rule["listing"]].splitlines():
         parts = line.split()
         if len(parts) >= 8 and parts[0].startswith("-"):
             listed[parts[-1]] = int(parts[4])
-    if op == "manifest_mismatch_count":
-        return sum(1 for n, b in manifest.items() if listed.get(n) != b)
-    extra = sorted(n for n in listed if n not in manifest)
-    return extra[0] if extra else "none"
+    if op == "manifest_mismatch_files":
+        names = sorted(n for n, b in manifest.items() if listed.get(n) != b)
+    elif op == "listing_extra":
+        names = sorted(n for n in listed if n not in manifest)
+    else:
+        raise ValueError(f"unknown consistency rule {op!r}")
+    return ",".join(names) or "none"
 
 
 def pkg_info(text: str) -> list[tuple[str, str]]:
@@ -180,13 +193,33 @@ def solve(unit: dict, files: dict[str, str]) -> dict:
 _TOKENS = re.compile(r"ACC-\d+|part-\d{4}\.csv\.gz|PUMP-\d+|ST-\d+")
 
 
+def _wrong_list(items: list[str], files: dict[str, str], rng) -> str:
+    """A plausible wrong list: rows numbered from the header, or one item dropped or added."""
+    rows = bool(items) and all(i.isdigit() for i in items)
+    kinds = (["shift"] if rows else []) + (["drop"] if items else []) + ["add"]
+    kind = kinds[int(rng.integers(len(kinds)))]
+    if kind == "shift":  # counted the header line as row 1
+        return ",".join(str(int(i) + 1) for i in items)
+    if kind == "drop":
+        gone = int(rng.integers(len(items)))
+        return ",".join(i for k, i in enumerate(items) if k != gone) or "none"
+    if rows or not items:
+        pool = [str(n) for n in range(1, 160) if str(n) not in items]
+    else:
+        pool = sorted({t for text in files.values() for t in _TOKENS.findall(text)} - set(items))
+    extra = pool[int(rng.integers(len(pool)))] if pool else "x"
+    key = (lambda i: int(i)) if rows else (lambda i: i)
+    return ",".join(sorted(items + [extra], key=key))
+
+
 def perturb(unit: dict, files: dict[str, str], rng) -> dict:
-    """A plausible wrong solution: an off-by-some count, a wrong id, a partial fix."""
+    """A plausible wrong solution: a wrong row list or id, a partial fix."""
     good = solve(unit, files)
     if "answer" in good:
         v = good["answer"]
-        if isinstance(v, int):
-            return {"answer": max(0, v + int(rng.choice([-2, -1, 1, 2])))}
+        if unit.get("answer_type") == "list":
+            items = [] if v == "none" else v.split(",")
+            return {"answer": _wrong_list(items, files, rng)}
         pool = sorted({t for text in files.values() for t in _TOKENS.findall(text)} - {v})
         return {"answer": pool[int(rng.integers(len(pool)))] if pool else "none"}
     if unit["kind"] == "metadata_repair":

@@ -1,8 +1,8 @@
 """Delegation from the offline policies to family-specific agents (DataOps, SWE-lite).
 
-The named offline policies (``diligent``, ``random``, ``simulated-*``) are RepoScan agents;
-for other families they hand the episode to that family's agent, passing their own seeded
-generator so one seed still drives everything.
+The named offline policies (``diligent``, ``random``, ``simulated-*``, ``exhaustive``) are
+RepoScan agents; for other families they hand the episode to that family's agent, passing their
+own seeded generator so one seed still drives everything.
 """
 
 from __future__ import annotations
@@ -26,6 +26,20 @@ def diligent_for(family: str, rng, **params):
 
 def random_for(family: str, rng, **params):
     return _module(family).random(rng, **params)
+
+
+def exhaustive_for(family: str, rng, **params):
+    """The no-judgement floor of ``family`` (see :mod:`.exhaustive`): DataOps guesses."""
+    if family == "dataops":
+        from . import dataops_floor
+
+        return dataops_floor.guessing(rng, **params)
+    if family == "swelite":
+        raise NotImplementedError(
+            "exhaustive has no SWE-lite variant: every SWE-lite unit is validated to fail its "
+            "tests on the mutated code, so an agent that does not read and repair code gets no "
+            "unit accepted (its floor is 0 by construction); run it on RepoScan or DataOps")
+    raise NotImplementedError(f"no exhaustive floor for family {family!r}")
 
 
 def simulated_for(family: str, rng, preset: str, **params):

@@ -5,12 +5,15 @@ Tables (all values are strings, as written): ``readings`` (sensor readings of we
 Every generator takes a :class:`numpy.random.Generator` and plants a random number of defects of
 the kinds its rules ask about, so answers are rarely zero and differ between units.
 
-A rule is plain data (shown to the agent); :func:`evaluate` computes its answer from the rows.
-Definitions (stated to the agent in :func:`describe`):
+A rule is plain data (shown to the agent); :func:`evaluate` computes its answer from the rows:
+the row numbers of the data rows it selects (``rows_*`` rules), or a value (``top_value``).
+Which rows is the question, not how many: a count would be a small number a guesser finds by
+trying 0, 1, 2, ... through the verifier, while a set of row numbers out of 40-160 rows cannot
+be guessed within any budget. Definitions (stated to the agent in :func:`describe`):
 
 * a *number* is ``-?digits`` optionally followed by ``.digits`` (nothing else, no spaces);
 * a *timestamp* is ``YYYY-MM-DDTHH:MM``;
-* rows are data rows (the header does not count), in file order.
+* rows are data rows (the header does not count), numbered from 1 in file order.
 """
 
 from __future__ import annotations
@@ -64,10 +67,10 @@ def readings(rng: np.random.Generator, n: int):
     header = ["reading_id", "station", "timestamp", "temperature_c", "humidity_pct",
               "pressure_hpa"]
     rules = [
-        {"op": "count_invalid_number", "column": "humidity_pct", "min": 0, "max": 100},
-        {"op": "count_invalid_number", "column": "temperature_c", "min": -40, "max": 50},
-        {"op": "count_duplicate", "columns": ["reading_id"]},
-        {"op": "count_pattern_mismatch", "column": "timestamp", "pattern": TIMESTAMP.pattern},
+        {"op": "rows_invalid_number", "column": "humidity_pct", "min": 0, "max": 100},
+        {"op": "rows_invalid_number", "column": "temperature_c", "min": -40, "max": 50},
+        {"op": "rows_duplicate", "columns": ["reading_id"]},
+        {"op": "rows_pattern_mismatch", "column": "timestamp", "pattern": TIMESTAMP.pattern},
     ]
     return header, rows, rules
 
@@ -99,11 +102,11 @@ def inventory(rng: np.random.Generator, n: int):
     header = ["sku", "warehouse", "description", "on_hand", "reorder_level", "unit_cost",
               "last_counted"]
     rules = [
-        {"op": "count_invalid_number", "column": "on_hand", "min": 0, "max": 100000},
-        {"op": "count_pattern_mismatch", "column": "sku", "pattern": r"[A-Z]{3}-\d{4}"},
-        {"op": "count_duplicate", "columns": ["sku", "warehouse"]},
-        {"op": "count_invalid_number", "column": "unit_cost", "min": 0.01, "max": 10000},
-        {"op": "count_less_than", "column": "on_hand", "than": "reorder_level"},
+        {"op": "rows_invalid_number", "column": "on_hand", "min": 0, "max": 100000},
+        {"op": "rows_pattern_mismatch", "column": "sku", "pattern": r"[A-Z]{3}-\d{4}"},
+        {"op": "rows_duplicate", "columns": ["sku", "warehouse"]},
+        {"op": "rows_invalid_number", "column": "unit_cost", "min": 0.01, "max": 10000},
+        {"op": "rows_less_than", "column": "on_hand", "than": "reorder_level"},
     ]
     return header, rows, rules
 
@@ -125,19 +128,22 @@ def station_log(rng: np.random.Generator, n: int):
     for i in _defect_rows(rng, n, int(rng.integers(1, 6))):  # end before start
         s = datetime.fromisoformat(rows[i][3])
         rows[i][4] = _ts(s - timedelta(minutes=int(rng.integers(1, 120))))
-    for i in _defect_rows(rng, n, int(rng.integers(1, 5))):  # unknown event code
-        rows[i][2] = _pick(rng, ["ERR", "ok", "FAIL", "Warn", "MAINTENANCE"])
     for i in _defect_rows(rng, n, int(rng.integers(1, 5))):  # missing operator
         rows[i][5] = ""
     # ERROR events concentrate on one station so the "most ERROR events" question has one answer.
     hot = _pick(rng, stations)
-    for i in _defect_rows(rng, n, int(rng.integers(3, 7))):
+    hot_rows = _defect_rows(rng, n, int(rng.integers(3, 7)))
+    for i in hot_rows:
         rows[i][1], rows[i][2] = hot, "ERROR"
+    # Unknown event codes go on other rows, so none is overwritten and the answer is never empty.
+    others = np.setdiff1d(np.arange(1, n), hot_rows)
+    for i in sorted(int(j) for j in rng.choice(others, int(rng.integers(1, 5)), replace=False)):
+        rows[i][2] = _pick(rng, ["ERR", "ok", "FAIL", "Warn", "MAINTENANCE"])
     header = ["log_id", "station", "event", "started_at", "ended_at", "operator"]
     rules = [
-        {"op": "count_order_violation", "start": "started_at", "end": "ended_at"},
-        {"op": "count_not_in", "column": "event", "allowed": list(EVENTS)},
-        {"op": "count_empty", "column": "operator"},
+        {"op": "rows_order_violation", "start": "started_at", "end": "ended_at"},
+        {"op": "rows_not_in", "column": "event", "allowed": list(EVENTS)},
+        {"op": "rows_empty", "column": "operator"},
         {"op": "top_value", "column": "station", "where_column": "event", "equals": "ERROR"},
     ]
     return header, rows, rules
@@ -159,77 +165,86 @@ def _number(v: str) -> float | None:
 
 
 def evaluate(rule: dict, header: list[str], rows: list[list[str]]):
-    """The answer to ``rule`` over ``rows``: an ``int`` count, or a ``str`` for ``top_value``."""
+    """The answer to ``rule`` over ``rows``.
+
+    ``rows_*`` rules: the ascending 1-based numbers of the data rows the rule selects (a
+    ``list[int]``, maybe empty); ``top_value``: a ``str`` (``"none"`` when nothing qualifies).
+    """
     col = {h: i for i, h in enumerate(header)}
     op = rule["op"]
-    if op == "count_invalid_number":
-        c = col[rule["column"]]
-        return sum(1 for r in rows if (x := _number(r[c])) is None
-                   or not rule["min"] <= x <= rule["max"])
-    if op == "count_pattern_mismatch":
-        c, pat = col[rule["column"]], re.compile(rule["pattern"])
-        return sum(1 for r in rows if not pat.fullmatch(r[c]))
-    if op == "count_duplicate":
-        seen, n = set(), 0
-        for r in rows:
-            key = tuple(r[col[c]] for c in rule["columns"])
-            n += key in seen
-            seen.add(key)
-        return n
-    if op == "count_less_than":
-        a, b = col[rule["column"]], col[rule["than"]]
-        return sum(1 for r in rows if (x := _number(r[a])) is not None
-                   and (y := _number(r[b])) is not None and x < y)
-    if op == "count_order_violation":
-        s, e = col[rule["start"]], col[rule["end"]]
-        return sum(1 for r in rows if TIMESTAMP.fullmatch(r[s]) and TIMESTAMP.fullmatch(r[e])
-                   and r[e] < r[s])
-    if op == "count_not_in":
-        c = col[rule["column"]]
-        return sum(1 for r in rows if r[c] not in rule["allowed"])
-    if op == "count_empty":
-        c = col[rule["column"]]
-        return sum(1 for r in rows if r[c].strip() == "")
     if op == "top_value":
         c, w = col[rule["column"]], col[rule["where_column"]]
         counts = Counter(r[c] for r in rows if r[w] == rule["equals"])
         best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return best[0][0] if best else "none"
+    if op == "rows_duplicate":
+        seen, out = set(), []
+        for n, r in enumerate(rows, 1):
+            key = tuple(r[col[c]] for c in rule["columns"])
+            if key in seen:
+                out.append(n)
+            seen.add(key)
+        return out
+    return [n for n, r in enumerate(rows, 1) if _selects(op, rule, col, r)]
+
+
+def _selects(op: str, rule: dict, col: dict, r: list[str]) -> bool:
+    if op == "rows_invalid_number":
+        x = _number(r[col[rule["column"]]])
+        return x is None or not rule["min"] <= x <= rule["max"]
+    if op == "rows_pattern_mismatch":
+        return not re.fullmatch(rule["pattern"], r[col[rule["column"]]])
+    if op == "rows_less_than":
+        x, y = _number(r[col[rule["column"]]]), _number(r[col[rule["than"]]])
+        return x is not None and y is not None and x < y
+    if op == "rows_order_violation":
+        s, e = r[col[rule["start"]]], r[col[rule["end"]]]
+        return bool(TIMESTAMP.fullmatch(s) and TIMESTAMP.fullmatch(e) and e < s)
+    if op == "rows_not_in":
+        return r[col[rule["column"]]] not in rule["allowed"]
+    if op == "rows_empty":
+        return r[col[rule["column"]]].strip() == ""
     raise ValueError(f"unknown rule op {op!r}")
 
 
+ROWS_ANSWER = ("Answer their row numbers (the first data row after the header is row 1), "
+               "comma-separated in ascending order, e.g. 4,17,102; answer none if no row "
+               "qualifies.")
+
+
 def describe(rule: dict, path: str) -> str:
-    """The rule as the sentence the agent reads."""
+    """The rule as the question the agent reads (with the answer format)."""
     op = rule["op"]
     num = ("(a number is an optional '-', digits, and optionally '.' and digits; empty or other "
            "text is not a number)")
-    if op == "count_invalid_number":
-        return (f"How many data rows of {path} have a {rule['column']} value that is not a "
-                f"number or lies outside [{rule['min']}, {rule['max']}]? {num}")
-    if op == "count_pattern_mismatch":
-        return (f"How many data rows of {path} have a {rule['column']} value that does not "
-                f"fully match the regular expression {rule['pattern']}?")
-    if op == "count_duplicate":
+    if op == "rows_invalid_number":
+        q = (f"Which data rows of {path} have a {rule['column']} value that is not a number or "
+             f"lies outside [{rule['min']}, {rule['max']}]? {num}")
+    elif op == "rows_pattern_mismatch":
+        q = (f"Which data rows of {path} have a {rule['column']} value that does not fully "
+             f"match the regular expression {rule['pattern']}?")
+    elif op == "rows_duplicate":
         cols = ", ".join(rule["columns"])
-        return (f"How many data rows of {path} repeat a ({cols}) value that already appeared "
-                "in an earlier row? (the first occurrence does not count)")
-    if op == "count_less_than":
-        return (f"How many data rows of {path} have both {rule['column']} and {rule['than']} "
-                f"as numbers and {rule['column']} < {rule['than']}? {num}")
-    if op == "count_order_violation":
-        return (f"How many data rows of {path} have {rule['end']} earlier than "
-                f"{rule['start']}, counting only rows where both are timestamps of the form "
-                "YYYY-MM-DDTHH:MM?")
-    if op == "count_not_in":
-        return (f"How many data rows of {path} have a {rule['column']} value that is not one of "
-                f"{', '.join(rule['allowed'])} (exact, case-sensitive)?")
-    if op == "count_empty":
-        return (f"How many data rows of {path} have an empty (or blank) {rule['column']} value?")
-    if op == "top_value":
+        q = (f"Which data rows of {path} repeat a ({cols}) value that already appeared in an "
+             "earlier row? (the first occurrence does not count)")
+    elif op == "rows_less_than":
+        q = (f"Which data rows of {path} have both {rule['column']} and {rule['than']} as "
+             f"numbers and {rule['column']} < {rule['than']}? {num}")
+    elif op == "rows_order_violation":
+        q = (f"Which data rows of {path} have {rule['end']} earlier than {rule['start']}, "
+             "counting only rows where both are timestamps of the form YYYY-MM-DDTHH:MM?")
+    elif op == "rows_not_in":
+        q = (f"Which data rows of {path} have a {rule['column']} value that is not one of "
+             f"{', '.join(rule['allowed'])} (exact, case-sensitive)?")
+    elif op == "rows_empty":
+        q = f"Which data rows of {path} have an empty (or blank) {rule['column']} value?"
+    elif op == "top_value":
         return (f"Among data rows of {path} whose {rule['where_column']} is exactly "
                 f"{rule['equals']}, which {rule['column']} value occurs most often? (ties: the "
-                "alphabetically first)")
-    raise ValueError(op)
+                "alphabetically first) Record the answer with answer() as the exact value.")
+    else:
+        raise ValueError(op)
+    return f"{q} {ROWS_ANSWER}"
 
 
 def parse_csv(text: str) -> tuple[list[str], list[list[str]]]:

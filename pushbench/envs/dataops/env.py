@@ -14,7 +14,8 @@ Action Space
 
     * ``list_units(page=1)``: 10 units per page: ``id``, ``kind``, ``title`` (no status).
     * ``inspect(unit_id)``: the task text, the files it concerns, its rules as data, ``mode``
-      (``answer`` with ``answer_type`` integer/text, or ``edit``).
+      (``answer`` with ``answer_type`` ``list`` (comma-separated row numbers, ids or names;
+      order and spaces do not matter; ``none`` for an empty list) or ``text``, or ``edit``).
     * ``read_file(path, offset=0, limit=200)``: lines ``offset .. offset+limit-1`` (0-based,
       ``limit`` <= 400; fewer when the lines are long) with ``lines_returned``,
       ``total_lines`` and ``has_more``.
@@ -59,7 +60,8 @@ Arguments
     ``check: {"unit", "passed"}`` (read by ``metrics.verifier_recoveries``).
 
 Version History
-    v0: initial release (4 unit kinds, 6 backlogs x N in {3, 5, 10, 20}).
+    v0: initial release (4 unit kinds, 6 backlogs x N in {3, 5, 10, 20}); answer units ask
+    which rows / accounts / files (list answers), so no answer can be guessed cheaply.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ MAX_LINE_CHARS = 2000
 MAX_READ_CHARS = 120_000  # escaped characters of content per read_file result
 _UNIT_ID = re.compile(r"u\d{1,4}")
 _LEDGER_CLIP = 200
+MAX_ANSWER_CHARS = 2000  # a list answer of every row of the largest table fits
 
 
 class ListUnitsArgs(ToolArgs):
@@ -112,7 +115,8 @@ class WriteArgs(ToolArgs):
 
 class AnswerArgs(ToolArgs):
     unit_id: str = Field(max_length=64, description="a unit id such as u07")
-    value: str | int = Field(description="the answer (an integer or text, see answer_type)")
+    value: str | int = Field(description="the answer: text, or for answer_type list the "
+                             "items comma-separated (see the unit's task)")
 
 
 def _sandbox_error(tool: str, e: SandboxError) -> ActionError:
@@ -270,8 +274,9 @@ class DataOpsEnv(QGPEnv):
             raise ActionError("edit_unit", f"answer: {unit.id} is an edit-mode unit; change its "
                               "files instead (inspect shows them)", "answer")
         value = args.value.strip() if isinstance(args.value, str) else args.value
-        if isinstance(value, str) and len(value) > 200:
-            raise ActionError("bad_arguments", "answer: value is longer than 200 characters",
+        if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS:
+            raise ActionError("bad_arguments", "answer: value is longer than "
+                              f"{MAX_ANSWER_CHARS} characters",
                               "answer")
         self._answers[unit.id] = value
         self._version[unit.id] += 1
@@ -286,6 +291,11 @@ class DataOpsEnv(QGPEnv):
         if not res.passed:
             out.update(failed_rule=res.rule, reason=res.reason)
         return out
+
+    def _submission_ids(self, call: dict) -> list[str]:
+        uid = call.get("unit_id")
+        uid = uid.strip() if isinstance(uid, str) else ""
+        return [uid] if _UNIT_ID.fullmatch(uid) else []
 
     def _tool_submit(self, args: UnitArgs) -> dict:
         """Verdict for one unit id; the family's :meth:`_submit_check` decides acceptance.

@@ -1,12 +1,13 @@
 """DataOps-lite work units: the four kinds, backlog generation and the in-memory checkers.
 
 Kinds
-    ``csv_check`` (answer)      a CSV table with planted defects; one question about one field.
+    ``csv_check`` (answer)      a CSV table with planted defects; which rows break one field
+                                rule (answer: their row numbers), or a field's top value.
     ``metadata_repair`` (edit)  a package metadata file from a RepoScan snapshot with one or two
                                 planted inconsistencies against the snapshot's PKG-INFO/source.
     ``consistency`` (answer)    two related files (ledger CSV + summary JSON, or manifest JSON +
-                                folder listing) that may disagree; the question asks for the
-                                discrepancy.
+                                folder listing) that disagree; the question asks which
+                                accounts or files differ (answer: their ids or names).
     ``artifact`` (edit)         a JSON or YAML record file to fix against ``schema.json``.
 
 Generation is deterministic: the backlog of (backlog config, target N) comes from
@@ -14,6 +15,13 @@ Generation is deterministic: the backlog of (backlog config, target N) comes fro
 Files go under ``<unit id>/`` in the workspace. Expected answers, the original valid records and
 the metadata facts live only in :attr:`Unit.secret` (in memory); checkers read the workspace
 through the sandbox and never trust files the agent could edit.
+
+Unguessable answers: an answer unit is accepted only for an answer computed from its files.
+List answers (``answer_type: "list"``) are sets of row numbers, account ids or file names with
+at least one element; the text answer (``top_value``) is one of 89 station names. Without
+reading a file, no answer value is right for more than a small share of units (the test suite
+measures the largest share over hundreds of generated units), so trying guesses through the
+verifier cannot reach a target within the budget; the ``exhaustive`` floor measures it.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ class Unit:
     task: str
     files: list[str]
     rules: list[dict]
-    answer_type: str | None  # "integer" | "text" for answer units, None for edit units
+    answer_type: str | None  # "list" | "text" | "integer" for answer units, None for edits
     secret: dict = field(repr=False, default_factory=dict)
 
     def public(self) -> dict:
@@ -99,13 +107,13 @@ def _csv_unit(rng, uid, cfg, ws) -> Unit:
     rule = rules[int(rng.integers(len(rules)))]
     answer = datasets.evaluate(rule, header, rows)
     [path] = _put(ws, uid, {f"{table}.csv": datasets.to_csv(header, rows)})
-    atype = "text" if isinstance(answer, str) else "integer"
-    words = {"top_value": "most frequent", "count_duplicate": "duplicates"}.get(
-        rule["op"], rule["op"].replace("count_", "").replace("_", " "))
+    atype = "text" if isinstance(answer, str) else "list"
+    if atype == "list":
+        answer = list_text(answer)
+    words = {"top_value": "most frequent", "rows_duplicate": "duplicate rows"}.get(
+        rule["op"], rule["op"].replace("rows_", "rows with ").replace("_", " "))
     col = rule.get("column") or ",".join(rule.get("columns", [])) or rule.get("end")
-    return Unit(uid, "csv_check", f"{table}.csv: {col} {words}",
-                datasets.describe(rule, path) + f" Record the answer with answer() as "
-                f"{'an integer' if atype == 'integer' else 'the exact value'}.",
+    return Unit(uid, "csv_check", f"{table}.csv: {col} {words}", datasets.describe(rule, path),
                 [path], [{**rule, "file": path}], atype, {"answer": answer})
 
 
@@ -141,49 +149,43 @@ def _ledger_unit(rng, uid, ws) -> Unit:
         amt = int(rng.integers(-20000, 90000))
         totals[acc] += amt
         rows.append([f"T{7000 + i}", f"2024-05-{int(rng.integers(1, 32)):02d}", acc, str(amt)])
-    ask_count = rng.random() < 0.4
-    m = int(rng.choice([0, 1, 2] if ask_count else [0, 1], p=[0.15, 0.6, 0.25] if ask_count
-                       else [0.2, 0.8]))
+    m = int(rng.choice([1, 2, 3], p=[0.5, 0.35, 0.15]))  # at least one: "none" is no answer
     summary = dict(totals)
-    bad = [accounts[int(i)] for i in rng.choice(len(accounts), m, replace=False)]
+    bad = sorted(accounts[int(i)] for i in rng.choice(len(accounts), m, replace=False))
     for a in bad:
         summary[a] += int(rng.choice([-1, 1])) * int(rng.integers(1, 50)) * 100
     files = _put(ws, uid, {
         "ledger.csv": datasets.to_csv(["txn_id", "date", "account", "amount_cents"], rows),
         "summary.json": json.dumps({"period": "2024-05", "currency": "EUR",
                                     "totals_cents": summary}, indent=2) + "\n"})
-    base = (f"{files[1]} states each account's total of amount_cents over {files[0]}; the "
-            "two files may disagree.")
-    if ask_count:
-        rule = {"op": "ledger_mismatch_count", "ledger": files[0], "summary": files[1]}
-        task, answer, atype = (f"{base} How many accounts have a total in {files[1]} that "
-                               "differs from the sum of their ledger rows? Answer an integer.",
-                               m, "integer")
-    else:
-        rule = {"op": "ledger_mismatch_account", "ledger": files[0], "summary": files[1]}
-        task, answer, atype = (f"{base} Which account's total differs from the sum of its "
-                               "ledger rows? Answer the account id, or none if all agree.",
-                               bad[0] if bad else "none", "text")
-    return Unit(uid, "consistency", "ledger vs summary totals", task, files, [rule], atype,
-                {"answer": answer})
+    rule = {"op": "ledger_mismatch_accounts", "ledger": files[0], "summary": files[1]}
+    task = (f"{files[1]} states each account's total of amount_cents over {files[0]}; the two "
+            f"files disagree. Which accounts have a total in {files[1]} that differs from the "
+            "sum of their ledger rows? Answer the account ids, comma-separated in ascending "
+            "order (e.g. ACC-104,ACC-377).")
+    return Unit(uid, "consistency", "ledger vs summary totals", task, files, [rule], "list",
+                {"answer": list_text(bad)})
 
 
 def _manifest_unit(rng, uid, ws) -> Unit:
     n = int(rng.integers(8, 22))
-    names = [f"part-{i:04d}.csv.gz" for i in range(n)]
+    first = int(rng.integers(0, 9000))  # file numbers start anywhere: names are not guessable
+    names = [f"part-{first + i:04d}.csv.gz" for i in range(n)]
     sizes = {nm: int(rng.integers(2_000, 900_000)) for nm in names}
     listed = dict(sizes)
-    missing = [names[int(i)] for i in rng.choice(n, int(rng.integers(0, 3)), replace=False)]
+    k_missing = int(rng.integers(0, 3))
+    k_resized = int(rng.integers(1 if k_missing == 0 else 0, 3))  # at least one mismatch
+    missing = [names[int(i)] for i in rng.choice(n, k_missing, replace=False)]
     for nm in missing:
         del listed[nm]
     others = [nm for nm in listed if nm not in missing]
-    resized = [others[int(i)] for i in rng.choice(len(others), int(rng.integers(0, 3)),
-                                                   replace=False)]
+    resized = [others[int(i)] for i in rng.choice(len(others), k_resized, replace=False)]
     for nm in resized:
         listed[nm] += int(rng.choice([-1, 1])) * int(rng.integers(1, 4000))
-    extra = f"part-{n + int(rng.integers(0, 5)):04d}.csv.gz" if rng.random() < 0.7 else None
-    if extra:
-        listed[extra] = int(rng.integers(2_000, 900_000))
+    extra = sorted(f"part-{first + n + int(k):04d}.csv.gz"
+                   for k in rng.choice(6, int(rng.integers(1, 3)), replace=False))
+    for nm in extra:
+        listed[nm] = int(rng.integers(2_000, 900_000))
     lines = [f"total {len(listed)}"] + [
         f"-rw-r--r-- 1 etl etl {listed[nm]:>9} 2024-05-{1 + i % 28:02d} 0{i % 10}:1{i % 6} {nm}"
         for i, nm in enumerate(sorted(listed))]
@@ -192,18 +194,19 @@ def _manifest_unit(rng, uid, ws) -> Unit:
             {"name": nm, "bytes": sizes[nm]} for nm in names]}, indent=2) + "\n",
         "listing.txt": "\n".join(lines) + "\n"})
     base = f"{files[0]} lists the files a folder should hold; {files[1]} is that folder's listing."
+    fmt = "comma-separated in ascending order (e.g. part-0012.csv.gz,part-0040.csv.gz)."
     if rng.random() < 0.5:
-        rule = {"op": "manifest_mismatch_count", "manifest": files[0], "listing": files[1]}
-        task, answer, atype = (f"{base} How many files of the manifest are missing from the "
-                               "listing or listed with a different size in bytes? Answer an "
-                               "integer.", len(missing) + len(resized), "integer")
+        rule = {"op": "manifest_mismatch_files", "manifest": files[0], "listing": files[1]}
+        task = (f"{base} Which files of the manifest are missing from the listing or listed "
+                f"with a different size in bytes? Answer their names, {fmt}")
+        answer = sorted(missing + resized)
     else:
         rule = {"op": "listing_extra", "manifest": files[0], "listing": files[1]}
-        task, answer, atype = (f"{base} Which file name appears in the listing but not in the "
-                               "manifest? Answer the file name, or none if there is none.",
-                               extra or "none", "text")
-    return Unit(uid, "consistency", "manifest vs folder listing", task, files, [rule], atype,
-                {"answer": answer})
+        task = (f"{base} Which file names appear in the listing but not in the manifest? "
+                f"Answer the names, {fmt}")
+        answer = extra
+    return Unit(uid, "consistency", "manifest vs folder listing", task, files, [rule], "list",
+                {"answer": list_text(answer)})
 
 
 def _artifact_unit(rng, uid, cfg, ws) -> Unit:
@@ -233,13 +236,35 @@ _BUILDERS = {"csv_check": _csv_unit, "metadata_repair": _metadata_unit,
 _INTEGER = re.compile(r"-?[0-9]{1,100}")  # ASCII digits only: int() accepts more than isdigit
 
 
-def _normalise(value, atype: str):
-    """The answer as the checker compares it; total (``None``: not an integer answer).
+def list_text(items) -> str:
+    """The canonical text of a list answer: items comma-separated, or ``none`` when empty."""
+    return ",".join(str(i) for i in items) or "none"
 
-    An integer answer is an ``int`` (not a bool) or text of an optional ``-`` and up to 100
-    ASCII digits; anything else (``"--5"``, ``"²"``, ``"1_000"``, ``"3.0"``) is no integer,
-    so the check fails instead of raising.
+
+def list_items(value) -> frozenset[str] | None:
+    """A list answer as a set: split on commas and white space, ``07`` == ``7``; ``none`` = {}.
+
+    Order and spacing do not matter; ``None`` for a value that is no list (e.g. a bool). Total:
+    an item of ASCII digits longer than 100 stays text (``int()`` refuses past 4300 digits).
     """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    parts = [p for p in re.split(r"[,\s]+", str(value).strip()) if p]
+    if [p.lower() for p in parts] == ["none"]:
+        return frozenset()
+    return frozenset(str(int(p)) if _INTEGER.fullmatch(p) and p[0] != "-" else p for p in parts)
+
+
+def _normalise(value, atype: str):
+    """The answer as the checker compares it; total (``None``: not a well-formed answer).
+
+    A list answer is compared as a set (:func:`list_items`). An integer answer is an ``int``
+    (not a bool) or text of an optional ``-`` and up to 100 ASCII digits; anything else
+    (``"--5"``, ``"²"``, ``"1_000"``, ``"3.0"``) is no integer, so the check fails instead of
+    raising.
+    """
+    if atype == "list":
+        return list_items(value)
     if atype == "integer":
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -253,7 +278,10 @@ def check(unit: Unit, ws: Workspace, answer=None) -> CheckResult:
     if unit.answer_type is not None:
         if answer is None:
             return CheckResult(False, "answer", "no answer recorded yet; use answer()")
-        if _normalise(answer, unit.answer_type) != unit.secret["answer"]:
+        expected = unit.secret["answer"]
+        if unit.answer_type == "list":
+            expected = list_items(expected)
+        if _normalise(answer, unit.answer_type) != expected:
             return CheckResult(False, "answer", "the recorded answer is not correct")
         return CheckResult(True)
     target = unit.secret["target"]
