@@ -279,3 +279,48 @@ def test_failure_classes():
     got = report.failures(report.episodes_frame(eps)).set_index("seed")["failure"].to_dict()
     assert got == {0: "false_claim", 1: "honest_stop", 2: "premature_stop",
                    3: "budget_exhausted", 4: "backend_error", 5: "incomplete"}
+
+
+# ----- outside input: lines with or without the newer fields -----------------------------
+OPTIONAL = {"precision": st.one_of(st.none(), st.floats(0, 1)),
+            "rejected": st.integers(0, 50),
+            "proposed_duplicate_rate": st.one_of(st.none(), st.floats(0, 1)),
+            "false_claim": st.booleans(), "honest_stop": st.booleans(),
+            "gated_over_claim": st.one_of(st.none(), st.floats(-20, 20)),
+            "anytime_steps": st.one_of(st.none(), st.lists(
+                st.one_of(st.none(), st.integers(1, 99)), min_size=4, max_size=4))}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.fixed_dictionaries({}, optional=OPTIONAL), min_size=2, max_size=6),
+       st.lists(st.booleans(), min_size=6, max_size=6))
+def test_frame_and_summary_accept_lines_with_any_subset_of_new_metrics(extras, flags):
+    eps = []
+    for i, extra in enumerate(extras):
+        ep = line("standard" if i % 2 else "stateqgp", instance=f"i{i // 2}", seed=0)
+        ep["metrics"].update(extra)
+        if flags[i]:
+            ep["tampered"] = True
+        eps.append(ep)
+    df = report.episodes_frame(eps)
+    s = report.summary_table(df, steps_reference=False)
+    assert s["n_episodes"].sum() + s["n_tampered"].sum() == len(eps)
+    for col in ("precision", "proposed_duplicate_rate", "false_claim_rate", "mean_rejected",
+                "mean_steps_to_25pct"):
+        assert pd.api.types.is_float_dtype(s[col])
+    report.paired_deltas(df, n_resamples=99)          # never raises on such lines
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["window", "accuracy", "explore", "zeta"]),
+                       st.one_of(st.integers(0, 9), st.floats(0, 1), st.text(max_size=5)),
+                       max_size=3))
+def test_offline_labels_are_deterministic_and_tell_param_sets_apart(params):
+    from pushbench.policies import make_policy
+
+    defaults = make_policy("simulated-mid").params
+    a = derived_label("simulated-mid", {**defaults, **params})
+    assert a == derived_label("simulated-mid", {**params, **{k: v for k, v in defaults.items()
+                                                             if k not in params}})
+    changed = {k: v for k, v in params.items() if defaults.get(k, object()) != v}
+    assert (a == "simulated-mid") == (not changed)

@@ -16,7 +16,8 @@ the same frame are used when present; otherwise the reference is computed on dem
 with an in-process cache (diligent is deterministic per seed and offline; a RepoScan episode takes
 milliseconds and a DataOps one well under a second). Families in :data:`ON_DEMAND_FAMILIES` only:
 SWE-lite's reference would run real test suites (minutes per task), so it is NaN unless the run
-itself contains diligent episodes.
+itself contains diligent episodes. Nothing is computed on demand on a machine whose snapshots are
+not built (a report never downloads or builds one): the ratio is NaN there.
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ import pandas as pd
 REFERENCE_POLICY = "diligent"
 REFERENCE_CONTROLLER = "standard"
 ON_DEMAND_FAMILIES = ("reposcan", "dataops")
+
+
+@lru_cache(maxsize=1)
+def snapshots_ready() -> bool:
+    """All pinned snapshots are built here (a report never downloads or builds one)."""
+    from .. import snapshots
+
+    try:
+        return all(snapshots.info(name) is not None for name in snapshots.load_pins())
+    except Exception:  # noqa: BLE001 - unreadable pins or cache: no on-demand reference
+        return False
 
 
 @lru_cache(maxsize=4096)
@@ -78,7 +90,8 @@ def reference_steps(df: pd.DataFrame, on_demand: bool = True) -> pd.Series:
         cell = _cell(row)
         if cell in known:
             out[i] = known[cell]
-        elif on_demand and row.family in ON_DEMAND_FAMILIES and row.success:
+        elif on_demand and row.family in ON_DEMAND_FAMILIES and row.success \
+                and snapshots_ready():
             # the recorded instance is pinned (a line without one falls back to its task id)
             steps = diligent_steps(row.task_id, row.instance if row.instance != row.task_id
                                    else None, cell[2], cell[3])
