@@ -42,7 +42,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
 
 GENESIS_PREFIX = b"pushbench-trace-genesis\x00"
 _UNIT_ID = re.compile(r"u\d{1,4}")

@@ -94,8 +94,10 @@ def prompt_text(condition: str) -> str:
 
 
 def describe_policy(condition: str, agent: str | None, seed: int | None) -> dict:
-    """What the record stores under ``policy`` for a black-box run."""
-    return {"name": policy_name(condition, agent), "simulated": False, "seed": seed,
+    """What the record stores under ``policy`` for a black-box run (the label is the name,
+    which already carries the agent and the condition)."""
+    name = policy_name(condition, agent)
+    return {"name": name, "label": name, "simulated": False, "seed": seed,
             "params": {"transport": "mcp-stdio", "condition": condition, "agent": agent}}
 
 
@@ -230,9 +232,11 @@ def full_records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
 
 
 # ----- checklist - default ----------------------------------------------------------------
-CONDITION_COLUMNS = ["family", "agent", "controller", "target", "condition_a", "condition_b",
-                     "metric", "delta", "ci_low", "ci_high", "n_pairs", "n_instances", "mean_a",
-                     "mean_b", "confidence"]
+def _condition_columns() -> list[str]:
+    from .analysis.deltas import STAT_COLUMNS
+
+    return ["family", "agent", "controller", "pooled", "target", "n_targets", "condition_a",
+            "condition_b", *STAT_COLUMNS]
 
 
 def split_policy(name: str) -> tuple[str | None, str | None]:
@@ -243,56 +247,39 @@ def split_policy(name: str) -> tuple[str | None, str | None]:
     return (parts[1] if len(parts) == 3 else None), parts[-1]
 
 
+def _against_default(names: list[str]) -> list[tuple[str, str]]:
+    return [(c, "default") for c in sorted(names) if c != "default"] if "default" in names \
+        else []
+
+
 def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = None,
                      seed: int = 0, n_resamples: int = 9999,
                      confidence: float = 0.95):
-    """``condition_a - default`` per metric for black-box rows, paired like the report's deltas.
+    """``condition_a - default`` per metric for black-box rows, by the report's delta engine.
 
-    Within one ``(family, agent, controller, target)``, each non-default condition is matched
-    with ``default`` on ``(task_id, instance, seed)``; the interval is the report's cluster
-    bootstrap over task instances (:func:`pushbench.report.cluster_bootstrap_ci`), seeded per row.
+    Within one ``(family, agent, controller)``, each non-default condition is matched with
+    ``default`` on ``(target, task_id, instance, seed)``, per target and pooled over targets,
+    exactly as :func:`pushbench.analysis.deltas.paired_deltas` matches controllers (same
+    interval, sign-flip test and duplicate check); Holm runs over this table's rows of each
+    metric and scope (pooled or per target).
     """
-    import numpy as np
     import pandas as pd
 
-    from . import report
+    from .analysis.deltas import DEFAULT_DELTA_METRICS, delta_table
+    from .analysis.frame import episodes_frame
 
-    metrics_ = tuple(metrics_ or report.DEFAULT_DELTA_METRICS)
-    df = report.episodes_frame(episodes)
+    metrics_ = tuple(metrics_ or DEFAULT_DELTA_METRICS)
+    df = episodes_frame(episodes)
     parsed = [split_policy(p) for p in df["policy"]]
     df = df.assign(agent=[a or "" for a, _ in parsed], condition=[c for _, c in parsed])
     df = df[df["condition"].notna()]
-    rows = []
-    match = ["task_id", "instance", "seed"]
-    for (family, agent, ctrl, target), grp in df.groupby(
-            ["family", "agent", "controller", "target"], sort=True):
-        per = {}
-        for cond, g in grp.groupby("condition", sort=True):
-            per[cond] = report.matched_means(g, match, metrics_)
-        if "default" not in per:
-            continue
-        for cond in sorted(c for c in per if c != "default"):
-            joined = per[cond].add_suffix("_a").join(per["default"].add_suffix("_b"), how="inner")
-            if joined.empty:
-                continue
-            inst = (joined.index.get_level_values("task_id").astype(str) + "\x00"
-                    + joined.index.get_level_values("instance").astype(str))
-            for m in metrics_:
-                va, vb = joined[f"{m}_a"].to_numpy(), joined[f"{m}_b"].to_numpy()
-                ok = ~(np.isnan(va) | np.isnan(vb))
-                rng = report.row_rng(seed, family, agent, ctrl, target, cond, "default", m)
-                est, lo, hi, n_inst = report.cluster_bootstrap_ci(
-                    (va - vb)[ok], np.asarray(inst)[ok], rng=rng, n_resamples=n_resamples,
-                    confidence=confidence)
-                rows.append({
-                    "family": family, "agent": agent, "controller": ctrl, "target": int(target),
-                    "condition_a": cond, "condition_b": "default", "metric": m, "delta": est,
-                    "ci_low": lo, "ci_high": hi, "n_pairs": int(ok.sum()), "n_instances": n_inst,
-                    "mean_a": float(va[ok].mean()) if ok.any() else math.nan,
-                    "mean_b": float(vb[ok].mean()) if ok.any() else math.nan,
-                    "confidence": confidence,
-                })
-    return pd.DataFrame(rows, columns=CONDITION_COLUMNS)
+    if df.empty:
+        return pd.DataFrame(columns=_condition_columns())
+    out = delta_table(df, side="condition", strata=["family", "agent", "controller"],
+                      pairs=_against_default, metrics=metrics_, seed=seed,
+                      n_resamples=n_resamples, confidence=confidence, a_col="condition_a",
+                      b_col="condition_b")
+    return out[_condition_columns()]
 
 
 # ----- writing an evaluation ----------------------------------------------------------------
@@ -378,8 +365,11 @@ def _print_condition_deltas(deltas, console=None) -> None:
     for col in ("agent", "controller", "N", "A", "metric", "delta", "95% CI", "pairs"):
         table.add_column(col, justify="right" if col in ("N", "delta", "pairs") else "left")
     for r in deltas.itertuples(index=False):
-        ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+        if r.degenerate:
+            ci = f"const ({r.n_clusters} inst.)"
+        else:
+            ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
         delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
-        table.add_row(r.agent or "-", r.controller, str(r.target), r.condition_a, r.metric,
-                      delta, ci, str(r.n_pairs))
+        table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
+                      r.condition_a, r.metric, delta, ci, str(r.n_pairs))
     console.print(table)

@@ -261,24 +261,27 @@ def _load_run(run_dir: Path) -> list:
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the CSVs "
-                                           "(default: RUN_DIR)"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the CSVs and "
+                                           "report.md (default: RUN_DIR)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+    ci_method: str = typer.Option("studentized", help="interval method: studentized (default), "
+                                  "studentized-inf, bca, percentile, t (see README: Metrics)"),
 ) -> None:
-    """Print the summary table and paired deltas; write summary.csv and paired_deltas.csv."""
-    from .report import print_report, write_report
+    """Print the summary and paired deltas; write summary.csv, paired_deltas.csv, report.md."""
+    from .analysis.stats import METHODS
+    from .runner.sweep import write_and_print_report
 
+    if ci_method not in METHODS:
+        _fail(f"unknown --ci-method {ci_method!r}; known: {', '.join(METHODS)}")
     if out_dir is not None:
         _writable_dir(out_dir, "--out")
     episodes = _load_run(run_dir)
     target = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
     try:
-        frames = write_report(episodes, target, seed=seed, n_resamples=resamples)
+        write_and_print_report(episodes, run_dir, target, console=console, out=out, seed=seed,
+                               n_resamples=resamples, ci_method=ci_method)
     except OSError as e:
         _fail(f"cannot write the report to {target}: {e.strerror or e}")
-    print_report(frames, console=out)
-    console.print(f"wrote {target / 'summary.csv'} and {target / 'paired_deltas.csv'} "
-                  f"({len(episodes)} episodes)", highlight=False)
 
 
 @app.command("plot")

@@ -1,10 +1,11 @@
 """Figures from episode lines (matplotlib, Agg backend): what a paper or README shows.
 
-Every figure has one panel per ``(family, policy)``; controllers keep the same colour in every
-figure. Intervals are 95% percentile bootstrap intervals over task instances
-(:func:`pushbench.report.cluster_bootstrap_ci`), seeded, so figures are reproducible. Whenever
-a panel's data come from a simulated policy, its title says "(simulated agent)" and the
-figure title repeats it.
+Every figure has one panel per ``(family, policy label)``: different models or parameter sets
+are different panels. Controllers keep the same colour in every figure. Intervals are the
+report's 95% intervals over task instances (:func:`pushbench.analysis.stats.interval`: the
+studentized cluster bootstrap), seeded, so figures are reproducible; where every instance gave
+the same value there is no band. Whenever a panel's data come from a simulated policy, its title
+says "(simulated agent)" and the figure title repeats it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .report import (ABLATION_CONTROLLERS, CONTROLLER_ORDER, _as_frame, cluster_bootstrap_ci,
-                     order_controllers, row_rng)
+from .analysis import stats
+from .analysis.deltas import RATE_METRICS
+from .analysis.frame import ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame as _as_frame, \
+    order_controllers, scored
+from .analysis.stats import row_rng
 
 WORK_UNIT_FAMILIES = ("dataops", "swelite")
 _N_RESAMPLES = 1999
@@ -95,15 +99,27 @@ def _shared_legend(fig, axes) -> tuple:
     rows = math.ceil(len(labels) / max(ncol, 1))
     height = fig.get_size_inches()[1]
     fig.legend([entries[k] for k in labels], labels, loc="lower center", ncol=ncol, fontsize=9,
-               title="controller (line: mean; shaded band: 95% bootstrap CI over task instances)",
+               title="controller (line: mean; band: 95% studentized bootstrap CI over instances)",
                title_fontsize=9, frameon=False)
     return (0, min(0.4, (0.3 + 0.22 * rows) / height), 1, 1)
 
 
 def _ci(g: pd.DataFrame, col: str, *ident) -> tuple[float, float, float, int]:
-    return cluster_bootstrap_ci(g[col].astype(float).to_numpy(),
-                                (g["task_id"].astype(str) + "\x00" + g["instance"].astype(str)),
-                                rng=row_rng(0, "plot", col, *ident), n_resamples=_N_RESAMPLES)
+    """``(estimate, low, high, n_instances)``: the mean of instance means and its interval
+    (``low == high == estimate`` where every instance gave the same value: no band; an
+    unbounded side is drawn to the metric's range, or to the most extreme instance mean)."""
+    vals = pd.Series(g[col].astype(float).to_numpy(), index=g["instance"].astype(str).to_numpy())
+    means = vals.dropna().groupby(level=0, sort=True).mean().to_numpy()
+    if means.size == 0:
+        return math.nan, math.nan, math.nan, 0
+    est = float(means.mean())
+    lo, hi, _ = stats.interval(means[None, :], rng=row_rng(0, "plot", col, *ident),
+                               n_resamples=_N_RESAMPLES,
+                               bounds=(0.0, 1.0) if col in RATE_METRICS else
+                               (float(means.min()), float(means.max())))
+    if np.isnan(lo[0]):
+        return est, est, est, means.size
+    return est, float(lo[0]), float(hi[0]), means.size
 
 
 def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
@@ -171,8 +187,6 @@ def _padded_progress(g: pd.DataFrame, length: int) -> np.ndarray:
 def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = None) -> Path:
     """Mean verified count vs step at one target (default: the largest), 95% band over
     instances; the dashed line is the target."""
-    from scipy import stats
-
     panels = _panels(df)
     colors = _colors(df["controller"])
     fig, axes = _figure(len(panels), "Anytime progress: verified count vs step",
@@ -187,18 +201,16 @@ def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = 
         for ctrl in order_controllers(g["controller"]):
             gc = g[g["controller"] == ctrl]
             prog = _padded_progress(gc, length)
-            clusters = (gc["task_id"].astype(str) + "\x00" + gc["instance"].astype(str)).to_numpy()
+            clusters = gc["instance"].astype(str).to_numpy()
             inst = np.array([prog[clusters == c].mean(axis=0) for c in sorted(set(clusters))])
             mean = inst.mean(axis=0)
             ax.plot(steps, mean, color=colors[ctrl], label=ctrl, lw=2)
             if len(inst) >= 2 and np.ptp(inst, axis=0).max() > 0:
-                res = stats.bootstrap((inst,), np.mean, axis=0, n_resamples=_N_RESAMPLES,
-                                      method="percentile", vectorized=True,
-                                      rng=row_rng(0, "anytime", fam, pol, ctrl, t))
-                lo = np.where(np.isnan(res.confidence_interval.low), mean,
-                              res.confidence_interval.low)
-                hi = np.where(np.isnan(res.confidence_interval.high), mean,
-                              res.confidence_interval.high)
+                # an unbounded side of a band is drawn to the most extreme instance mean
+                lo, hi, _ = stats.interval(inst.T, n_resamples=_N_RESAMPLES,
+                                           rng=row_rng(0, "anytime", fam, pol, ctrl, t),
+                                           bounds=(float(inst.min()), float(inst.max())))
+                lo, hi = np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi)
                 ax.fill_between(steps, lo, hi, color=colors[ctrl], alpha=0.15, lw=0)
         ax.axhline(t, color="black", ls="--", lw=1, label=f"target N = {t}")
         _panel_title(ax, fam, pol, g, extra=f", N = {t}")
@@ -312,10 +324,14 @@ def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict], out_dir: str | Pat
     Always: ``target_scaling.png``, ``duplicate_rate.png``, ``anytime_progress.png`` (at
     ``target`` or each panel's largest), ``component_ablation.png``; plus
     ``verifier_recoveries.png`` when a work-unit family (dataops, swelite) is present.
+    Backend failures and tampered lines are left out (none when nothing else is left).
     """
     df = _as_frame(episodes_or_df)
     if df.empty:
         raise ValueError("no episodes to plot")
+    df = scored(df)  # backend failures and tampered lines are not agent outcomes
+    if df.empty:
+        return []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [plot_target_scaling(df, out), plot_duplicate_rate(df, out)]

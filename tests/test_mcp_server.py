@@ -199,7 +199,8 @@ def test_episode_over_mcp_matches_in_process(tmp_path, mode):
     assert env_part(rec) == env_part(replay(calls))
     assert rec["steps_used"] == 8 and rec["terminated_by"] == "final"
     assert rec["metrics"]["invalid_actions"] == 3
-    assert rec["policy"] == {"name": "blackbox-mcp:default", "simulated": False, "seed": 0,
+    assert rec["policy"] == {"name": "blackbox-mcp:default", "label": "blackbox-mcp:default",
+                             "simulated": False, "seed": 0,
                              "params": {"transport": "mcp-stdio", "condition": "default",
                                         "agent": None}}
     assert rec["simulated"] is False and rec["condition"] == "default" and len(rec["key"]) == 16

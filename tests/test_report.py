@@ -170,7 +170,7 @@ def test_summary_numbers_match_hand_computation():
 
 
 # ----- paired deltas ----------------------------------------------------------------------
-def test_always_vs_never_gives_delta_one_with_degenerate_ci():
+def test_always_vs_never_is_degenerate_with_no_interval():
     eps = []
     for inst in ("a", "b", "c"):
         for seed in (0, 1):
@@ -181,12 +181,18 @@ def test_always_vs_never_gives_delta_one_with_degenerate_ci():
         d = report.paired_deltas(report.episodes_frame(eps), seed=0, n_resamples=999)
     row = d[d["metric"] == "success"].iloc[0]
     assert (row["controller_a"], row["controller_b"]) == ("stateqgp", "standard")
-    assert (row["delta"], row["ci_low"], row["ci_high"]) == (1.0, 1.0, 1.0)
-    assert row["n_pairs"] == 6 and row["n_instances"] == 3
+    assert row["delta"] == 1.0 and bool(row["degenerate"])
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])   # never "[100, 100]"
+    assert row["ci_method"] == "none (degenerate)"
+    assert row["n_pairs"] == 6 and row["n_clusters"] == 3
+    # all 3 instances positive: only the all-plus and all-minus of 2^3 sign flips are as extreme
+    assert row["p_value"] == pytest.approx(2 / 8) and "exact" in row["p_method"]
     vc = d[d["metric"] == "valid_count"].iloc[0]
-    assert (vc["delta"], vc["ci_low"], vc["ci_high"]) == (8.0, 8.0, 8.0)
+    assert vc["delta"] == 8.0 and bool(vc["degenerate"])
     vps = d[d["metric"] == "valid_per_step"].iloc[0]
     assert vps["delta"] == pytest.approx(0.4)
+    from pushbench.analysis.format import delta_cell
+    assert delta_cell(row, "success") == ("+100.0", "(no variation over 3 instances)")
 
 
 def test_paired_delta_matches_on_instance_and_seed_and_averages_within_instance():
@@ -204,23 +210,31 @@ def test_paired_delta_matches_on_instance_and_seed_and_averages_within_instance(
         line("standard", instance="a", seed=0, target=25, valid=1),
     ]
     d = report.paired_deltas(eps, metrics=["success"], seed=3, n_resamples=999)
+    assert not d["pooled"].any()          # one matched target only: no pooled row
     row = d[(d["target"] == 10)].iloc[0]
     assert (row["controller_a"], row["controller_b"]) == ("verifier_gated", "standard")
-    assert row["n_pairs"] == 3 and row["n_instances"] == 2
+    assert row["n_pairs"] == 3 and row["n_clusters"] == 2
     assert row["delta"] == pytest.approx((0.5 + -1.0) / 2)
-    # two instance means (0.5, -1): every resampled mean lies in {-1, -0.25, 0.5}
+    # instance-weighted means of each side: delta == mean_a - mean_b exactly
+    assert row["mean_a"] == pytest.approx((1 + 0) / 2) and row["mean_b"] == pytest.approx(
+        (0.5 + 1) / 2)
+    assert row["delta"] == pytest.approx(row["mean_a"] - row["mean_b"])
+    # two clusters (0.5, -1), se = 0.75: resamples (a, b) give t* = 0; (a, a) and (b, b) have
+    # no spread and are studentized with the smallest positive se* (0.75): t* = +1 and -1. The
+    # 2.5% and 97.5% quantiles are -1 and +1, so the interval is -0.25 -+ 0.75
     assert row["ci_low"] == pytest.approx(-1.0) and row["ci_high"] == pytest.approx(0.5)
-    assert row["mean_a"] == pytest.approx(2 / 3) and row["mean_b"] == pytest.approx(2 / 3)
+    assert row["ci_method"] == "studentized cluster bootstrap"
+    assert row["p_value"] == 1.0          # 2 instances of opposite sign: nothing to see
     assert len(d[d["target"] == 25]) == 0              # nothing to match there
 
 
-def test_single_instance_gives_point_ci_and_undefined_metric_is_dropped():
+def test_single_instance_is_degenerate_and_undefined_metric_is_dropped():
     eps = [line("stateqgp", instance="a", seed=s, valid=10, dup=0.0) for s in (0, 1)] + \
           [line("standard", instance="a", seed=0, valid=5, dup=0.5),
            line("standard", instance="a", seed=1, valid=10, dup=None)]
     d = report.paired_deltas(eps, seed=0, n_resamples=999).set_index("metric")
-    assert d.loc["success", "delta"] == 0.5
-    assert d.loc["success", "ci_low"] == d.loc["success", "ci_high"] == 0.5
+    assert d.loc["success", "delta"] == 0.5 and bool(d.loc["success", "degenerate"])
+    assert math.isnan(d.loc["success", "ci_low"]) and d.loc["success", "n_clusters"] == 1
     assert d.loc["duplicate_submit_rate", "n_pairs"] == 1
     assert d.loc["duplicate_submit_rate", "delta"] == -0.5
 
@@ -236,22 +250,29 @@ def test_pair_directions():
     assert all((b, a) not in pairs for a, b in pairs)
 
 
-def test_ci_reproducible_with_seed_and_contains_estimate():
+def test_ci_reproducible_with_seed_and_not_clamped_to_the_estimate():
     df = report.episodes_frame(synthetic_run())
     d1 = report.paired_deltas(df, seed=7, n_resamples=999)
     d2 = report.paired_deltas(df, seed=7, n_resamples=999)
     pd.testing.assert_frame_equal(d1, d2)
     d3 = report.paired_deltas(df, seed=8, n_resamples=999)
-    assert not np.allclose(d1["ci_low"], d3["ci_low"])   # the seed does matter
-    assert (d1["ci_low"] <= d1["delta"] + 1e-12).all()
-    assert (d1["delta"] <= d1["ci_high"] + 1e-12).all()
-    # 4 controllers -> 6 pairs x 2 targets x 4 metrics
-    assert len(d1) == 6 * 2 * 4
+    live = ~d1["degenerate"]
+    assert not np.allclose(d1.loc[live, "ci_low"], d3.loc[live, "ci_low"])  # the seed matters
+    # 4 controllers -> 6 pairs x (2 targets + 1 pooled row) x 4 metrics
+    assert len(d1) == 6 * 3 * 4 and d1["pooled"].sum() == 6 * 4
     assert set(report.PAIRED_COLUMNS) <= set(d1.columns)
-    # a subset of the controllers gives the same intervals for the pairs it keeps
+    assert (d1["n_clusters"] == 4).all()
+    # the interval is reported as computed: at least it holds the estimate on this data, and
+    # nothing forces it to (no min/max with the estimate in the code path)
+    assert ((d1.loc[live, "ci_low"] <= d1.loc[live, "delta"])
+            & (d1.loc[live, "delta"] <= d1.loc[live, "ci_high"])).all()
+    # a subset of the controllers gives the same rows for the pairs it keeps (p_holm aside:
+    # the family of tests is smaller)
     sub = report.paired_deltas(df[df["controller"] != "verifier_gated"], seed=7, n_resamples=999)
     keep = d1[(d1["controller_a"] != "verifier_gated") & (d1["controller_b"] != "verifier_gated")]
-    pd.testing.assert_frame_equal(sub, keep.reset_index(drop=True))
+    pd.testing.assert_frame_equal(sub.drop(columns="p_holm"),
+                                  keep.drop(columns="p_holm").reset_index(drop=True))
+    assert (sub["p_holm"].to_numpy() <= keep["p_holm"].to_numpy() + 1e-12).all()
 
 
 # ----- writing, printing, plots ---------------------------------------------------------------
@@ -266,7 +287,9 @@ def test_write_report_is_byte_deterministic(tmp_path):
     for col in ("controller_a", "controller_b", "target", "metric", "delta", "ci_low",
                 "ci_high", "n_pairs"):
         assert col in head
-    assert set(a) == {"episodes", "summary", "paired_deltas"}
+    assert set(a) == {"episodes", "summary", "paired_deltas", "report_md"}
+    md = [(tmp_path / d / "report.md").read_bytes() for d in ("a", "b")]
+    assert md[0] == md[1]
     assert "progress" not in (tmp_path / "a" / "summary.csv").read_text()
 
 

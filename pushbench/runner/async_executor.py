@@ -33,7 +33,8 @@ async def arun_spec(spec: EpisodeSpec) -> EpisodeResult:
 
         record = await arun_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
                                     instance=spec.instance, budget=spec.budget,
-                                    policy_params=dict(spec.policy_params) or None)
+                                    policy_params=dict(spec.policy_params) or None,
+                                    label=spec.policy_label)
         record["key"] = spec.key
         return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
     except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep

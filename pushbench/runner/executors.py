@@ -32,6 +32,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from ..policies.identity import policy_label
 from .experiment import EpisodeSpec
 
 LINE_SCHEMA_VERSION = 1
@@ -64,7 +65,8 @@ def error_line(spec: EpisodeSpec, error: str) -> dict:
     """The ``errors.jsonl`` line for an episode whose run raised."""
     return {"schema_version": LINE_SCHEMA_VERSION, "key": spec.key, "task_id": spec.task_id,
             "instance": spec.instance, "controller": {"name": spec.controller},
-            "policy": {"name": spec.policy, "params": dict(spec.policy_params)},
+            "policy": {"name": spec.policy, "params": dict(spec.policy_params),
+                       "label": policy_label(spec.policy, spec.policy_params, spec.policy_label)},
             "seed": spec.seed, "terminated_by": "error", "error": error}
 
 
@@ -81,7 +83,8 @@ def run_spec(spec: EpisodeSpec) -> EpisodeResult:
 
         record = run_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
                              instance=spec.instance, budget=spec.budget,
-                             policy_params=dict(spec.policy_params) or None)
+                             policy_params=dict(spec.policy_params) or None,
+                             label=spec.policy_label)
         record["key"] = spec.key  # the spec's key is the resume authority (includes params)
         return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
     except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep

@@ -14,13 +14,19 @@ An experiment file (``experiments/*.yaml``) looks like::
     controllers: [standard, verifier_gated, stateqgp]     # names from controllers/*.yaml
     policies:                    # names from pushbench.policies.POLICIES, optionally with params
       - simulated-mid
-      - {name: simulated-weak, params: {window: 4}}
+      - {name: simulated-weak, params: {window: 4}}       # reported as simulated-weak[window=4]
+      - {name: llm, params: {model: gpt-4.1}, label: gpt41-native}   # an explicit label
     seeds: [0, 1, 2]             # or {start: 0, count: 3}
     workers: 2                   # process-pool size (1 = run in this process)
     executor: auto               # auto | inprocess | process  (auto: process iff workers > 1)
     budget: null                 # optional step-budget override for every task
     executor_options: {}         # per executor name, e.g. {ray: {address: auto, task_cpus: 0.25}}
     max_inflight_per_endpoint: {}   # {base_url or "*": N}: cap on concurrent model calls
+
+A policy's identity in every report is its label (:mod:`pushbench.policies.identity`): the
+explicit ``label`` or one derived from the name and the params that distinguish it (for model
+policies the model and base URL). Labels must be unique within an experiment: two entries that
+would share one (e.g. the same model with two temperatures) need explicit labels.
 
 Task entries: a string with ``*``, ``?`` or ``[`` is a glob over all task ids and must match
 at least one; any other string must be an exact task id. A suite id (``RepoScan-N10``) as a
@@ -38,7 +44,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -47,6 +52,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..envs.base import MAX_BUDGET
+from ..policies.identity import policy_key_id, policy_label
 from .episode import episode_key
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -70,15 +76,26 @@ class SuiteTasks(_Strict):
 
 
 class PolicySpec(_Strict):
+    """One policy entry: ``name``, optional ``params`` and an optional explicit ``label``.
+
+    The label is the policy's identity in every report (see :mod:`pushbench.policies.identity`):
+    ``label`` when given, else derived from name and params (``llm[model=gpt-4.1]``).
+    """
+
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(default=None, min_length=1, max_length=120,
+                              pattern=r"^[^\s\x00-\x1f]+$")
 
     @property
-    def label(self) -> str:
-        """Name used in episode keys: the bare name, or name plus canonical params."""
-        if not self.params:
-            return self.name
-        return f"{self.name}{json.dumps(self.params, sort_keys=True, separators=(',', ':'))}"
+    def report_label(self) -> str:
+        """The label reports group by (explicit or derived)."""
+        return policy_label(self.name, self.params, self.label)
+
+    @property
+    def key_id(self) -> str:
+        """The policy part of episode keys (unchanged for entries written before labels)."""
+        return policy_key_id(self.name, self.params, self.label)
 
 
 class SeedRange(_Strict):
@@ -94,6 +111,7 @@ class EpisodeSpec(_Strict):
     controller: str
     policy: str
     policy_params: dict[str, Any] = Field(default_factory=dict)
+    policy_label: str | None = None
     seed: int
     budget: int | None = None
     key: str
@@ -183,10 +201,16 @@ class Experiment(_Strict):
             problems.append(f"the experiment plans {planned} episodes (seeds x tasks x policies "
                             f"x controllers); the limit is {MAX_EPISODES}: split it into "
                             "several experiments")
-        labels = [p.label for p in self.policies]
-        if len(set(labels)) != len(labels):
-            twice = sorted({x for x in labels if labels.count(x) > 1})
+        ids = [p.key_id for p in self.policies]
+        if len(set(ids)) != len(ids):
+            twice = sorted({x for x in ids if ids.count(x) > 1})
             problems.append(f"policies listed twice: {twice}")
+        else:
+            labels = [p.report_label for p in self.policies]
+            twice = sorted({x for x in labels if labels.count(x) > 1})
+            if twice:
+                problems.append(f"policy entries share the label(s) {twice} (reports would pool "
+                                "them): give each entry a distinct `label:`")
         if self.executor != "auto" and self.executor not in EXECUTORS:
             hint = _close(self.executor, list(EXECUTORS))
             problems.append(f"unknown executor {self.executor!r}.{hint}"
@@ -203,6 +227,9 @@ class Experiment(_Strict):
         ``description`` only change how or why it runs.
         """
         d = self.model_dump(mode="json")
+        # an entry without an explicit label dumps as before labels existed (resume compares)
+        d["policies"] = [{k: v for k, v in p.items() if k != "label" or v is not None}
+                         for p in d["policies"]]
         return {k: d[k] for k in ("schema_version", "name", "tasks", "controllers", "policies",
                                   "seeds", "budget")}
 
@@ -299,13 +326,14 @@ def expand(experiment: Experiment, limit: int | None = None) -> list[EpisodeSpec
         for task_id, instance in cells:
             for pol in experiment.policies:
                 for ctl in experiment.controllers:
-                    key = episode_key(task_id, ctl, pol.label, seed, instance)
+                    key = episode_key(task_id, ctl, pol.key_id, seed, instance)
                     if key in seen:
                         continue
                     seen.add(key)
                     specs.append(EpisodeSpec(task_id=task_id, instance=instance, controller=ctl,
                                              policy=pol.name, policy_params=dict(pol.params),
-                                             seed=seed, budget=experiment.budget, key=key))
+                                             policy_label=pol.label, seed=seed,
+                                             budget=experiment.budget, key=key))
                     if limit is not None and len(specs) >= limit:
                         return specs
     return specs

@@ -147,8 +147,10 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
 
 
 def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
-                    console: Console | None = None, out: Console | None = None) -> list[Path]:
-    """After a sweep: write/print the report and make the figures, if those modules exist.
+                    console: Console | None = None, out: Console | None = None,
+                    seed: int = 0, n_resamples: int = 9999) -> list[Path]:
+    """After a sweep: make the figures, then write ``summary.csv``, ``paired_deltas.csv`` and
+    ``report.md`` (which embeds the figures) and print the tables.
 
     Returns the figure paths. Missing optional modules are reported, not raised.
     """
@@ -165,18 +167,55 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
     if not episodes:
         console.print("[yellow]no finished episodes: nothing to report[/]")
         return []
-    if report:
-        rep.print_report(rep.write_report(episodes, out_dir, seed=0), console=out)
-        console.print(f"wrote {Path(out_dir) / 'summary.csv'} and "
-                      f"{Path(out_dir) / 'paired_deltas.csv'}")
     figures: list[Path] = []
     if plot:
         try:
             from .. import plots
         except ImportError as e:
             console.print(f"[yellow]plots skipped: pushbench.plots is unavailable ({e})[/]")
-            return []
-        figures = list(plots.make_plots(episodes, out_dir))
-        for p in figures:
-            out.print(f"figure: {p}", highlight=False)
+        else:
+            figures = list(plots.make_plots(episodes, out_dir))
+    if report:
+        write_and_print_report(episodes, out_dir, out_dir, console=console, out=out, seed=seed,
+                               n_resamples=n_resamples)
+    for p in figures:
+        out.print(f"figure: {p}", highlight=False)
     return figures
+
+
+def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: str | Path,
+                           console: Console, out: Console, seed: int = 0,
+                           n_resamples: int = 9999, ci_method: str | None = None) -> dict:
+    """Write the report files for ``episodes`` of ``run_dir`` into ``out_dir``, print the
+    tables, and say what was written and how many planned episodes are missing."""
+    from .. import report as rep
+    from .runinfo import run_info
+
+    info = run_info(run_dir)
+    frames = rep.write_report(episodes, out_dir, seed=seed, n_resamples=n_resamples, info=info,
+                              run_dir=run_dir if Path(run_dir).is_dir() else Path(run_dir).parent,
+                              **({"ci_method": ci_method} if ci_method else {}))
+    rep.print_report(frames, console=out)
+    out_dir = Path(out_dir)
+    console.print(f"wrote {out_dir / 'summary.csv'}, {out_dir / 'paired_deltas.csv'} and "
+                  f"{out_dir / 'report.md'} ({len(episodes)} episodes)", highlight=False)
+    for line in missing_lines(info, {e.get("key") for e in episodes}):
+        console.print(line, highlight=False)
+    return frames
+
+
+def missing_lines(info: dict | None, finished: set) -> list[str]:
+    """Terminal lines on planned-but-missing and raised episodes (empty when none)."""
+    if info is None:
+        return ["[yellow]no manifest.json[/]: planned and missing episodes are unknown"]
+    planned = info.get("planned_episodes")
+    if planned is None:
+        return [f"[yellow]could not list the planned episodes[/] ({info.get('plan_problem')}); "
+                f"the manifest planned {info.get('planned')}"]
+    missing = [p for p in planned if p["key"] not in finished]
+    raised = [r for r in info.get("raised", []) if r.get("key") not in finished]
+    if not missing:
+        return [f"all {len(planned)} planned episodes are finished"]
+    return [f"[bold yellow]{len(missing)} of {len(planned)} planned episodes are missing[/]"
+            + (f" ({len(raised)} raised: see errors.jsonl)" if raised else "")
+            + "; re-run the same `pushbench run` command to resume (listed in report.md)"]

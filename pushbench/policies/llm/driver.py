@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Iterable
 
 from ... import make
 from ..base import Policy
-from ..errors import PolicyError, mark_policy_error
+from ..errors import PolicyError
 
 
 _ENV_LOCK = threading.Lock()
@@ -46,9 +46,9 @@ async def _drive(pol: Policy, env, obs: str) -> None:
 
 async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
                        instance: str | None = None, budget: int | None = None,
-                       policy_params: dict | None = None) -> dict:
+                       policy_params: dict | None = None, label: str | None = None) -> dict:
     """Run one episode without blocking the event loop; return the episode record."""
-    from ...runner.episode import episode_key
+    from ...runner.episode import finish_record
     from .. import make_policy
 
     env = await asyncio.to_thread(
@@ -71,13 +71,8 @@ async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed
         env.close()
         if pol is not None and hasattr(pol, "aclose"):
             await pol.aclose()
-    record["policy"] = pol.describe()
-    if hasattr(pol, "episode_extras"):
-        record.update(pol.episode_extras())
-    if failure is not None:
-        mark_policy_error(record, failure)
-    record["simulated"] = bool(pol.simulated)
-    record["key"] = episode_key(task_id, controller, pol.name, seed, instance)
+    finish_record(record, pol, task_id, controller, seed, instance, label, failure,
+                  None if isinstance(policy, Policy) else policy_params)
     return record
 
 

@@ -1,0 +1,144 @@
+"""Terminal tables (rich) that fit an 80-column terminal without breaking names mid-word.
+
+Names (controllers, policy labels) never wrap inside a word: name cells are ``no_wrap`` and the
+tables keep few, narrow numeric columns (every column is in ``summary.csv`` and ``report.md``).
+Percentages are whole numbers here; the CSVs and report.md carry the decimals.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .format import SIMULATED_LABEL, SIM_NOTE, delta_cell, is_missing, pct_points
+
+_SUMMARY = (  # header, summary column, formatter
+    ("N", "target", lambda v: str(int(v))),
+    ("n", "n_episodes", lambda v: str(int(v))),
+    ("succ", "success_rate", lambda v: _pct0(v)),
+    ("pass^K", None, None),  # filled per table with the largest pass^k column
+    ("valid", "mean_valid_count", lambda v: _num(v, ".1f")),
+    ("dup", "duplicate_submit_rate", lambda v: _pct0(v)),
+    ("pdup", "proposed_duplicate_rate", lambda v: _pct0(v)),
+    ("prec", "precision", lambda v: _pct0(v)),
+    ("claim", "false_claim_rate", lambda v: _pct0(v)),
+    ("stop", "premature_stop_rate", lambda v: _pct0(v)),
+    ("be", "budget_exhausted_rate", lambda v: _pct0(v)),
+    ("over", "mean_over_claim", lambda v: _num(v, "+.1f")),
+)
+LEGEND = ("N target, n episodes, succ success %, pass^K % of instances where all K seeds "
+          "succeed, valid mean verified count, dup executed / pdup proposed duplicate "
+          "submit %, prec precision %, claim false claim %, stop premature stop %, be budget "
+          "exhausted %, over mean signed over-claim at final. Every column and more: "
+          "summary.csv, report.md.")
+
+
+def _pct0(v) -> str:
+    return "-" if is_missing(v) else f"{100 * v:.0f}"
+
+
+def _num(v, fmt: str) -> str:
+    return "-" if is_missing(v) else format(v, fmt)
+
+
+def _table(console, title: str, simulated: bool):
+    """A compact table; its title is printed as a line of its own first, so it wraps at the
+    console's width (between words) rather than at the table's."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text(title, style="bold yellow" if simulated else "bold"))
+    return Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=0,
+                 show_edge=False)
+
+
+def print_summary(summary: pd.DataFrame, console) -> None:
+    """One table per ``(family, policy)``: rows controller x target."""
+    from .summary import pass_columns
+
+    for (family, policy), grp in summary.groupby(["family", "policy"], sort=False):
+        sim = bool(grp["simulated"].any())
+        table = _table(console, f"{family} | {policy}"
+                       + (f" | {SIMULATED_LABEL}" if sim else ""), sim)
+        width = max(len("controller"), *(len(c) for c in grp["controller"]))
+        table.add_column("controller", no_wrap=True, min_width=width)
+        passes = [c for c in pass_columns(grp) if grp[c].notna().any()]
+        last_pass = passes[-1] if passes else None
+        cols = [(h if c is not None else (last_pass or "pass^K"), c or last_pass, f)
+                for h, c, f in _SUMMARY]
+        for head, _, _ in cols:
+            table.add_column(head, justify="right", no_wrap=True)
+        last = None
+        for _, r in grp.iterrows():
+            name = r["controller"] if r["controller"] != last else ""
+            last = r["controller"]
+            cells = []
+            for _, col, fmt in cols:
+                if col is None or col not in r:
+                    cells.append("-")
+                elif fmt is None:
+                    cells.append(_pct0(r[col]))
+                else:
+                    cells.append(fmt(r[col]))
+            table.add_row(name, *cells)
+        console.print(table)
+    console.print(LEGEND, style="dim", highlight=False)
+
+
+def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None:
+    """Paired ``metric`` deltas per ``(family, policy)``: rows controller pair, columns pooled
+    (all targets) then each target; each cell the delta, its interval and Holm p-value."""
+    sel = deltas[deltas["metric"] == metric]
+    for (family, policy), grp in sel.groupby(["family", "policy"], sort=False):
+        sim = bool(grp["simulated"].any())
+        conf = int(round(100 * float(grp["confidence"].iloc[0])))
+        unit = "points" if pct_points(metric) else "units"
+        table = _table(console, f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], "
+                       "Holm p" + (f" | {SIMULATED_LABEL}" if sim else ""), sim)
+        pairs = grp[["controller_a", "controller_b"]].drop_duplicates()
+        width = max(len(" - b"), *(len(x) for x in pairs["controller_a"]),
+                    *(len(f" - {x}") for x in pairs["controller_b"]))
+        table.add_column("A - B", no_wrap=True, min_width=width)
+        scopes = ([("all N", grp["pooled"])] if grp["pooled"].any() else []) + [
+            (f"N={int(t)}", (~grp["pooled"]) & (grp["target"] == t))
+            for t in sorted(grp.loc[~grp["pooled"], "target"].dropna().unique())]
+        for head, _ in scopes:
+            table.add_column(head, justify="right", no_wrap=True)
+        for a, b in pairs.itertuples(index=False):
+            cells = []
+            for _, mask in scopes:
+                hit = grp[mask.fillna(False).astype(bool) & (grp["controller_a"] == a)
+                          & (grp["controller_b"] == b)]
+                cells.append("" if hit.empty else _cell(hit.iloc[0], metric))
+            table.add_row(f"{a}\n - {b}", *cells)
+        console.print(table)
+    if not sel.empty:
+        console.print("const: every instance gave the same difference (no interval). "
+                      "p: Holm-adjusted sign-flip p over instances.", style="dim",
+                      highlight=False)
+
+
+def _cell(r, metric: str) -> str:
+    est, ci = delta_cell(r, metric, short=True)
+    p = r["p_holm"]
+    ptxt = "" if is_missing(p) else ("p<.001" if p < 0.001 else f"p={p:.3f}".replace("0.", "."))
+    return "\n".join(x for x in (est, ci, ptxt) if x)
+
+
+def print_report(report: dict[str, pd.DataFrame], console=None) -> None:
+    """Print the summary tables and the paired success deltas; simulated tables say so in their
+    title, and a note follows them."""
+    from rich.console import Console
+
+    console = console or Console()
+    summary = report["summary"]
+    if summary.empty:
+        console.print("no episodes")
+        return
+    print_summary(summary, console)
+    if bool(summary["simulated"].any()):
+        console.print(SIM_NOTE, style="bold yellow", highlight=False)
+    deltas = report.get("paired_deltas")
+    if deltas is not None and not deltas.empty:
+        print_deltas(deltas, console)
+

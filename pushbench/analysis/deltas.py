@@ -1,0 +1,222 @@
+"""The one paired-delta engine: ``A - B`` on matched episodes, per target and pooled over targets.
+
+Used for controller deltas (:func:`paired_deltas`, ``paired_deltas.csv``) and for the black-box
+prompt-condition deltas (:func:`pushbench.blackbox.condition_deltas`); both go through
+:func:`delta_table`.
+
+Matching. Within one stratum (controller deltas: ``(family, policy label)``), an episode of side
+A is paired with the episode of side B on the same ``(target, task_id, instance, seed)``. More
+than one episode per match key on one side is an error naming the keys
+(:class:`DuplicateEpisodesError`), never an average: it means two different agents or runs were
+mixed. Pairs where either side's metric is undefined (NaN) are dropped for that metric.
+
+Clusters are task **instances** (``instance`` within the family), not task ids: a suite task
+(``RepoScan-N10``, the seed picks the instance) holds several instances under one id, and one
+instance appears under one task id per target. Per row, the paired differences are averaged
+within each instance; the estimate ``delta`` is the mean of those instance means (each instance
+weighs the same), and ``mean_a``/``mean_b`` are the same instance-weighted means of each side, so
+``delta == mean_a - mean_b``.
+
+Rows. One row per target (``pooled = False``) and, when a pair has matched episodes at two or
+more targets, one **pooled** row over all its targets (``pooled = True``, ``target`` empty,
+``n_targets`` the number pooled): the paper's "STATEQGP minus standard over the 36 tasks". A
+pooled row resamples instances with all their targets and seeds inside.
+
+Interval and test (:mod:`.stats`): the studentized cluster bootstrap over instance means (the
+method is named in ``ci_method``), with no clamping to the estimate; a row whose instance means
+are all equal is ``degenerate`` (no interval). ``p_value`` is the two-sided paired sign-flip
+randomization test over instances (exact for up to 16 instances, ``p_method`` says which), and
+``p_holm`` the Holm adjustment. **Family of tests** for Holm: the rows of one metric and one
+scope in one output table: all pooled rows of ``success`` in one ``paired_deltas.csv`` (every
+family, policy and controller pair) are one family, all its per-target ``success`` rows another
+(``condition_deltas.csv`` is its own table). Pooled rows are the primary comparisons (does A
+beat B on this task family?) and per-target rows their breakdown; adjusting both together would
+make the primary ones untestable with 9 instances (the smallest exact p is 2/512, and a
+controller ablation has dozens of per-target rows). Metrics are adjusted separately because
+they answer different questions about the same episodes.
+
+Determinism: each row draws from its own generator seeded from ``seed`` and the row's identity
+(adding a controller does not move other rows' intervals; only ``p_holm`` depends on the whole
+table).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .frame import as_frame, controller_rank, order_controllers, scored
+
+DEFAULT_DELTA_METRICS = ("success", "valid_count", "duplicate_submit_rate", "valid_per_step")
+# Metrics whose values lie in [0, 1]: their differences lie in [-1, 1] (an unbounded
+# studentized bound is clipped there; see stats.interval).
+RATE_METRICS = frozenset({"success", "duplicate_submit_rate", "proposed_duplicate_rate",
+                          "precision", "false_completion", "false_claim", "honest_stop",
+                          "premature_stop", "budget_exhausted"})
+MATCH = ("target", "task_id", "instance", "seed")
+STAT_COLUMNS = ["metric", "delta", "ci_low", "ci_high", "degenerate", "ci_method", "p_value",
+                "p_method", "p_holm", "n_pairs", "n_clusters", "mean_a", "mean_b", "confidence"]
+PAIRED_COLUMNS = ["family", "policy", "simulated", "pooled", "target", "n_targets",
+                  "controller_a", "controller_b", *STAT_COLUMNS]
+
+
+class DuplicateEpisodesError(ValueError):
+    """Two episodes share a match key on one side of a paired delta (names the keys)."""
+
+
+def matched_means(df: pd.DataFrame, match: Sequence[str],
+                  metrics: Sequence[str]) -> pd.DataFrame:
+    """Numeric ``metrics`` indexed by the ``match`` columns: one side of a paired delta.
+
+    Raises :class:`DuplicateEpisodesError` naming the duplicated match keys (and the episode
+    keys) when more than one episode shares a match key: episodes of different agents or runs
+    must never be averaged into one.
+    """
+    match = list(match)
+    dup = df.duplicated(match, keep=False)
+    if dup.any():
+        bad = df[dup].sort_values(match + (["key"] if "key" in df else []), kind="mergesort")
+        shown = []
+        for keys, g in bad.groupby(match, sort=True, dropna=False):
+            ids = ", ".join(map(str, g["key"])) if "key" in g else f"{len(g)} rows"
+            shown.append(f"{dict(zip(match, map(str, keys)))} <- {ids}")
+        raise DuplicateEpisodesError(
+            f"{len(shown)} match key(s) hold more than one episode; a paired delta needs one "
+            "episode per key and side (were two runs or two differently parametrised agents "
+            "mixed under one label?): " + "; ".join(shown[:10])
+            + (" ..." if len(shown) > 10 else ""))
+    vals = df.set_index(match)[list(metrics)].copy()
+    for m in metrics:
+        vals[m] = pd.to_numeric(vals[m], errors="coerce").astype(float)
+    return vals.sort_index()
+
+
+def _cluster_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """Per-cluster means of ``values`` (clusters in sorted order)."""
+    s = pd.Series(values).groupby(clusters, sort=True).mean()
+    return s.to_numpy(dtype=float)
+
+
+def delta_stats(va: np.ndarray, vb: np.ndarray, clusters: np.ndarray, *, metric: str,
+                rng: np.random.Generator, n_resamples: int, confidence: float,
+                method: str = stats.DEFAULT_METHOD) -> dict:
+    """The statistics of one row from the matched values of each side and their clusters."""
+    ok = ~(np.isnan(va) | np.isnan(vb))
+    out = {"metric": metric, "delta": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+           "degenerate": False, "ci_method": "", "p_value": math.nan, "p_method": "",
+           "p_holm": math.nan, "n_pairs": int(ok.sum()), "n_clusters": 0,
+           "mean_a": math.nan, "mean_b": math.nan, "confidence": confidence}
+    if not ok.any():
+        return out
+    cl = clusters[ok]
+    diff = _cluster_means(va[ok] - vb[ok], cl)
+    lo, hi, used = stats.interval(diff[None, :], rng=rng, method=method, confidence=confidence,
+                                  n_resamples=n_resamples,
+                                  bounds=(-1.0, 1.0) if metric in RATE_METRICS else None)
+    p, p_method = stats.sign_flip_p(diff[None, :], rng=rng, n_mc=n_resamples)
+    out.update(delta=float(diff.mean()), ci_low=float(lo[0]), ci_high=float(hi[0]),
+               degenerate=bool(stats.degenerate(diff[None, :])[0]), ci_method=str(used[0]),
+               p_value=float(p[0]), p_method=p_method, n_clusters=int(diff.size),
+               mean_a=float(_cluster_means(va[ok], cl).mean()),
+               mean_b=float(_cluster_means(vb[ok], cl).mean()))
+    return out
+
+
+def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
+                pairs: Callable[[list[str]], list[tuple[str, str]]], metrics: Sequence[str],
+                seed: int = 0, n_resamples: int = 9999, confidence: float = 0.95,
+                a_col: str = "a", b_col: str = "b", method: str = stats.DEFAULT_METHOD,
+                extra: Callable[[pd.DataFrame], dict] | None = None) -> pd.DataFrame:
+    """The engine: rows ``A - B`` for each stratum, pair of ``side`` values, target and metric.
+
+    ``df`` is an episodes frame (backend errors and tampered lines are dropped here);
+    ``strata`` the columns that must be equal on both sides (``family`` first; ``target`` is
+    handled here); ``pairs`` maps the side values present in a stratum to ``(a, b)`` pairs;
+    ``extra`` adds stratum-level columns (e.g. ``simulated``). Output columns: the strata,
+    ``extra``'s keys, ``pooled``, ``target``, ``n_targets``, ``a_col``, ``b_col`` and
+    :data:`STAT_COLUMNS`; Holm is applied per metric and scope (see the module docstring).
+    """
+    df = scored(df)
+    rows: list[dict] = []
+    metrics = list(metrics)
+    for ident, grp in df.groupby(list(strata), sort=True):
+        ident = ident if isinstance(ident, tuple) else (ident,)
+        head = dict(zip(strata, ident))
+        if extra is not None:
+            head.update(extra(grp))
+        per_side = {name: matched_means(g, MATCH, metrics)
+                    for name, g in grp.groupby(side, sort=False)}
+        for a, b in pairs(list(per_side)):
+            joined = per_side[a].add_suffix("_a").join(per_side[b].add_suffix("_b"),
+                                                       how="inner")
+            if joined.empty:
+                continue
+            targets = joined.index.get_level_values("target").to_numpy()
+            clusters = joined.index.get_level_values("instance").astype(str).to_numpy()
+            scopes = [(int(t), targets == t) for t in sorted(set(targets))]
+            if len(scopes) > 1:
+                scopes.insert(0, (None, np.ones(len(joined), dtype=bool)))
+            for target, mask in scopes:
+                for m in metrics:
+                    rng = stats.row_rng(seed, *ident, "pooled" if target is None else target,
+                                        a, b, m)
+                    st = delta_stats(joined[f"{m}_a"].to_numpy()[mask],
+                                     joined[f"{m}_b"].to_numpy()[mask], clusters[mask],
+                                     metric=m, rng=rng, n_resamples=n_resamples,
+                                     confidence=confidence, method=method)
+                    rows.append({**head, "pooled": target is None,
+                                 "target": pd.NA if target is None else target,
+                                 "n_targets": len(set(targets[mask])), a_col: a, b_col: b, **st})
+    head_cols = list(strata) + (list(extra(df.iloc[:0]).keys()) if extra is not None else [])
+    cols = head_cols + ["pooled", "target", "n_targets", a_col, b_col] + STAT_COLUMNS
+    out = pd.DataFrame(rows, columns=cols)
+    out["target"] = out["target"].astype("Int64")
+    out["pooled"] = out["pooled"].astype(bool)
+    out["degenerate"] = out["degenerate"].astype(bool)
+    for m in metrics:
+        for scope in (True, False):
+            sel = ((out["metric"] == m) & (out["pooled"] == scope)).to_numpy()
+            if sel.any():
+                out.loc[sel, "p_holm"] = stats.holm(out.loc[sel, "p_value"].to_numpy(dtype=float))
+    return out
+
+
+def controller_pairs(names: Iterable[str]) -> list[tuple[str, str]]:
+    """``(a, b)`` pairs reported as ``a - b``: every pair once, later minus earlier in order."""
+    ordered = order_controllers(names)
+    return [(a, b) for j, b in enumerate(ordered) for a in ordered[j + 1:]]
+
+
+def paired_deltas(df: pd.DataFrame | Iterable[dict],
+                  metrics: Sequence[str] = DEFAULT_DELTA_METRICS, seed: int = 0,
+                  n_resamples: int = 9999, confidence: float = 0.95,
+                  method: str = stats.DEFAULT_METHOD) -> pd.DataFrame:
+    """``controller_a - controller_b`` per ``(family, policy label)``, per target and pooled.
+
+    Pair direction: controllers are ordered baseline-first (``none``, ``standard``,
+    ``verifier_gated``, ``stateqgp``, its ablation rows, ``unitqgp``, then alphabetically) and
+    every pair is reported once as *later minus earlier*. Columns: :data:`PAIRED_COLUMNS`.
+    Controller pairs without any matched episode are omitted.
+    """
+    df = as_frame(df)
+    if df.empty:
+        return pd.DataFrame(columns=PAIRED_COLUMNS)
+    out = delta_table(df, side="controller", strata=["family", "policy"], pairs=controller_pairs,
+                      metrics=metrics, seed=seed, n_resamples=n_resamples,
+                      confidence=confidence, a_col="controller_a", b_col="controller_b",
+                      method=method,
+                      extra=lambda g: {"simulated": bool(g["simulated"].any())})
+    out = out[PAIRED_COLUMNS]
+    if out.empty:
+        return out
+    rank = {m: i for i, m in enumerate(metrics)}
+    out = out.assign(_p=~out["pooled"], _t=out["target"].fillna(-1),
+                     _b=[controller_rank(c) for c in out["controller_b"]],
+                     _a=[controller_rank(c) for c in out["controller_a"]],
+                     _m=[rank[m] for m in out["metric"]])
+    return out.sort_values(["family", "policy", "_p", "_t", "_b", "_a", "_m"], kind="mergesort") \
+        .drop(columns=["_p", "_t", "_a", "_b", "_m"]).reset_index(drop=True)

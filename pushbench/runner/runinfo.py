@@ -1,0 +1,75 @@
+"""What a run directory says about itself, for the report: experiment, versions, planned work.
+
+:func:`run_info` reads ``manifest.json`` and ``errors.jsonl`` (never ``episodes.jsonl``: the
+report reads that) and returns only deterministic facts: no wall-clock time, no paths, no argv.
+Versions and the git revision are the **first** invocation's (later invocations that ran under
+another revision are listed), so two runs of one experiment at one revision give the same info.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .writer import ERRORS, MANIFEST, read_lines
+
+
+def _planned(experiment: dict) -> tuple[list[dict] | None, str | None]:
+    """Episodes the manifest's experiment plans (``None`` and the reason if it cannot expand)."""
+    from ..policies.identity import policy_label
+    from .experiment import ExperimentError, expand, validate
+
+    fields = {k: v for k, v in experiment.items() if k not in ("limit", "episodes")}
+    try:
+        exp = validate(fields, source="manifest experiment")
+        specs = expand(exp, limit=experiment.get("limit"))
+    except (ExperimentError, ValueError, KeyError) as e:
+        return None, str(e).splitlines()[0]
+    return [{"key": s.key, "task_id": s.task_id, "instance": s.instance,
+             "controller": s.controller, "seed": s.seed,
+             "policy": policy_label(s.policy, s.policy_params, s.policy_label)}
+            for s in specs], None
+
+
+def run_info(run_dir: str | Path) -> dict | None:
+    """Facts about the run in ``run_dir`` (``None`` when it has no manifest).
+
+    Keys: ``experiment`` (name, description), ``packages``, ``git``, ``other_revisions``,
+    ``invocations``, ``planned`` (episode count), ``planned_episodes`` (``key``, ``task_id``,
+    ``instance``, ``controller``, ``policy`` label, ``seed`` per planned episode; ``None`` when
+    the experiment no longer expands here, ``plan_problem`` says why), ``raised`` (the newest
+    error line per key that raised at least once).
+    """
+    path = Path(run_dir)
+    if path.is_file():
+        path = path.parent
+    file = path / MANIFEST
+    if not file.is_file():
+        return None
+    try:
+        manifest = json.loads(file.read_text())
+    except ValueError:
+        return None
+    exp = manifest.get("experiment") or {}
+    invocations = manifest.get("invocations") or []
+    first = invocations[0] if invocations else {}
+    git = first.get("git", manifest.get("git"))
+    commit = (git or {}).get("commit")
+    others = sorted({(inv.get("git") or {}).get("commit") for inv in invocations[1:]}
+                    - {commit, None})
+    planned, problem = _planned(exp) if exp else (None, "manifest has no experiment")
+    raised: dict[str, dict] = {}
+    for line in read_lines(path / ERRORS):
+        if isinstance(line, dict) and line.get("key"):
+            raised[line["key"]] = line
+    return {
+        "experiment": {"name": exp.get("name"), "description": exp.get("description", "")},
+        "packages": first.get("packages", manifest.get("packages")) or {},
+        "git": git,
+        "other_revisions": others,
+        "invocations": len(invocations),
+        "planned": len(planned) if planned is not None else exp.get("episodes"),
+        "planned_episodes": planned,
+        "plan_problem": problem,
+        "raised": [raised[k] for k in sorted(raised)],
+    }
