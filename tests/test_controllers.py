@@ -202,7 +202,8 @@ def test_controller_never_sees_the_valid_set(name):
     assert not (held & valid) - shown, "the controller holds valid ids the agent was never shown"
     for o in reachable:
         if isinstance(o, (set, frozenset, list, tuple, dict)) and len(o) >= len(valid):
-            assert not valid <= set(o), "a container holds the whole valid set"
+            assert not valid <= {x for x in o if isinstance(x, str)}, \
+                "a container holds the whole valid set"
     # The episode accepted some ids but far from all: the checks above had something to find.
     assert 0 < inner._verifier.valid_count < len(valid) and len(held & valid) > 0
 
