@@ -19,7 +19,9 @@ MAX_IDENT_LEN = 512
 
 
 def is_well_formed(ident: object) -> bool:
-    """True if ``ident`` has the identifier form and no path tricks (``..``, ``/`` lead, ``\\``)."""
+    """True if ``ident`` is a ``str`` of at most :data:`MAX_IDENT_LEN` characters with the
+    identifier form, no control character (C0, DEL, C1) and no path trick (``..`` anywhere, a
+    leading ``/``, any ``\\``)."""
     return (isinstance(ident, str) and len(ident) <= MAX_IDENT_LEN and ".." not in ident
             and _IDENT.fullmatch(ident) is not None)
 
@@ -38,10 +40,6 @@ class Verifier:
         self._valid = valid
         self._submitted: set[str] = set()
         self._accepted: set[str] = set()
-
-    def reset(self) -> None:
-        self._submitted.clear()
-        self._accepted.clear()
 
     @property
     def valid_count(self) -> int:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import types
 import warnings
+from collections import deque
 
+import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -12,6 +15,7 @@ import pushbench
 from pushbench.controllers import catalogue, components_of
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import list_tasks
+from pushbench.verifier import Verifier
 
 REPOSCAN_CONTROLLERS = [n for n, c in catalogue().items()
                         if not any(x.startswith("unit") for x in c.components)]
@@ -22,12 +26,22 @@ def step(env, call):
     return json.loads(obs), reward, term, trunc, info
 
 
+# check_env on a wrapped env always says it is "different from the unwrapped version" and
+# recommends checking env.unwrapped. Here the wrapper *is* the subject (its observations are
+# what agents see; the unwrapped envs are checked in their own families' tests), so that one
+# warning is expected. Every other warning fails the test.
+_EXPECTED_WRAPPER_WARNING = "is different from the unwrapped version"
+
+
 @pytest.mark.parametrize("name", REPOSCAN_CONTROLLERS)
 def test_every_composition_passes_check_env(name):
     env = pushbench.make("RepoScan-N10", controller=name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         check_env(env, skip_render_check=True)
+    others = [str(w.message) for w in caught if _EXPECTED_WRAPPER_WARNING not in str(w.message)]
+    assert others == []
+    assert len(caught) == 1, "the wrapper warning was expected (is this still a wrapper?)"
 
 
 def test_unknown_controller_suggests_close_names():
@@ -121,12 +135,77 @@ def test_malformed_actions_pass_through_untouched():
     assert "progress" in obs
 
 
-def test_controller_never_sees_the_valid_set():
-    env = pushbench.make("RepoScan-N10", controller="stateqgp")
-    env.reset(seed=0)
-    state = env.get_wrapper_attr("state")
-    assert not any("valid" in name and isinstance(getattr(state, name), (set, frozenset))
-                   for name in vars(state)), "the tracker holds only what verdicts told it"
+def _reachable(root, skip) -> list:
+    """Objects reachable from ``root`` through attributes, slots, containers, bound methods and
+    closures, without entering ``skip`` (the wrapped environment, which holds the verifier).
+    Classes, modules and plain functions' globals are not followed: they are code, not state."""
+    seen, stack, out = set(), [root], []
+    while stack:
+        obj = stack.pop()
+        if obj is skip or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        out.append(obj)
+        if isinstance(obj, (str, bytes, int, float, type(None), type, types.ModuleType)):
+            continue
+        if isinstance(obj, dict):
+            stack += [*obj.keys(), *obj.values()]
+        elif isinstance(obj, (list, tuple, set, frozenset, deque)):
+            stack += list(obj)
+        elif isinstance(obj, types.MethodType):
+            stack.append(obj.__self__)
+        elif isinstance(obj, types.FunctionType):
+            stack += [c.cell_contents for c in obj.__closure__ or ()]
+        else:
+            stack += list(getattr(obj, "__dict__", {}).values())
+            for cls in type(obj).__mro__:
+                for slot in getattr(cls, "__slots__", ()):
+                    if hasattr(obj, slot):
+                        stack.append(getattr(obj, slot))
+    return out
+
+
+def _strings(obj) -> set[str]:
+    if isinstance(obj, str):
+        return {obj}
+    if isinstance(obj, dict):
+        return set().union(*map(_strings, obj.keys()), *map(_strings, obj.values()))
+    if isinstance(obj, (list, tuple)):
+        return set().union(*map(_strings, obj))
+    return set()
+
+
+@pytest.mark.parametrize("name", REPOSCAN_CONTROLLERS)
+def test_controller_never_sees_the_valid_set(name):
+    """Nothing the controller holds reveals validity beyond what the agent was shown."""
+    env = pushbench.make("RepoScan-flask-decorated-N10", controller=name)
+    obs, _ = env.reset(seed=0)
+    shown = _strings(json.loads(obs))
+    hit_ids: list[str] = []
+    for call in ({"tool": "search", "query": "", "page": 1}, {"tool": "search", "query": "test"},
+                 "submit", "submit", {"tool": "status"}, {"tool": "search", "query": "app"},
+                 {"tool": "final", "reported_count": 99}):
+        if call == "submit":
+            call, hit_ids = {"tool": "submit", "ids": hit_ids[:10]}, hit_ids[10:]
+        obs, *_ = env.step(call)
+        decoded = json.loads(obs)
+        shown |= _strings(decoded)
+        hit_ids += [h["id"] for h in (decoded.get("result") or {}).get("results", [])]
+    inner = env.unwrapped
+    valid = inner._verifier._valid
+    reachable = _reachable(env, skip=inner)
+    assert reachable[0] is env and env.env is inner  # the controller wraps the env directly
+    assert not any(isinstance(o, (gym.Env, Verifier)) for o in reachable[1:]), \
+        "a component holds the environment or its verifier"
+    assert not any(o is valid for o in reachable)
+    held = {o for o in reachable if isinstance(o, str)}
+    assert not (held & valid) - shown, "the controller holds valid ids the agent was never shown"
+    for o in reachable:
+        if isinstance(o, (set, frozenset, list, tuple, dict)) and len(o) >= len(valid):
+            assert not valid <= {x for x in o if isinstance(x, str)}, \
+                "a container holds the whole valid set"
+    # The episode accepted some ids but far from all: the checks above had something to find.
+    assert 0 < inner._verifier.valid_count < len(valid) and len(held & valid) > 0
 
 
 @pytest.mark.slow

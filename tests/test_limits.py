@@ -102,8 +102,17 @@ def test_local_limiter_caps_asyncio_and_survives_cancellation():
 
 def test_uncapped_endpoints_are_not_limited():
     lim = limits.LocalLimiter({"http://a/v1": 1})
-    with lim.slot("http://other/v1"), lim.slot("http://other/v1"):
-        pass
+    inside = threading.Event()
+
+    def nested() -> None:  # two slots at once on an endpoint without a cap
+        with lim.slot("http://other/v1"), lim.slot("http://other/v1"):
+            inside.set()
+
+    t = threading.Thread(target=nested, daemon=True)  # a regression blocks here, not the suite
+    t.start()
+    t.join(timeout=10)
+    assert inside.is_set() and not t.is_alive(), "an uncapped endpoint was limited"
+    assert lim.stats()["http://other/v1"] == {"cap": None, "in_flight": 0, "peak": 2, "calls": 2}
 
 
 def test_apply_installs_a_local_limiter_for_in_process_executors():

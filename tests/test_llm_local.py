@@ -30,7 +30,10 @@ import pytest
 from pushbench import metrics
 from pushbench.runner.episode import run_episode
 
-pytestmark = pytest.mark.slow
+# The server may take up to 180 s to start and each model call may wait up to its 600 s client
+# timeout; with other model servers sharing 2 cores one episode took 1102 s. Far beyond the
+# default per-test timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 TASK = "RepoScan-N10"
 BUDGET = 6

@@ -153,6 +153,20 @@ def test_verifier_recoveries():
     assert m.verifier_recoveries(rec) == 2
     assert m.verifier_recoveries(SIX) == 0             # no verifier runs at all
 
+    # Asymmetric cases: "passed after failing" differs from "failed after passing" and from
+    # "passed without failing first" (the data above counts 2 for each of those readings).
+    def count(*runs):
+        return m.verifier_recoveries(_record(
+            [run(i, u, ok) for i, (u, ok) in enumerate(runs, 1)], terminated_by="budget",
+            budget=len(runs)))
+
+    assert count(("u1", False), ("u1", True)) == 1
+    assert count(("u1", True)) == 0                     # passed, never failed
+    assert count(("u1", True), ("u1", False)) == 0      # failed after passing
+    assert count(("u1", True), ("u2", True), ("u3", False)) == 0
+    assert count(("u1", False), ("u1", False), ("u1", True), ("u1", True)) == 1
+    assert count(("u1", False), ("u2", True), ("u1", True), ("u3", False), ("u3", True)) == 2
+
 
 def test_interventions_and_blocked_completions():
     controller = {"name": "stateqgp", "components": ["dedupe", "completion_gate"], "steps": [

@@ -24,6 +24,11 @@ from pushbench.envs.swelite import mutate, runner, venvs, workspace
 from pushbench.envs.swelite import units as U
 from pushbench.policies import make_policy
 
+# The first SWE-lite test on a cold cache builds the per-snapshot test venvs from the package
+# index (about 3 minutes on 2 idle cores, more on a busy machine): too close to the default
+# per-test timeout.
+pytestmark = pytest.mark.timeout(900)
+
 TINY = str(Path(__file__).parent / "data" / "swelite_tiny.yaml")
 SNAPS = ("requests", "flask", "pytest")
 

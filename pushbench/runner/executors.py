@@ -30,7 +30,7 @@ import threading
 import traceback
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..policies.identity import policy_label
 from .experiment import EpisodeSpec
@@ -157,19 +157,33 @@ def _context() -> mp.context.BaseContext:
 class LocalPoolExecutor(Executor):
     """A local process pool (``concurrent.futures`` with a forkserver/spawn context).
 
-    At most ``2 * workers`` episodes are submitted at once, so stopping early leaves little
-    queued work and memory stays flat for long sweeps. A worker process that dies (OOM kill,
-    segfault) turns its in-flight episodes into error results and the pool is rebuilt.
+    At most ``window`` (default ``2 * workers``) episodes are submitted at once, so stopping
+    early leaves little queued work and memory stays flat for long sweeps.
+
+    A worker process that dies (OOM kill, segfault) breaks the whole pool: Python fails every
+    episode in flight in it, including those running in healthy workers. Those episodes are
+    run again **alone**, one at a time, in a fresh pool (nothing else is submitted meanwhile),
+    so only the one that kills its worker a second time becomes an error result (``errors.jsonl``;
+    it runs again on resume) and the others finish in this invocation. A pool that breaks
+    before any episode has come back from any pool is a setup failure (workers cannot start):
+    :meth:`run` raises ``RuntimeError`` rather than failing every episode.
     """
 
     name = "process"
 
-    def __init__(self, workers: int = 2, window: int | None = None) -> None:
+    def __init__(self, workers: int = 2, window: int | None = None,
+                 fn: Callable[[EpisodeSpec], EpisodeResult] | None = None) -> None:
         super().__init__(workers)
         self.window = window or 2 * self.workers
+        # what a worker runs per spec (default run_spec; must pickle by reference): tests
+        # inject worker deaths here, as they do for the Ray executor
+        self.fn = fn or run_spec
         self._pool: cf.ProcessPoolExecutor | None = None
-        self._alive = None  # write end of the parent-alive pipe (kept open, never written)
-        self._futures: dict[cf.Future, tuple[EpisodeSpec, cf.ProcessPoolExecutor]] = {}
+        self._alive = self._reader = None  # the parent-alive pipe (write end never written)
+        # future -> (spec, the pool it went to, whether it ran alone in that pool)
+        self._futures: dict[cf.Future, tuple[EpisodeSpec, cf.ProcessPoolExecutor, bool]] = {}
+        self._suspects: deque[EpisodeSpec] = deque()  # lost with a broken pool: re-run alone
+        self._any_ok = False  # an episode came back from some pool: workers can start
 
     def _ensure_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
@@ -178,60 +192,85 @@ class LocalPoolExecutor(Executor):
             self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
                                                 initializer=_worker_init, initargs=(reader,))
             self._reader = reader  # kept until the pool has started its workers
-            self._pool_ok = False  # becomes True once any episode came back from this pool
         return self._pool
 
     def _pool_broke(self, pool: cf.ProcessPoolExecutor, err: BaseException) -> None:
-        """Forget a broken pool; a pool that never returned an episode is a setup failure."""
+        """Forget a broken pool (its workers are gone); raise if workers never got going."""
         if pool is not self._pool:
             return
-        ok = self._pool_ok
         pool.shutdown(wait=False, cancel_futures=True)
         self._pool = None
-        if not ok:
+        self._close_pipe()
+        if not self._any_ok:
             raise RuntimeError(
                 "the process pool's workers died before finishing any episode (see their "
                 "output above; a script fed on stdin cannot be re-imported by workers). "
                 f"Try --executor inprocess to see the error directly. ({err!r})") from err
 
+    def _close_pipe(self) -> None:
+        for conn in (self._alive, self._reader):
+            if conn is not None:
+                conn.close()
+        self._alive = self._reader = None
+
     @property
     def in_flight(self) -> int:
         return len(self._futures)
 
+    def _submit(self, spec: EpisodeSpec, alone: bool) -> bool:
+        """Submit ``spec`` to the pool (a fresh one if it broke); ``False`` if it broke now."""
+        pool = self._ensure_pool()
+        try:
+            fut = pool.submit(self.fn, spec)
+        except cf.process.BrokenProcessPool as e:
+            self._pool_broke(pool, e)
+            return False
+        self._futures[fut] = (spec, pool, alone)
+        return True
+
+    def _fill(self, queue: deque) -> None:
+        if self._suspects:  # one suspect at a time, alone, until none is left
+            if not self._futures and self._submit(self._suspects[0], alone=True):
+                self._suspects.popleft()
+            return
+        while queue and len(self._futures) < self.window:
+            if self._submit(queue[0], alone=False):
+                queue.popleft()
+
     def _collect(self, done: Iterable[cf.Future]) -> Iterator[EpisodeResult]:
-        for fut in sorted(done, key=lambda f: self._futures[f][0].key):
-            spec, pool = self._futures.pop(fut)
+        done = sorted(done, key=lambda f: self._futures[f][0].key)
+        # Note any episode that came back before judging the breaks of the same batch.
+        if any(not f.cancelled() and f.exception() is None for f in done):
+            self._any_ok = True
+        for fut in done:
+            spec, pool, alone = self._futures.pop(fut)
             try:
                 result = fut.result()
             except cf.process.BrokenProcessPool as e:
-                # every unfinished episode of that pool fails with it; they are errors of this
-                # invocation and run again on resume. Later submissions get a fresh pool.
                 self._pool_broke(pool, e)
-                yield EpisodeResult(spec, error=f"worker process died: {e!r}")
+                if alone:  # it broke a pool on its own: this episode kills its worker
+                    yield EpisodeResult(spec, error=(
+                        "worker process died while running this episode (twice, the second "
+                        f"time alone in its pool): {e!r}. It runs again on resume."))
+                else:  # maybe only a bystander of another episode's death: run it again
+                    self._suspects.append(spec)
                 continue
             except cf.CancelledError:
                 yield EpisodeResult(spec, error="cancelled before it ran")
                 continue
-            if pool is self._pool:
-                self._pool_ok = True
             yield result
 
     def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         queue = deque(specs)
-        while queue or self._futures:
-            while queue and len(self._futures) < self.window:
-                pool = self._ensure_pool()
-                try:
-                    fut = pool.submit(run_spec, queue[0])
-                except cf.process.BrokenProcessPool as e:
-                    self._pool_broke(pool, e)  # the spec stays queued for a fresh pool
-                    continue
-                spec = queue.popleft()
-                self._futures[fut] = (spec, pool)
-            done, _ = cf.wait(list(self._futures), return_when=cf.FIRST_COMPLETED)
-            yield from self._collect(done)
+        while queue or self._suspects or self._futures:
+            self._fill(queue)
+            if self._futures:
+                done, _ = cf.wait(list(self._futures), return_when=cf.FIRST_COMPLETED)
+                yield from self._collect(done)
 
     def drain(self) -> Iterator[EpisodeResult]:
+        """Results of episodes still running. Suspects not yet re-run are not run (like
+        episodes never submitted, they run on resume)."""
         while self._futures:
             done, _ = cf.wait(list(self._futures), return_when=cf.FIRST_COMPLETED)
             yield from self._collect(done)
@@ -239,6 +278,7 @@ class LocalPoolExecutor(Executor):
     def shutdown(self) -> None:
         pool, self._pool = self._pool, None
         self._futures.clear()
+        self._suspects.clear()
         if pool is None:
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())
@@ -248,10 +288,7 @@ class LocalPoolExecutor(Executor):
                 p.terminate()
         for p in procs:
             p.join(timeout=5)
-        for conn in (self._alive, getattr(self, "_reader", None)):
-            if conn is not None:
-                conn.close()
-        self._alive = self._reader = None
+        self._close_pipe()
 
 
 EXECUTORS: dict[str, type[Executor]] = {

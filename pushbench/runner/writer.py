@@ -87,7 +87,13 @@ def _syncfs(fd: int) -> bool:
 
 
 def read_lines(path: Path, repair: bool = False) -> list[dict]:
-    """Complete JSON lines of ``path``; a truncated last line is dropped (and cut if ``repair``)."""
+    """The JSON objects of ``path``, one per line, in file order (``[]`` if it does not exist).
+
+    Blank lines are skipped. A line that is not a JSON object (bad JSON, a list, a number) is
+    skipped with a warning naming its 1-based line number; only that line is lost. A truncated
+    last line (no newline: a write cut short) is dropped with a warning and, if ``repair``,
+    cut from the file so appends start on a fresh line.
+    """
     if not path.exists():
         return []
     data = path.read_bytes()
@@ -106,9 +112,13 @@ def read_lines(path: Path, repair: bool = False) -> list[dict]:
         if not raw.strip():
             continue
         try:
-            lines.append(json.loads(raw))
+            line = json.loads(raw)
         except ValueError:
+            line = None
+        if not isinstance(line, dict):  # resume reads keys from these lines: objects only
             warnings.warn(f"{path}:{i}: unreadable line skipped", stacklevel=2)
+            continue
+        lines.append(line)
     return lines
 
 

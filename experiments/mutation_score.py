@@ -1,0 +1,262 @@
+"""Mutation score per module of the measurement core (mutmut 3), each with its fast tests only.
+
+    pip install -e ".[mutation]"
+    python experiments/mutation_score.py                         # every configured module
+    python experiments/mutation_score.py pushbench/verifier.py   # only these
+    python experiments/mutation_score.py --list                  # modules, functions, tests
+
+The modules, the tests that judge each one and (optionally) the functions whose mutants count
+live in ``[tool.pushbench.mutation.modules]`` of pyproject.toml, next to the ``[tool.mutmut]``
+table that a plain ``mutmut run`` uses; the two module lists must agree. mutmut reads its
+configuration from the working directory only, so each module runs in a scratch copy of the
+repository (``mutants/score/<module>/``, which mutmut fills with its own ``mutants/`` copy)
+whose ``[tool.mutmut]`` names that module and its tests alone.
+
+Per module the script prints the mutants generated, how many the tests killed (a mutmut
+``timeout`` counts as killed: the tests noticed), survived, had no test reaching them, and the
+equivalent ones listed in ``experiments/mutation_equivalents.yaml`` (mutants that behave exactly
+like the original, each with a one-line reason). Scores: killed / total and killed /
+non-equivalent. Survivors that are not listed as equivalent are shown with their diff. A
+listed equivalent whose mutant no longer exists or no longer changes the quoted code is
+reported as stale and not counted. Wall-clock seconds per module are printed (they vary with
+the machine; nothing asserts them). Exit status 1 when a module's killed / non-equivalent is
+below ``--fail-under`` (default: report only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EQUIVALENTS = ROOT / "experiments" / "mutation_equivalents.yaml"
+WORK = ROOT / "mutants" / "score"
+COPY = ("pushbench", "tests", "tasks", "snapshots", "controllers", "pyproject.toml")
+KILLED = ("killed", "timeout")
+STATUS = re.compile(r"^\s+(\S+__mutmut_\d+): (.+)$")
+
+
+@dataclass
+class Target:
+    module: str  # path relative to the repository root
+    tests: list[str]
+    functions: list[str] = field(default_factory=list)  # "f" or "Class.method"; empty: all
+
+    @property
+    def dotted(self) -> str:
+        return self.module.removesuffix(".py").replace("/", ".")
+
+    def name_patterns(self) -> list[str]:
+        """mutmut mutant-name globs for this target (mutmut names methods ``xǁClassǁmethod``)."""
+        if not self.functions:
+            return [f"{self.dotted}.*"]
+        out = []
+        for f in self.functions:
+            cls, _, meth = f.rpartition(".")
+            out.append(f"{self.dotted}.x\u01c1{cls}\u01c1{meth}__mutmut_*" if cls
+                       else f"{self.dotted}.x_{meth}__mutmut_*")
+        return out
+
+    def owns(self, mutant: str) -> bool:
+        return any(_glob(p).fullmatch(mutant) for p in self.name_patterns())
+
+
+def _glob(pattern: str) -> re.Pattern:
+    return re.compile(".*".join(re.escape(p) for p in pattern.split("*")))
+
+
+def load_targets() -> dict[str, Target]:
+    """The configured modules; refuses a pyproject whose two module lists disagree."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
+    modules = cfg["pushbench"]["mutation"]["modules"]
+    targets = {m: Target(m, list(v["tests"]), list(v.get("functions", ())))
+               for m, v in modules.items()}
+    mutmut = cfg["mutmut"]
+    if sorted(mutmut["only_mutate"]) != sorted(targets):
+        sys.exit("pyproject.toml: [tool.mutmut] only_mutate and [tool.pushbench.mutation.modules] "
+                 f"list different modules:\n  {sorted(mutmut['only_mutate'])}\n  {sorted(targets)}")
+    tests = sorted({t for tg in targets.values() for t in tg.tests})
+    if sorted(mutmut["pytest_add_cli_args_test_selection"]) != tests:
+        sys.exit("pyproject.toml: [tool.mutmut] pytest_add_cli_args_test_selection should be the "
+                 f"union of the modules' tests: {tests}")
+    for tg in targets.values():
+        for path in (tg.module, *tg.tests):
+            if not (ROOT / path).exists():
+                sys.exit(f"pyproject.toml names {path}, which does not exist (moved?)")
+    return targets
+
+
+def load_equivalents() -> dict[str, dict]:
+    """mutant name -> {"changes": code the mutant writes, "reason": why it is equivalent}."""
+    if not EQUIVALENTS.exists():
+        return {}
+    data = yaml.safe_load(EQUIVALENTS.read_text()) or {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or not entry.get("reason") or not entry.get("changes"):
+            sys.exit(f"{EQUIVALENTS}: {name} needs a 'changes' fragment and a one-line 'reason'")
+    return data
+
+
+def scratch_copy(target: Target) -> Path:
+    """A fresh copy of the repository whose [tool.mutmut] covers ``target`` alone."""
+    work = WORK / target.dotted
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
+    for name in COPY:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=ignore)
+        else:
+            shutil.copy2(src, work / name)
+    text = (work / "pyproject.toml").read_text()
+    table = ("[tool.mutmut]\n"
+             f'source_paths = ["{target.module.split("/")[0]}"]\n'
+             f'only_mutate = ["{target.module}"]\n'
+             f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}\n")
+    text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)
+    mutmut = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    for key in ("pytest_add_cli_args", "also_copy"):
+        table += f"{key} = {_toml_list(mutmut.get(key, []))}\n"
+    (work / "pyproject.toml").write_text(text + "\n" + table)
+    return work
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+def mutmut(work: Path, *args: str, log: Path | None = None) -> str:
+    exe = Path(sys.executable).with_name("mutmut")
+    cmd = [str(exe) if exe.exists() else "mutmut", *args]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    res = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
+    if log is not None:
+        log.write_text(res.stdout + res.stderr)
+    if res.returncode != 0:
+        sys.exit(f"`{' '.join(cmd)}` failed in {work} (exit {res.returncode}):\n"
+                 f"{(res.stdout + res.stderr)[-3000:]}")
+    return res.stdout
+
+
+@dataclass
+class Score:
+    target: Target
+    seconds: float
+    statuses: dict[str, str]
+    equivalent: dict[str, str]
+    stale: list[str]
+    diffs: dict[str, str]
+
+    def count(self, *statuses: str) -> int:
+        return sum(s in statuses for s in self.statuses.values())
+
+    @property
+    def total(self) -> int:
+        return len(self.statuses)
+
+    @property
+    def killed(self) -> int:
+        return self.count(*KILLED)
+
+    @property
+    def survivors(self) -> list[str]:
+        return sorted(m for m, s in self.statuses.items()
+                      if s not in KILLED and m not in self.equivalent)
+
+    def ratio(self, num: int, den: int) -> str:
+        return f"{num}/{den} = {100 * num / den:.1f}%" if den else "-"
+
+
+def score(target: Target, equivalents: dict[str, dict], children: int) -> Score:
+    work = scratch_copy(target)
+    start = time.perf_counter()
+    mutmut(work, "run", "--max-children", str(children), *target.name_patterns(),
+           log=work / "mutmut-run.log")
+    seconds = time.perf_counter() - start
+    statuses = {}
+    for line in mutmut(work, "results", "--all", "true").splitlines():
+        m = STATUS.match(line)
+        if m and target.owns(m.group(1)):
+            statuses[m.group(1)] = m.group(2).strip()
+    if not statuses:
+        sys.exit(f"mutmut produced no mutants for {target.module} (see {work}/mutmut-run.log)")
+    unchecked = [m for m, s in statuses.items() if s == "not checked"]
+    if unchecked:  # an interrupted run: a score over part of the mutants would mislead
+        sys.exit(f"{len(unchecked)} of {len(statuses)} mutants of {target.module} were not "
+                 f"checked (interrupted?); see {work}/mutmut-run.log")
+    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
+             if s not in KILLED or m in equivalents}
+    equivalent, stale = {}, []
+    for name, entry in equivalents.items():
+        if not target.owns(name):
+            continue
+        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
+                          if x.startswith("+") and not x.startswith("+++"))
+        if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
+            equivalent[name] = entry["reason"]
+        else:
+            stale.append(name)
+    return Score(target, seconds, statuses, equivalent, stale, diffs)
+
+
+def report(s: Score) -> None:
+    t = s.target
+    scope = f" ({', '.join(t.functions)})" if t.functions else ""
+    print(f"\n== {t.module}{scope}   tests: {' '.join(t.tests)}")
+    print(f"   mutants {s.total}: killed {s.count('killed')}, timeout {s.count('timeout')}, "
+          f"survived {s.count('survived')}, no tests {s.count('no tests')}, other "
+          f"{s.total - s.count('killed', 'timeout', 'survived', 'no tests')}; "
+          f"equivalent (listed) {len(s.equivalent)}")
+    print(f"   killed / total          {s.ratio(s.killed, s.total)}")
+    print(f"   killed / non-equivalent {s.ratio(s.killed, s.total - len(s.equivalent))}")
+    print(f"   mutmut run took {s.seconds:.0f} s")
+    for name in s.stale:
+        print(f"   STALE equivalent entry (mutant gone, killed or changed): {name}")
+    for name in s.survivors:
+        print(f"\n   survivor {name} [{s.statuses[name]}]")
+        print("".join(f"     {x}\n" for x in s.diffs.get(name, "").splitlines()
+                      if x.startswith(("+", "-")) and not x.startswith(("+++", "---"))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("modules", nargs="*", help="module paths (default: every configured one)")
+    ap.add_argument("--list", action="store_true", help="show the configuration and exit")
+    ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2,
+                    help="parallel mutant runs (default: CPU count)")
+    ap.add_argument("--fail-under", type=float, default=0.0,
+                    help="exit 1 if killed / non-equivalent is below this percentage")
+    args = ap.parse_args(argv)
+    targets = load_targets()
+    unknown = [m for m in args.modules if m not in targets]
+    if unknown:
+        ap.error(f"not configured: {', '.join(unknown)}; configured: {', '.join(targets)}")
+    chosen = [targets[m] for m in args.modules] or list(targets.values())
+    if args.list:
+        for t in chosen:
+            print(f"{t.module}: tests {t.tests}" + (f", functions {t.functions}"
+                                                    if t.functions else ""))
+        return 0
+    equivalents = load_equivalents()
+    failed = False
+    for t in chosen:
+        s = score(t, equivalents, args.max_children)
+        report(s)
+        den = s.total - len(s.equivalent)
+        failed |= bool(den) and 100 * s.killed / den < args.fail_under
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
