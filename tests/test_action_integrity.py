@@ -167,11 +167,13 @@ def test_a_raising_tool_is_recorded_then_raised(monkeypatch):
 # ----- DataOps answers and checkers are total -----------------------------------------------------------
 def _answer_unit(env):
     u = env.unwrapped
-    return next(x for x in u._units.values() if x.answer_type == "integer")
+    # answer units hold list answers since answers were made unguessable; the checker must be
+    # total for whatever value type a unit expects
+    return next(x for x in u._units.values() if x.answer_type is not None)
 
 
 @pytest.mark.parametrize("value", ["²", "--5", "-", "٣", "1_000", "3.0", "+-1", "9" * 150, "𝟙",
-                                   " -0 "])
+                                   " -0 ", "1," + "9" * 1500, ", ,", "none,none"])
 def test_dataops_odd_integer_answers_are_judged_not_raised(value):
     env = pushbench.make("DataOps-N10")
     env.reset(seed=0)
@@ -268,6 +270,8 @@ def test_every_shipped_experiment_still_loads():
     from pushbench.runner.experiment import load_experiment
 
     for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        if path.name == "mutation_equivalents.yaml":  # the mutation script's list, no experiment
+            continue
         if "llm" in path.name:
             pytest.importorskip("openai")
             pytest.importorskip("langgraph")
