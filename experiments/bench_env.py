@@ -32,9 +32,10 @@ from pathlib import Path
 import numpy as np
 
 import pushbench
-from pushbench import indexer, snapshots
-from pushbench.envs.reposcan import _search_index, _valid_set
-from pushbench.search import SearchIndex
+from pushbench.families.reposcan import indexer
+from pushbench import snapshots
+from pushbench.families.reposcan.env import _search_index, _valid_set
+from pushbench.families.reposcan.search import SearchIndex
 from pushbench.tasks import list_tasks
 
 SNAPSHOTS = ("requests", "flask", "pytest")
@@ -241,8 +242,8 @@ def _instances_of(snapshot: str):
 
 
 def _check_valid_set(instance: str, cfg: dict, facts) -> None:
-    from pushbench.predicates import parse_predicate
-    from pushbench.verifier import digest
+    from pushbench.families.reposcan.predicates import parse_predicate
+    from pushbench.families.reposcan.verifier import digest
 
     pred = parse_predicate(cfg["predicate"])
     valid = {f.ident for f in facts if pred.test(f)}

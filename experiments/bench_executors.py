@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pushbench.runner.executors import InProcessExecutor, LocalPoolExecutor
+from pushbench.runner.executors.local import InProcessExecutor, LocalPoolExecutor
 from pushbench.runner.experiment import expand, load_experiment
 from pushbench.runner.sweep import run_experiment
 
@@ -59,7 +59,7 @@ def _lines(run_dir: Path) -> dict[str, dict]:
 def _ray_executor(cpus: int):
     import ray
 
-    from pushbench.runner.ray_executor import RayExecutor
+    from pushbench.runner.executors.ray import RayExecutor
 
     ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=256 * 1024 ** 2,
              log_to_driver=False)

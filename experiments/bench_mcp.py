@@ -77,7 +77,7 @@ def watch_cost(task: str, reps: int) -> dict:
     import os
 
     import pushbench
-    from pushbench.watch import WorkspaceWatch
+    from pushbench.blackbox.watch import WorkspaceWatch
 
     env = pushbench.make(task)
     env.reset(seed=0)

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pushbench.runner.executors import InProcessExecutor, LocalPoolExecutor
+from pushbench.runner.executors.local import InProcessExecutor, LocalPoolExecutor
 from pushbench.runner.experiment import expand, load_experiment
 from pushbench.runner.sweep import run_experiment
 

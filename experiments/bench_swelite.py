@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pushbench
-from pushbench.envs.swelite import units as U
+from pushbench.families.swelite import units as U
 from pushbench.policies import make_policy
 
 SNAPSHOTS = ("requests", "flask", "pytest")

@@ -2,7 +2,7 @@
 
     pip install -e ".[mutation]"
     python experiments/mutation_score.py                         # every configured module
-    python experiments/mutation_score.py pushbench/verifier.py   # only these
+    python experiments/mutation_score.py pushbench/families/reposcan/verifier.py   # only these
     python experiments/mutation_score.py --list                  # modules, functions, tests
 
 The modules, the tests that judge each one and (optionally) the functions whose mutants count

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from pushbench import snapshots
-from pushbench.envs.swelite import mutate, runner, venvs
+from pushbench.families.swelite import mutate, runner, venvs
 
 
 def functions(source: str) -> list[str]:

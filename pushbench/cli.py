@@ -51,7 +51,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_OneLineErrors
                   help="PushBench: quantitative goal persistence benchmark for LLM agents.")
 snap_app = typer.Typer(no_args_is_help=True, help="Build, list and verify repository snapshots.")
 app.add_typer(snap_app, name="snapshots")
-from .envs.swelite.cli import swelite_app  # noqa: E402  (light: typer and rich only)
+from .families.swelite.cli import swelite_app  # noqa: E402  (light: typer and rich only)
 
 app.add_typer(swelite_app, name="swelite")
 console = Console(stderr=True)
@@ -93,7 +93,8 @@ def snapshots_build(
     force: bool = typer.Option(False, help="rebuild even if cached"),
 ) -> None:
     """Obtain, verify (sha256), extract and freeze the pinned sdists; then index them."""
-    from . import indexer, snapshots
+    from .families.reposcan import indexer
+    from . import snapshots
 
     for name in names or sorted(snapshots.load_pins()):
         try:
@@ -186,13 +187,13 @@ def run_cmd(
 
     from .runner.experiment import ExperimentError, load_experiment, parse_seeds
     from .runner.sweep import SweepInterrupted, report_and_plot, run_experiment
-    from .runner.writer import RunDirError
+    from .runner.rundir import RunDirError
 
     _readable_file(experiment, "experiment file")
     _writable_dir(out_dir, "--out")
-    if concurrency is not None:  # the asyncio executor (pushbench/runner/async_executor.py)
+    if concurrency is not None:  # the asyncio executor (pushbench/runner/executors/async_.py)
         executor, workers = "async", concurrency
-    if address is not None:  # the Ray executor (pushbench/runner/ray_executor.py)
+    if address is not None:  # the Ray executor (pushbench/runner/executors/ray.py)
         if executor not in (None, "ray"):
             _fail(f"--address is for --executor ray, not {executor!r}")
         executor = "ray"
@@ -241,7 +242,7 @@ def _load_run(run_dir: Path) -> list:
     """Episodes of a run directory (or an episodes .jsonl file); _fail when there are none."""
     import warnings
 
-    from .report import load_episodes
+    from .analysis.report import load_episodes
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -293,7 +294,7 @@ def plot_cmd(
                                          "figure (default: the largest)"),
 ) -> None:
     """Write the figures (PNG) and print their paths."""
-    from .plots import make_plots
+    from .analysis.plots import make_plots
 
     if out_dir is not None:
         _writable_dir(out_dir, "--out")
@@ -331,7 +332,7 @@ def mcp_cmd(
                                             "(a warning instead of a refusal)"),
 ) -> None:
     """Serve one episode of TASK to a black-box agent as a stdio MCP server."""
-    from .blackbox import check_label
+    from .blackbox.evaluate import check_label
 
     try:
         check_label("condition", condition)
@@ -343,7 +344,7 @@ def mcp_cmd(
     if workspace is not None and workspace.exists() and not workspace.is_dir():
         _fail(f"--workspace {workspace} is a file; give a new directory for the copy")
     try:
-        from . import mcp_server
+        from .blackbox import server as mcp_server
     except ImportError as e:
         _fail(f"the MCP server needs the optional dependency ({e}): pip install 'pushbench[mcp]'")
     code = mcp_server.main(task, run_dir, seed=seed, controller=controller, workspace=workspace,
@@ -357,7 +358,7 @@ def mcp_prompt_cmd(
     condition: str = typer.Argument("default", help="default | checklist"),
 ) -> None:
     """Print the prompt to give a black-box agent under CONDITION."""
-    from .blackbox import PROMPTS
+    from .blackbox.evaluate import PROMPTS
 
     if condition not in PROMPTS:
         _fail(f"unknown condition {condition!r}; known: {', '.join(PROMPTS)}")
@@ -374,7 +375,7 @@ def evaluate_cmd(
     """Turn black-box run directories into episodes.jsonl plus the report tables."""
     import warnings
 
-    from .blackbox import RunDirError, full_records_from_run_dirs, write_evaluation
+    from .blackbox.evaluate import RunDirError, full_records_from_run_dirs, write_evaluation
 
     _writable_dir(out_dir, "--out")
     for d in run_dirs:

@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 from pushbench.runner import episode as _episode
-from pushbench.runner.executors import EpisodeResult, run_spec
+from pushbench.runner.executors.local import EpisodeResult, run_spec
 from pushbench.runner.experiment import EpisodeSpec
 
 

@@ -18,8 +18,8 @@ from pushbench.controllers import catalogue
 from pushbench.controllers.components import MAX_BUFFERED_IDS
 from pushbench.envs import actions as A
 from pushbench.envs.base import MAX_BUDGET, BudgetError
-from pushbench.envs.dataops import artifacts, metadata
-from pushbench.envs.dataops import units as U
+from pushbench.families.dataops import artifacts, metadata
+from pushbench.families.dataops import units as U
 
 REPOSCAN = "RepoScan-requests-docstring-N10"
 DATAOPS = "DataOps-b1-N3"
@@ -280,7 +280,7 @@ def test_every_shipped_experiment_still_loads():
 
 def test_swelite_step_after_close_raises(monkeypatch):
     """SWE-lite inherits the rule (tiny unit recipe, no pytest run)."""
-    from pushbench.envs.swelite import units as SU
+    from pushbench.families.swelite import units as SU
 
     monkeypatch.setenv(SU.RECIPE_ENV, str(ROOT / "tests" / "data" / "swelite_tiny.yaml"))
     env = pushbench.make("SWELite-requests-N3")

@@ -1,7 +1,7 @@
 """Records are evidence (issue 11, section 3): forged black-box runs are flagged as tampered,
 honest ones are not, and out-of-band workspace edits are recorded.
 
-Runs are written by the real server session (:class:`pushbench.mcp_server.BlackBoxSession`,
+Runs are written by the real server session (:class:`pushbench.blackbox.server.BlackBoxSession`,
 in-process here; the out-of-band test drives the real server over stdio with the SDK client),
 then edited the ways a forger would, and read back with ``pushbench evaluate``'s reader.
 """
@@ -28,7 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 import pushbench  # noqa: E402
-from pushbench import blackbox  # noqa: E402
+from pushbench.blackbox import evaluate as blackbox  # noqa: E402
 from pushbench.policies import make_policy  # noqa: E402
 
 REPOSCAN = "RepoScan-requests-docstring-N10"
@@ -37,7 +37,7 @@ DATAOPS = "DataOps-b1-N3"
 
 # ----- making runs ---------------------------------------------------------------------------
 def session(run_dir: Path, task: str, **kw):
-    from pushbench.mcp_server import BlackBoxSession
+    from pushbench.blackbox.server import BlackBoxSession
 
     kw.setdefault("controller", "standard")
     return BlackBoxSession(task, run_dir, argv=["test"], **kw)
@@ -155,7 +155,7 @@ def test_honest_runs_are_not_tampered(honest, name):
 
 
 def test_trace_lines_form_a_digest_chain(honest):
-    from pushbench import audit
+    from pushbench.blackbox import audit
 
     run = json.loads((honest["reposcan"] / "run.json").read_text())
     rec = json.loads((honest["reposcan"] / "episode.json").read_text())
@@ -184,7 +184,7 @@ def test_a_fake_submit_of_ten_accepted_ids_is_flagged(honest, tmp_path):
     assert rec["tampered"] is True
     assert any("differ from the replay" in r for r in rec["tamper_reasons"])
     # even with ids that really are valid (an answer key from elsewhere) the trace disagrees
-    from pushbench.envs.reposcan import _valid_set
+    from pushbench.families.reposcan.env import _valid_set
 
     run2 = forged(honest["zero"], tmp_path / "b")
     edit_record(run2, lambda rec: fake_submit(rec, sorted(_valid_set("requests-docstring"))[:10]))

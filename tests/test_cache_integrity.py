@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 import pushbench
-from pushbench import indexer, paths, verifier
+from pushbench.families.reposcan import indexer, verifier
+from pushbench import paths
 from pushbench.tasks import manifests
 
 IDENT = re.compile(r"^[^\s:]+\.py::[A-Za-z_][A-Za-z0-9_.]*$")
@@ -147,7 +148,7 @@ def leaks(home: Path, pinned: dict[str, tuple[int, str]]) -> tuple[list[str], in
 @pytest.fixture(scope="module")
 def temp_home(tmp_path_factory, snapshot_roots):
     """A PUSHBENCH_HOME built from scratch (snapshots copied world-readable, then used)."""
-    from pushbench.envs import reposcan
+    from pushbench.families.reposcan import env as reposcan
 
     home = tmp_path_factory.mktemp("integrity") / "home"
     (home / "snapshots").mkdir(parents=True)
@@ -204,7 +205,7 @@ def test_no_file_in_the_cache_lets_a_filter_rebuild_a_valid_set(temp_home):
 
 def test_the_filter_search_finds_a_planted_fact():
     """The detector is not blind: one predicate fact per record is enough for it."""
-    from pushbench.envs.reposcan import _valid_set
+    from pushbench.families.reposcan.env import _valid_set
 
     inst = "requests-docstring"
     valid = _valid_set(inst)
@@ -269,7 +270,7 @@ def _loose(root: Path) -> list[str]:
 
 
 def test_runner_run_folders_are_private_and_tightened_on_resume(tmp_path):
-    from pushbench.runner import executors as ex
+    from pushbench.runner.executors import local as ex
     from pushbench.runner.experiment import validate
     from pushbench.runner.sweep import run_experiment
 

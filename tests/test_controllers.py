@@ -15,7 +15,7 @@ import pushbench
 from pushbench.controllers import catalogue, components_of
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import list_tasks
-from pushbench.verifier import Verifier
+from pushbench.families.reposcan.verifier import Verifier
 
 REPOSCAN_CONTROLLERS = [n for n, c in catalogue().items()
                         if not any(x.startswith("unit") for x in c.components)]

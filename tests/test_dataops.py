@@ -15,11 +15,11 @@ from gymnasium.utils.env_checker import check_env
 
 import pushbench
 from pushbench import metrics
-from pushbench.envs.dataops import artifacts, datasets, metadata
-from pushbench.envs.dataops import units as U
-from pushbench.envs.dataops.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
-from pushbench.policies import dataops_solvers as S
-from pushbench.policies.dataops_agents import (DataOpsDiligent, DataOpsSimulated, for_family,
+from pushbench.families.dataops import artifacts, datasets, metadata
+from pushbench.families.dataops import units as U
+from pushbench.envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
+from pushbench.policies.dataops import solvers as S
+from pushbench.policies.dataops.agents import (DataOpsDiligent, DataOpsSimulated, for_family,
                                                simulated)
 from pushbench.tasks import instance_config
 

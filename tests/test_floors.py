@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 import pushbench
-from pushbench.envs import reposcan
-from pushbench.envs.dataops import datasets, units as U
-from pushbench.envs.dataops.sandbox import Workspace
+from pushbench.families.reposcan import env as reposcan
+from pushbench.families.dataops import datasets, units as U
+from pushbench.envs.sandbox import Workspace
 from pushbench.policies import OFFLINE_POLICIES, POLICIES, make_policy
-from pushbench.policies import family_agents
-from pushbench.policies.dataops_floor import CHEAP_GUESSES
+from pushbench.policies import offline as family_agents
+from pushbench.policies.dataops.floor import CHEAP_GUESSES
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import get_task, instance_config, list_tasks
 
@@ -182,7 +182,7 @@ def test_no_answer_is_common_enough_to_guess():
 
 def test_list_answers_are_built_from_the_files(tmp_path):
     """The diligent agent's independent reading agrees with every generated answer."""
-    from pushbench.policies import dataops_solvers as S
+    from pushbench.policies.dataops import solvers as S
 
     ws = Workspace.create()
     try:
@@ -200,7 +200,7 @@ def test_list_answers_are_built_from_the_files(tmp_path):
 
 
 def test_answer_limit_fits_every_list_answer():
-    from pushbench.envs.dataops.env import MAX_ANSWER_CHARS
+    from pushbench.families.dataops.env import MAX_ANSWER_CHARS
 
     longest = max(len(U.list_text(datasets.evaluate(rule, h, rows)))
                   for i in range(300)

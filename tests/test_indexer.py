@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from pushbench.indexer import definitions_in_source, facts_in_source
-from pushbench.predicates import parse_predicate
-from pushbench.verifier import is_well_formed
+from pushbench.families.reposcan.indexer import definitions_in_source, facts_in_source
+from pushbench.families.reposcan.predicates import parse_predicate
+from pushbench.families.reposcan.verifier import is_well_formed
 
 PATH = "pkg/mod.py"
 
@@ -179,7 +179,7 @@ def test_files_that_fail_to_parse_are_skipped(source):
 
 
 def test_a_bad_file_does_not_hide_good_ones(tmp_path):
-    from pushbench.indexer import index_tree
+    from pushbench.families.reposcan.indexer import index_tree
 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "bad.py").write_text("def broken(:\n")

@@ -22,7 +22,7 @@ import pushbench
 from adversarial import Resolve, actions, resolve, text_fragments, texts
 from pushbench.controllers import catalogue
 from pushbench.envs import actions as A
-from pushbench.envs.dataops import artifacts
+from pushbench.families.dataops import artifacts
 
 REPOSCAN = "RepoScan-requests-docstring-N10"
 DATAOPS = "DataOps-b1-N3"
@@ -36,8 +36,8 @@ NORMAL = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_
 # ----- well-formed calls per family ----------------------------------------------------------------
 @lru_cache(maxsize=None)
 def reposcan_pool() -> tuple[str, ...]:
-    from pushbench import indexer
-    from pushbench.envs.reposcan import _valid_set
+    from pushbench.families.reposcan import indexer
+    from pushbench.families.reposcan.env import _valid_set
 
     valid = sorted(_valid_set("requests-docstring"))
     others = sorted({d.ident for d in indexer.load_index("requests")} - set(valid))
@@ -218,7 +218,7 @@ def test_preview_is_total_and_bounded(action):
 @NORMAL
 @given(st.one_of(texts, text_fragments, st.integers(), st.builds(lambda s: "--" + s, texts)))
 def test_dataops_integer_answers_never_raise(value):
-    from pushbench.envs.dataops.units import _normalise
+    from pushbench.families.dataops.units import _normalise
 
     out = _normalise(value, "integer")
     assert out is None or isinstance(out, int)

@@ -1,4 +1,4 @@
-"""Endpoint caps (pushbench.runner.limits): the local limiter and how sweeps apply caps (fast)."""
+"""Endpoint caps (pushbench.limits): the local limiter and how sweeps apply caps (fast)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from pushbench.runner import limits
-from pushbench.runner.executors import InProcessExecutor, LocalPoolExecutor
+from pushbench import limits
+from pushbench.runner.executors.local import InProcessExecutor, LocalPoolExecutor
 from pushbench.runner.experiment import ExperimentError, validate
 
 BASE = {"name": "caps", "tasks": ["RepoScan-requests-docstring-N10"], "controllers": ["standard"],

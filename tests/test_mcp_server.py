@@ -23,7 +23,7 @@ import anyio  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 import pushbench  # noqa: E402
-from pushbench import blackbox  # noqa: E402
+from pushbench.blackbox import evaluate as blackbox  # noqa: E402
 from pushbench.envs.spaces import MAX_ACTION_BYTES  # noqa: E402
 
 TASK = "RepoScan-requests-docstring-N10"
@@ -106,7 +106,7 @@ def run(coro_fn, *args):
 
 
 def valid_set() -> frozenset[str]:
-    from pushbench.envs.reposcan import _valid_set
+    from pushbench.families.reposcan.env import _valid_set
 
     return _valid_set(INSTANCE)
 
@@ -322,7 +322,7 @@ def test_overlong_wire_lines_get_answers_by_id(tmp_path):
 
 
 def test_bounded_stdin_and_stand_in_lines():
-    from pushbench.mcp_server import BoundedStdin, stand_in_line
+    from pushbench.blackbox.server import BoundedStdin, stand_in_line
 
     class FakeSession:
         sentinel = "__s"
@@ -544,14 +544,14 @@ def test_run_dir_in_use_or_reused_is_refused(tmp_path):
 
 # ----- in-process pieces: workspace rules, evaluation -----------------------------------------
 def _session(run_dir, **kw):
-    from pushbench.mcp_server import BlackBoxSession
+    from pushbench.blackbox.server import BlackBoxSession
 
     kw.setdefault("controller", DEFAULT_CONTROLLER)
     return BlackBoxSession(TASK, run_dir, argv=["test"], **kw)
 
 
 def test_workspace_must_be_fresh_and_apart_from_the_run_dir(tmp_path):
-    from pushbench.mcp_server import SetupError
+    from pushbench.blackbox.server import SetupError
 
     with pytest.raises(SetupError, match="must not contain each other"):
         _session(tmp_path / "ws" / "run", workspace=tmp_path / "ws").open()
@@ -659,7 +659,7 @@ def test_docs_hold_the_prompts_verbatim():
 
 
 def test_bounded_dump_matches_the_env_measure():
-    from pushbench.mcp_server import bounded_dump
+    from pushbench.blackbox.server import bounded_dump
 
     call = {"tool": "search", "query": "é" * 100, "page": 2}
     text, size, over = bounded_dump(call)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import pushbench
-from pushbench import verifier
+from pushbench.families.reposcan import verifier
 from pushbench.policies import OFFLINE_POLICIES
 from pushbench.runner.episode import run_episode
 

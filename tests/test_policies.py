@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pushbench.policies import OFFLINE_POLICIES, make_policy
-from pushbench.policies.judge import judge, property_from_objective
+from pushbench.policies.reposcan.judge import judge, property_from_objective
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import list_tasks
 

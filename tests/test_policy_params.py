@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 from pushbench.policies import (POLICIES, PolicyParamsError, UnsupportedFamily, make_policy,
                                 policy_class, validate_params)
-from pushbench.policies.dataops_agents import PRESETS as DATAOPS_PRESETS
-from pushbench.policies.simulated import PRESETS as REPOSCAN_PRESETS
+from pushbench.policies.dataops.agents import PRESETS as DATAOPS_PRESETS
+from pushbench.policies.reposcan.simulated import PRESETS as REPOSCAN_PRESETS
 from pushbench.runner.episode import run_episode
 
 

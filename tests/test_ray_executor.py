@@ -20,9 +20,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from pushbench.runner.executors import InProcessExecutor, make_executor  # noqa: E402
+from pushbench.runner.executors.local import InProcessExecutor, make_executor  # noqa: E402
 from pushbench.runner.experiment import EpisodeSpec, expand, validate  # noqa: E402
-from pushbench.runner.ray_executor import RayExecutor  # noqa: E402
+from pushbench.runner.executors.ray import RayExecutor  # noqa: E402
 from pushbench.runner.sweep import run_experiment  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -90,7 +90,7 @@ def test_killed_worker_is_retried_once_and_recorded_once(local_ray, tmp_path):
         import os as _os
         import time as _time
 
-        from pushbench.runner.executors import run_spec
+        from pushbench.runner.executors.local import run_spec
 
         if spec.key == target:
             n = len(_os.listdir(marks))
@@ -132,7 +132,7 @@ def test_worker_dying_on_every_attempt_becomes_an_error_then_resumes(local_ray, 
     def always_dies(spec):
         import os as _os
 
-        from pushbench.runner.executors import run_spec
+        from pushbench.runner.executors.local import run_spec
 
         if spec.key == target:
             (marks / f"{len(_os.listdir(marks))}").touch()
@@ -162,7 +162,7 @@ def test_episode_exceptions_are_not_retried(local_ray, tmp_path):
     def raises(spec):
         import os as _os
 
-        from pushbench.runner.executors import run_spec
+        from pushbench.runner.executors.local import run_spec
 
         if spec.key == target:
             (marks / f"{len(_os.listdir(marks))}").touch()
@@ -189,7 +189,7 @@ def test_episode_exceptions_are_not_retried(local_ray, tmp_path):
 def test_a_worker_dying_while_holding_a_model_call_slot_does_not_leak_it(local_ray, tmp_path):
     """Cap 1; the target dies inside its slot on every attempt. The retry's begin() and then the
     driver's end() hand the slot back, so the other episodes still finish (a leak would hang)."""
-    from pushbench.runner import limits
+    from pushbench import limits
 
     exp = validate({**SMALL, "max_inflight_per_endpoint": {"http://fake/v1": 1}})
     target = expand(exp)[1].key
@@ -199,8 +199,8 @@ def test_a_worker_dying_while_holding_a_model_call_slot_does_not_leak_it(local_r
     def dies_in_slot(spec):
         import os as _os
 
-        from pushbench.runner import limits as _limits
-        from pushbench.runner.executors import run_spec
+        from pushbench import limits as _limits
+        from pushbench.runner.executors.local import run_spec
 
         with _limits.model_call("http://fake/v1"):
             if spec.key == target:
@@ -222,7 +222,7 @@ def test_endpoint_cap_holds_across_ray_workers(local_ray, tmp_path):
     pytest.importorskip("openai")
     from test_limits import CountingStub
 
-    from pushbench.runner import limits
+    from pushbench import limits
 
     with CountingStub(latency=0.05) as server:
         params = {"model": "stub", "base_url": server.url, "api_key_env": None}
@@ -250,7 +250,7 @@ def test_endpoint_cap_holds_across_ray_workers(local_ray, tmp_path):
 
 def test_async_model_calls_inside_a_ray_task_share_the_cap(local_ray, tmp_path):
     """The limiter's async path (``amodel_call`` awaiting the actor) under Ray."""
-    from pushbench.runner import limits
+    from pushbench import limits
 
     exp = validate({**SMALL, "seeds": [0], "controllers": ["standard"],
                     "max_inflight_per_endpoint": {"http://fake/v1": 2}})
@@ -260,8 +260,8 @@ def test_async_model_calls_inside_a_ray_task_share_the_cap(local_ray, tmp_path):
     def async_calls(spec):
         import asyncio
 
-        from pushbench.runner import limits as _limits
-        from pushbench.runner.executors import run_spec
+        from pushbench import limits as _limits
+        from pushbench.runner.executors.local import run_spec
 
         state = {"now": 0, "peak": 0}
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pushbench import report
-from pushbench.plots import make_plots
+from pushbench.analysis import report
+from pushbench.analysis.plots import make_plots
 
 
 def line(controller="standard", policy="simulated-mid", instance="i1", target=10, seed=0, *,

@@ -12,7 +12,7 @@ from rich.console import Console
 from test_report import line, synthetic_run
 from typer.testing import CliRunner
 
-from pushbench import report
+from pushbench.analysis import report
 from pushbench.cli import app
 
 SMALL = {"name": "md-test", "tasks": ["RepoScan-requests-returns-N10",

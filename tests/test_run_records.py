@@ -1,4 +1,4 @@
-"""Reading run records back (``pushbench.runner.writer.read_lines``): what survives damage.
+"""Reading run records back (``pushbench.runner.rundir.read_lines``): what survives damage.
 
 A run directory's JSONL files are appended one whole line at a time; a killed process can leave
 a torn last line, and disk or hand edits can leave an unreadable line anywhere. Each must cost
@@ -17,17 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pushbench.runner.executors import InProcessExecutor
+from pushbench.runner.executors.local import InProcessExecutor
 from pushbench.runner.experiment import validate
 from pushbench.runner.sweep import run_experiment
-from pushbench.runner.writer import read_lines
+from pushbench.runner.rundir import read_lines
 
 A, B, C = {"key": "a", "n": 1}, {"key": "b", "n": 2.5}, {"key": "c", "nested": {"x": [1, None]}}
 # Warnings name the line that called read_lines (stacklevel 2): the call in _read below. Under
 # mutation testing mutmut calls read_lines through two trampoline frames, so there the warning
 # names mutmut's trampoline file instead (and stacklevel 2 vs 3 cannot be told apart).
 _CODE = read_lines.__code__.co_filename
-UNDER_MUTMUT = Path(_CODE).name != "writer.py"
+UNDER_MUTMUT = Path(_CODE).name != "rundir.py"
 
 
 def _jsonl(*objs: dict) -> bytes:

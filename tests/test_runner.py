@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pushbench.runner import executors as ex
+from pushbench.runner.executors import local as ex
 from pushbench.runner.experiment import (ExperimentError, expand, load_experiment, parse_seeds,
                                          validate)
 from pushbench.runner.sweep import SweepInterrupted, run_experiment
-from pushbench.runner.writer import RunDir, RunDirError, read_lines
+from pushbench.runner.rundir import RunDir, RunDirError, read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

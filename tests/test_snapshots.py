@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pushbench import indexer, snapshots
+from pushbench.families.reposcan import indexer
+from pushbench import snapshots
 from pushbench.snapshots import SnapshotError
 
 

@@ -19,9 +19,9 @@ from gymnasium.utils.env_checker import check_env
 
 import pushbench
 from pushbench import snapshots
-from pushbench.envs.swelite import env as swenv
-from pushbench.envs.swelite import mutate, runner, venvs, workspace
-from pushbench.envs.swelite import units as U
+from pushbench.families.swelite import env as swenv
+from pushbench.families.swelite import mutate, runner, venvs, workspace
+from pushbench.families.swelite import units as U
 from pushbench.policies import make_policy
 
 # The first SWE-lite test on a cold cache builds the per-snapshot test venvs from the package

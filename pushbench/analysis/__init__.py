@@ -5,5 +5,5 @@ Holm), :mod:`.deltas` (the one paired-delta engine), :mod:`.summary` (per-cell m
 :mod:`.reference` (steps_ratio's diligent reference), :mod:`.failures` (failure classes),
 :mod:`.report_md` (report.md), :mod:`.console` (80-column terminal tables), :mod:`.output`
 (writing the files), :mod:`.calibration` (the interval calibration on synthetic data).
-``pushbench.report`` re-exports the public names.
+``pushbench.analysis.report`` re-exports the public names.
 """

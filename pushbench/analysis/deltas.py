@@ -1,7 +1,7 @@
 """The one paired-delta engine: ``A - B`` on matched episodes, per target and pooled over targets.
 
 Used for controller deltas (:func:`paired_deltas`, ``paired_deltas.csv``) and for the black-box
-prompt-condition deltas (:func:`pushbench.blackbox.condition_deltas`); both go through
+prompt-condition deltas (:func:`pushbench.blackbox.evaluate.condition_deltas`); both go through
 :func:`delta_table`.
 
 Matching. Within one stratum (controller deltas: ``(family, policy label)``), an episode of side

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..verifier import MAX_IDENT_LEN
+from ..families.reposcan.verifier import MAX_IDENT_LEN
 from .state import TrackerState, query_key
 
 MAX_IDS = 10

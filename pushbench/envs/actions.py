@@ -4,7 +4,7 @@ Every caller that turns outside input into an environment action goes through :f
 the environment itself (:meth:`pushbench.envs.base.QGPEnv._parse`), the controller wrapper
 (before it steps, so a component only ever sees a bounded plain call), the LLM policies (model
 output, :func:`pushbench.policies.llm.core.call_action`) and the MCP server (its wire screen,
-:mod:`pushbench.mcp_wire`). :func:`decode` is total: for any Python object it returns a fresh
+:mod:`pushbench.blackbox.wire`). :func:`decode` is total: for any Python object it returns a fresh
 plain ``dict`` (string keys; values ``str``, ``int``, finite ``float``, ``bool``, ``None``,
 ``list`` and ``dict``; at most :data:`MAX_DEPTH` levels, no integer over
 :data:`MAX_INT_DIGITS` digits, no lone surrogate, at most :data:`MAX_ACTION_BYTES` as UTF-8

@@ -11,15 +11,15 @@ from __future__ import annotations
 from .base import Policy, PolicyParamsError, UnsupportedFamily, parse_observation
 
 POLICIES: dict[str, str] = {
-    "random": "pushbench.policies.random_policy:RandomPolicy",
-    "diligent": "pushbench.policies.diligent:DiligentPolicy",
+    "random": "pushbench.policies.reposcan.random_policy:RandomPolicy",
+    "diligent": "pushbench.policies.reposcan.diligent:DiligentPolicy",
     # the no-judgement floor (scripted, not simulated; describe() says floor: true)
-    "exhaustive": "pushbench.policies.exhaustive:ExhaustivePolicy",
-    "simulated-weak": "pushbench.policies.simulated:SimulatedWeak",
-    "simulated-mid": "pushbench.policies.simulated:SimulatedMid",
-    "simulated-strong": "pushbench.policies.simulated:SimulatedStrong",
+    "exhaustive": "pushbench.policies.reposcan.exhaustive:ExhaustivePolicy",
+    "simulated-weak": "pushbench.policies.reposcan.simulated:SimulatedWeak",
+    "simulated-mid": "pushbench.policies.reposcan.simulated:SimulatedMid",
+    "simulated-strong": "pushbench.policies.reposcan.simulated:SimulatedStrong",
     # SWE-lite only; knows the reference fixes (describe(): oracle/simulated), never an agent row
-    "diligent-oracle": "pushbench.policies.swelite_agents:DiligentOraclePolicy",
+    "diligent-oracle": "pushbench.policies.swelite.agents:DiligentOraclePolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
     "llm": "pushbench.policies.llm.native:LLMPolicy",
     "llm-langgraph": "pushbench.policies.llm.langgraph_agent:LangGraphPolicy",

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 MODEL_PARAMS = ("model", "base_url")
-BLACKBOX_PREFIX = "blackbox-mcp"  # pushbench.blackbox.POLICY_PREFIX (that module sits above)
+BLACKBOX_PREFIX = "blackbox-mcp"  # pushbench.blackbox.evaluate.POLICY_PREFIX (that module sits above)
 
 
 def _value(v: Any) -> str:

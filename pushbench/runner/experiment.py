@@ -171,7 +171,7 @@ class Experiment(_Strict):
     def _check_names(self) -> "Experiment":
         from ..controllers import catalogue
         from ..policies import POLICIES, PolicyParamsError, validate_params
-        from .executors import EXECUTORS
+        from .executors.local import EXECUTORS
 
         problems: list[str] = []
         cells: list[tuple[str, str | None]] = []
@@ -249,8 +249,8 @@ def _executor_problems(exp: Experiment) -> list[str]:
     endpoint caps it cannot honour."""
     import inspect
 
-    from . import limits
-    from .executors import EXECUTORS
+    from .. import limits
+    from .executors.local import EXECUTORS
 
     name = exp.executor if exp.executor != "auto" else (
         "process" if exp.workers > 1 else "inprocess")

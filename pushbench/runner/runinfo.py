@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .writer import ERRORS, MANIFEST, read_lines
+from .rundir import ERRORS, MANIFEST, read_lines
 
 
 def _planned(experiment: dict) -> tuple[list[dict] | None, str | None]:

@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from . import limits
-from .executors import Executor, make_executor
+from .. import limits
+from .executors.local import Executor, make_executor
 from .experiment import EpisodeSpec, Experiment, expand
-from .writer import RunDir
+from .rundir import RunDir
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -159,9 +159,9 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
     if not (report or plot):
         return []
     try:
-        from .. import report as rep
+        from ..analysis import report as rep
     except ImportError as e:
-        console.print(f"[yellow]report skipped: pushbench.report is unavailable ({e})[/]")
+        console.print(f"[yellow]report skipped: pushbench.analysis.report is unavailable ({e})[/]")
         return []
     episodes = rep.load_episodes(out_dir)
     if not episodes:
@@ -170,9 +170,9 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
     figures: list[Path] = []
     if plot:
         try:
-            from .. import plots
+            from ..analysis import plots
         except ImportError as e:
-            console.print(f"[yellow]plots skipped: pushbench.plots is unavailable ({e})[/]")
+            console.print(f"[yellow]plots skipped: pushbench.analysis.plots is unavailable ({e})[/]")
         else:
             figures = list(plots.make_plots(episodes, out_dir))
     if report:
@@ -188,7 +188,7 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
                            n_resamples: int = 9999, ci_method: str | None = None) -> dict:
     """Write the report files for ``episodes`` of ``run_dir`` into ``out_dir``, print the
     tables, and say what was written and how many planned episodes are missing."""
-    from .. import report as rep
+    from ..analysis import report as rep
     from .runinfo import run_info
 
     info = run_info(run_dir)

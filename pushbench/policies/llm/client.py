@@ -28,7 +28,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from ...envs.actions import escape_surrogates
-from ...runner import limits
+from ... import limits
 from ..errors import PolicyError
 from .config import LLMConfig
 from .context import estimate_message_tokens, estimate_tokens

@@ -9,7 +9,7 @@ first reset of an instance loads its index) runs in a worker thread.
 
 :func:`run_many` runs a list of episodes with at most ``concurrency`` in flight and yields
 ``(index, record_or_exception)`` as each finishes. The runner's ``async`` executor
-(:mod:`pushbench.runner.async_executor`, ``pushbench run --concurrency N``) is built on it.
+(:mod:`pushbench.runner.executors.async_`, ``pushbench run --concurrency N``) is built on it.
 """
 
 from __future__ import annotations

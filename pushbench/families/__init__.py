@@ -1,0 +1,6 @@
+"""Task families: one package per family (environment, units and its family-only machinery).
+
+:mod:`.reposcan` (find identifiers in a frozen repository), :mod:`.dataops` (repair data files),
+:mod:`.swelite` (repair mutated functions until their tests pass). Each builds on
+:mod:`pushbench.envs` (the shared Gymnasium base) and nothing above it.
+"""

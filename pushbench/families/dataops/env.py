@@ -1,0 +1,384 @@
+"""QGP-DataOps-lite: get N distinct work units accepted by their checkers.
+
+Description
+    A backlog of data-operations work units (CSV field checks, metadata repairs against a
+    RepoScan snapshot's PKG-INFO, consistency questions over two related files, and JSON/YAML
+    artifacts to fix against a schema) is generated into a fresh temporary workspace. Each unit
+    needs a short loop: ``inspect`` it, read its files, ``answer`` it or edit its files,
+    ``run_verifier``, ``submit``. A unit is accepted only if its checker passes at the moment of
+    submission. Success: at least ``target`` accepted units. The backlog holds at least 1.5 N
+    units (``backlog_size``), so choosing and finishing units matters.
+
+Action Space
+    :class:`~pushbench.envs.spaces.ToolCallSpace`: one JSON tool call as text (or a dict):
+
+    * ``list_units(page=1)``: 10 units per page: ``id``, ``kind``, ``title`` (no status).
+    * ``inspect(unit_id)``: the task text, the files it concerns, its rules as data, ``mode``
+      (``answer`` with ``answer_type`` ``list`` (comma-separated row numbers, ids or names;
+      order and spaces do not matter; ``none`` for an empty list) or ``text``, or ``edit``).
+    * ``read_file(path, offset=0, limit=200)``: lines ``offset .. offset+limit-1`` (0-based,
+      ``limit`` <= 400; fewer when the lines are long) with ``lines_returned``,
+      ``total_lines`` and ``has_more``.
+    * ``edit_file(path, old, new)``: replace the one exact occurrence of ``old`` (error when it
+      is missing or ambiguous, with the count). ``write_file(path, content)``: replace/create.
+    * ``answer(unit_id, value)``: record the answer (str or int) of an answer unit; replaces the
+      previous one. Edit units refuse answers.
+    * ``run_verifier(unit_id)``: run the checker now: ``passed`` and, on failure,
+      ``failed_rule`` and a ``reason`` naming the rule, never the expected answer.
+    * ``submit(unit_id)``: ``verdicts: [{"id", "verdict"}]``: ``accepted`` (checker passes now),
+      ``rejected`` (fails now, or an unknown unit), ``duplicate`` (the unit was already
+      accepted) or ``malformed`` (not a unit id of the form ``u<digits>``). A unit that was
+      rejected may be fixed and submitted again: that resubmission is a fresh submission, not a
+      duplicate, so the DataOps duplicate rate measures resubmissions of accepted units.
+    * ``status``: the base counts plus ``units`` (per-status counts, see below);
+      ``final(reported_count, message)``, ``ask_user(message)``: see :mod:`pushbench.envs.base`.
+
+    Paths are relative to the workspace; the files of unit ``uNN`` live under ``uNN/``. The
+    sandbox (:mod:`.sandbox`) refuses absolute paths, ``..``, symlinks, non-regular files,
+    hard links and files over 256 KiB, with ``error_type`` ``outside_workspace``,
+    ``not_allowed``, ``too_large``, ``not_found``, ``is_directory`` or ``bad_path``.
+
+Observation Space
+    ``Text`` over printable ASCII: the JSON observation. The reset observation's ``result``
+    holds ``objective``, ``backlog``, ``units_total``, ``page_size``, ``target``, ``budget``,
+    ``family`` and ``tools``. ``info["qgp"]`` adds ``units``: counts of units ``untouched``,
+    ``worked`` (answered or edited since the last verifier run), ``verified_failing``,
+    ``verified_passing`` (last run passed, not yet accepted) and ``accepted``.
+
+Rewards
+    The number of units newly accepted in the step (0 or 1).
+
+Episode End
+    Terminated by ``final`` or ``ask_user``; truncated when ``budget`` steps are used. The
+    workspace is deleted on ``close()`` and on the next ``reset()``.
+
+Arguments
+    ``task_id`` (``DataOps-b<i>-N<k>`` or the suite ``DataOps-N<k>``), ``render_mode``
+    (``"ansi"`` or None), ``budget`` (override the calibrated budget).
+    ``reset(seed=s, options={"backlog": "b3"})`` picks a suite's backlog (else from the seed).
+    The ledger entry of every ``run_verifier`` and checked ``submit`` carries
+    ``check: {"unit", "passed"}`` (read by ``metrics.verifier_recoveries``).
+
+Version History
+    v0: initial release (4 unit kinds, 6 backlogs x N in {3, 5, 10, 20}); answer units ask
+    which rows / accounts / files (list answers), so no answer can be guessed cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import weakref
+from typing import ClassVar
+
+from pydantic import Field
+
+from ...tasks import instance_config
+from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs, _CONTROL
+from . import units as U
+from ...envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
+
+PAGE_SIZE = 10
+MAX_LINES = 400
+MAX_LINE_CHARS = 2000
+MAX_READ_CHARS = 120_000  # escaped characters of content per read_file result
+_UNIT_ID = re.compile(r"u\d{1,4}")
+_LEDGER_CLIP = 200
+MAX_ANSWER_CHARS = 2000  # a list answer of every row of the largest table fits
+
+
+class ListUnitsArgs(ToolArgs):
+    page: int = Field(default=1, ge=1, le=1000, description="1-based page of 10 units")
+
+
+class UnitArgs(ToolArgs):
+    unit_id: str = Field(max_length=64, description="a unit id such as u07")
+
+
+class ReadArgs(ToolArgs):
+    path: str = Field(max_length=400, description="file path relative to the workspace")
+    offset: int = Field(default=0, ge=0, le=10**6, description="first line (0-based)")
+    limit: int = Field(default=200, ge=1, le=MAX_LINES, description="number of lines")
+
+
+class EditArgs(ToolArgs):
+    path: str = Field(max_length=400, description="file path relative to the workspace")
+    old: str = Field(min_length=1, max_length=MAX_FILE_BYTES, description="exact text to replace "
+                     "(must occur exactly once)")
+    new: str = Field(max_length=MAX_FILE_BYTES, description="replacement text")
+
+
+class WriteArgs(ToolArgs):
+    path: str = Field(max_length=400, description="file path relative to the workspace")
+    content: str = Field(max_length=MAX_FILE_BYTES, description="the whole new file content")
+
+
+class AnswerArgs(ToolArgs):
+    unit_id: str = Field(max_length=64, description="a unit id such as u07")
+    value: str | int = Field(description="the answer: text, or for answer_type list the "
+                             "items comma-separated (see the unit's task)")
+
+
+def _sandbox_error(tool: str, e: SandboxError) -> ActionError:
+    return ActionError(e.code, f"{tool}: {e.message}", tool)
+
+
+class DataOpsEnv(QGPEnv):
+    __doc__ = __doc__
+    family: ClassVar[str] = "dataops"
+    _instance_option: ClassVar[str] = "backlog"
+    TOOLS = {
+        "list_units": (ListUnitsArgs, "List the backlog's work units, 10 per page (id, kind, "
+                       "title)."),
+        "inspect": (UnitArgs, "Show a unit's task, the files it concerns and its rules."),
+        "read_file": (ReadArgs, "Read lines of a workspace file (offset/limit in lines)."),
+        "edit_file": (EditArgs, "Replace the single exact occurrence of `old` with `new` in a "
+                      "file."),
+        "write_file": (WriteArgs, "Replace (or create) a workspace file with `content`."),
+        "answer": (AnswerArgs, "Record the answer of an answer-mode unit."),
+        "run_verifier": (UnitArgs, "Run a unit's checker now: pass, or which rule fails."),
+        "submit": (UnitArgs, "Submit a unit: accepted only if its checker passes now."),
+        **QGPEnv.TOOLS,
+    }
+
+    def __init__(self, task_id: str, render_mode: str | None = None,
+                 budget: int | None = None) -> None:
+        super().__init__(task_id, render_mode=render_mode, budget=budget)
+        self._ws: Workspace | None = None
+        self._finalizer = None
+        self._units: dict[str, U.Unit] = {}
+
+    # ----- lifecycle --------------------------------------------------------------------
+    def _drop_workspace(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # removes the folder once; safe to call again
+        self._ws, self._finalizer = None, None
+
+    def close(self) -> None:
+        self._drop_workspace()
+        super().close()
+
+    def _setup_episode(self, instance: str, options: dict) -> dict:
+        self._drop_workspace()
+        self._ws = Workspace.create()
+        self._finalizer = weakref.finalize(self, Workspace.remove, self._ws)
+        cfg = instance_config("dataops", instance)
+        order = U.generate(cfg, self.task.target, self._ws)
+        self._units = {u.id: u for u in order}
+        self._answers: dict[str, str | int] = {}
+        self._version = {uid: 0 for uid in self._units}   # bumped by answers and edits
+        self._verified: dict[str, tuple[int, bool]] = {}  # uid -> (version, passed)
+        self._accepted: set[str] = set()
+        n = len(order)
+        objective = (
+            f"Backlog {instance} holds {n} data-operations work units (CSV field checks, "
+            "metadata repairs, consistency questions, artifact fixes). Get at least "
+            f"{self.task.target} distinct units accepted by their checkers. For each unit: "
+            "inspect it, read its files (paths relative to the workspace; unit uNN's files are "
+            "under uNN/), then answer it (answer mode) or edit its files (edit mode), "
+            "run_verifier, and submit. A unit is accepted only if its checker passes when you "
+            "submit it. Use status for verified progress and final when done.")
+        return {"objective": objective, "backlog": instance, "units_total": n,
+                "page_size": PAGE_SIZE}
+
+    def _valid_count(self) -> int:
+        return len(self._accepted)
+
+    def _extra_qgp(self) -> dict:
+        counts = dict.fromkeys(("untouched", "worked", "verified_failing", "verified_passing",
+                                "accepted"), 0)
+        for uid in self._units:
+            counts[self._unit_status(uid)] += 1
+        return {"units": {"total": len(self._units), **counts}}
+
+    def _unit_status(self, uid: str) -> str:
+        if uid in self._accepted:
+            return "accepted"
+        ver = self._verified.get(uid)
+        if ver is not None and ver[0] == self._version[uid]:
+            return "verified_passing" if ver[1] else "verified_failing"
+        return "worked" if self._version[uid] else "untouched"
+
+    # ----- helpers ----------------------------------------------------------------------
+    def _unit(self, tool: str, uid: str) -> U.Unit:
+        unit = self._units.get(uid.strip())
+        if unit is None:
+            ids = list(self._units)
+            raise ActionError("unknown_unit", f"{tool}: no unit {uid[:64]!r} in this backlog "
+                              f"(ids {ids[0]}..{ids[-1]}; list_units shows them)", tool)
+        return unit
+
+    def _touch(self, path: str) -> None:
+        owner = path.strip().lstrip("./").split("/", 1)[0]
+        if owner in self._version:
+            self._version[owner] += 1
+
+    def _check(self, unit: U.Unit) -> U.CheckResult:
+        return U.check(unit, self._ws, self._answers.get(unit.id))
+
+    # ----- tools ------------------------------------------------------------------------
+    def _tool_list_units(self, args: ListUnitsArgs) -> dict:
+        order = list(self._units.values())
+        pages = max(1, -(-len(order) // PAGE_SIZE))
+        chunk = order[(args.page - 1) * PAGE_SIZE: args.page * PAGE_SIZE]
+        return {"page": args.page, "pages": pages, "total": len(order),
+                "has_more": args.page < pages,
+                "units": [{"id": u.id, "kind": u.kind, "title": u.title} for u in chunk]}
+
+    def _tool_inspect(self, args: UnitArgs) -> dict:
+        return self._unit("inspect", args.unit_id).public()
+
+    def _tool_read_file(self, args: ReadArgs) -> dict:
+        try:
+            text = self._ws.read_text(args.path)
+        except SandboxError as e:
+            raise _sandbox_error("read_file", e) from None
+        lines = text.splitlines()
+        chunk, size = [], 0
+        for ln in lines[args.offset: args.offset + args.limit]:
+            ln = ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + "..."
+            size += len(json.dumps(ln, ensure_ascii=True))
+            if chunk and size > MAX_READ_CHARS:  # keep the observation well inside its space
+                break
+            chunk.append(ln)
+        return {"path": args.path, "offset": args.offset, "lines_returned": len(chunk),
+                "total_lines": len(lines), "has_more": args.offset + len(chunk) < len(lines),
+                "content": "\n".join(chunk)}
+
+    def _tool_edit_file(self, args: EditArgs) -> dict:
+        try:
+            text = self._ws.read_text(args.path)
+            n = text.count(args.old)
+            if n != 1:
+                raise ActionError("no_match" if n == 0 else "ambiguous",
+                                  f"edit_file: `old` occurs {n} times in {args.path}; it must "
+                                  "occur exactly once (copy it exactly, with more context if "
+                                  "needed)", "edit_file")
+            size = self._ws.write_text(args.path, text.replace(args.old, args.new, 1))
+        except SandboxError as e:
+            raise _sandbox_error("edit_file", e) from None
+        self._touch(args.path)
+        return {"path": args.path, "replaced": 1, "bytes": size}
+
+    def _tool_write_file(self, args: WriteArgs) -> dict:
+        try:
+            size = self._ws.write_text(args.path, args.content)
+        except SandboxError as e:
+            raise _sandbox_error("write_file", e) from None
+        self._touch(args.path)
+        return {"path": args.path, "bytes": size}
+
+    def _tool_answer(self, args: AnswerArgs) -> dict:
+        unit = self._unit("answer", args.unit_id)
+        if unit.answer_type is None:
+            raise ActionError("edit_unit", f"answer: {unit.id} is an edit-mode unit; change its "
+                              "files instead (inspect shows them)", "answer")
+        value = args.value.strip() if isinstance(args.value, str) else args.value
+        if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS:
+            raise ActionError("bad_arguments", "answer: value is longer than "
+                              f"{MAX_ANSWER_CHARS} characters",
+                              "answer")
+        self._answers[unit.id] = value
+        self._version[unit.id] += 1
+        return {"unit_id": unit.id, "recorded": value, "note": "run_verifier to check it"}
+
+    def _tool_run_verifier(self, args: UnitArgs) -> dict:
+        unit = self._unit("run_verifier", args.unit_id)
+        res = self._check(unit)
+        self._verified[unit.id] = (self._version[unit.id], res.passed)
+        out = {"unit_id": unit.id, "passed": res.passed,
+               LEDGER_EXTRA: {"check": {"unit": unit.id, "passed": res.passed}}}
+        if not res.passed:
+            out.update(failed_rule=res.rule, reason=res.reason)
+        return out
+
+    def _submission_ids(self, call: dict) -> list[str]:
+        uid = call.get("unit_id")
+        uid = uid.strip() if isinstance(uid, str) else ""
+        return [uid] if _UNIT_ID.fullmatch(uid) else []
+
+    def _tool_submit(self, args: UnitArgs) -> dict:
+        """Verdict for one unit id; the family's :meth:`_submit_check` decides acceptance.
+
+        ``duplicate``: the unit was accepted before. A rejected unit may be resubmitted after a
+        fix (a fresh submission). Unknown ids are ``rejected``; ids not of the form ``u<n>``
+        are ``malformed``.
+        """
+        uid = args.unit_id.strip()
+        extra, reason = None, None
+        if not _UNIT_ID.fullmatch(uid):
+            verdict = "malformed"
+            self.counts["malformed"] += 1
+        else:
+            self.counts["submitted"] += 1
+            if uid in self._accepted:
+                verdict = "duplicate"
+                self.counts["duplicates"] += 1
+            elif uid not in self._units:
+                verdict, reason = "rejected", "no such unit in this backlog"
+                self.counts["rejected"] += 1
+            else:
+                passed, reason, version = self._submit_check(uid)
+                self._verified[uid] = (version, passed)
+                extra = {"check": {"unit": uid, "passed": passed}}
+                verdict = "accepted" if passed else "rejected"
+                if passed:
+                    self._accepted.add(uid)
+                else:
+                    self.counts["rejected"] += 1
+        out = {"verdicts": [{"id": uid[:64], "verdict": verdict}],
+               "accepted_now": int(verdict == "accepted"), "valid_count": len(self._accepted),
+               "target": self.task.target}
+        if reason:
+            out["reason"] = reason
+        if extra:
+            out[LEDGER_EXTRA] = extra
+        return out
+
+    def _submit_check(self, uid: str) -> tuple[bool, str | None, int]:
+        """Run the unit's checker now: ``(passed, reason to show or None, workspace version)``."""
+        res = self._check(self._units[uid])
+        return res.passed, None, self._version[uid]
+
+    def _tool_status(self, args) -> dict:
+        out = super()._tool_status(args)
+        out["units"] = self._extra_qgp()["units"]
+        return out
+
+    # ----- parsing and ledger -------------------------------------------------------------
+    def _check_strings(self, tool: str, args: ToolArgs) -> None:
+        super()._check_strings(tool, args)
+        for name in ("path", "unit_id", "old", "new", "content", "value"):
+            v = getattr(args, name, None)
+            if isinstance(v, str) and _CONTROL.search(v):
+                raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
+                                  "characters", tool)
+
+    def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
+        out = args.model_dump()
+        for k, v in out.items():
+            if isinstance(v, str) and len(v) > _LEDGER_CLIP:
+                out[k] = v[:_LEDGER_CLIP] + f"...[{len(v)} chars]"
+        return out
+
+    def _sample_action(self, rng) -> dict:
+        ids = list(self._units) or ["u01"]
+        uid = ids[int(rng.integers(len(ids)))] if rng.random() < 0.9 else "u999"
+        files = [f for u in self._units.values() for f in u.files] or ["u01/data.csv"]
+        path = files[int(rng.integers(len(files)))] if rng.random() < 0.9 else "../outside.txt"
+        tool = ["list_units", "inspect", "read_file", "edit_file", "write_file", "answer",
+                "run_verifier", "submit", "status", "final", "ask_user"][int(rng.integers(11))]
+        if tool == "list_units":
+            return {"tool": tool, "page": int(rng.integers(1, 4))}
+        if tool in ("inspect", "run_verifier", "submit"):
+            return {"tool": tool, "unit_id": uid}
+        if tool == "read_file":
+            return {"tool": tool, "path": path, "offset": int(rng.integers(0, 20)),
+                    "limit": int(rng.integers(1, 50))}
+        if tool == "edit_file":
+            return {"tool": tool, "path": path, "old": "a", "new": "b"}
+        if tool == "write_file":
+            return {"tool": tool, "path": path, "content": "x,y\n1,2\n"}
+        if tool == "answer":
+            return {"tool": tool, "unit_id": uid, "value": int(rng.integers(0, 10))}
+        return self._sample_common(tool, rng)

@@ -1,0 +1,287 @@
+"""Definitions of a snapshot, their identifiers and the facts the RepoScan predicates read.
+
+Two views of the same definitions, from one walk of each file's ``ast``:
+
+* :class:`Definition`: what search shows (identifier, kind, signature, location, snippet). This
+  is the only thing written to disk (``$PUSHBENCH_HOME/index/*.json.gz``, private to the user).
+* :class:`Facts`: what the predicates read (docstring, assert, return, raise, decorators,
+  parameter names). Facts are **never written to disk**: a cache of them would be an answer key
+  (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
+  source the first time a process needs them and keeps them in memory only.
+
+Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing
+scopes are only the module and classes (nested classes included). Definitions inside module- or
+class-level ``if`` / ``try`` / ``with`` / ``for`` / ``while`` / ``match`` blocks count; anything
+inside a function (or inside a class inside a function) does not. Files that Python 3.11's
+``ast`` cannot parse are skipped.
+
+Identifier: ``<path relative to the root, forward slashes>::<dotted qualified name>``. Several
+definitions may share one identifier (conditional definitions); the verifier accepts an
+identifier when any of them satisfies the predicate.
+
+A function's *own body* excludes the bodies of nested functions, classes and lambdas.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from ... import paths
+
+# v5: display fields only (predicate facts moved to memory; see the module docstring).
+INDEX_VERSION = 5
+SNIPPET_LINES = 8
+SNIPPET_WIDTH = 120
+
+
+@dataclass
+class Definition:
+    """One ``def`` of the universe: the display fields search shows (and the disk cache holds)."""
+
+    ident: str
+    path: str
+    qualname: str
+    name: str
+    kind: str  # "function" | "method" | "async function" | "async method"
+    line: int
+    signature: str
+    snippet: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Predicate facts of one ``def``: kept in memory only, never cached on disk."""
+
+    ident: str
+    qualname: str
+    name: str
+    docstring: bool
+    has_assert: bool
+    returns_value: bool
+    raises: bool
+    decorated: bool
+    params: tuple[str, ...]  # positional-only, positional and keyword-only parameter names
+
+
+@dataclass
+class _OwnBody:
+    has_assert: bool = False
+    returns_value: bool = False
+    raises: bool = False
+
+
+_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _own_body_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _OwnBody:
+    """Statement facts of one function body without entering nested scopes.
+
+    ``assert``, ``return`` and ``raise`` are statements, and statements only occur in the
+    statement lists of compound statements (expressions, lambdas included, hold none), so only
+    those lists are walked; nested ``def``/``class`` bodies are skipped.
+    """
+    facts = _OwnBody()
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _SCOPE_NODES):
+            continue
+        kind = type(node)
+        if kind is ast.Assert:
+            facts.has_assert = True
+        elif kind is ast.Return:
+            facts.returns_value = facts.returns_value or node.value is not None
+        elif kind is ast.Raise:
+            facts.raises = True
+        for name in _BLOCKS:
+            sub = getattr(node, name, None)
+            if sub:
+                stack.extend(sub)
+    return facts
+
+
+def _has_docstring(fn) -> bool:
+    first = fn.body[0] if fn.body else None
+    return (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str))
+
+
+def _clip(line: str) -> str:
+    line = line.rstrip().expandtabs(4)
+    return line if len(line) <= SNIPPET_WIDTH else line[: SNIPPET_WIDTH - 3] + "..."
+
+
+def _walk_scope(body, prefix: list[str], in_class: bool, visit) -> None:
+    """Visit defs at module/class level, descending into compound statements but not functions."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            visit(node, prefix, in_class)
+        elif isinstance(node, ast.ClassDef):
+            _walk_scope(node.body, prefix + [node.name], True, visit)
+        else:
+            # Source order: try body, except handlers, match cases, else, finally.
+            blocks = [getattr(node, "body", None)]
+            blocks += [h.body for h in getattr(node, "handlers", None) or ()]
+            blocks += [c.body for c in getattr(node, "cases", None) or ()]
+            blocks += [getattr(node, "orelse", None), getattr(node, "finalbody", None)]
+            for sub in blocks:
+                if isinstance(sub, list):
+                    _walk_scope(sub, prefix, in_class, visit)
+
+
+def _parse(source: str):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _qualname_walk(tree, visit) -> None:
+    def each(fn, prefix, in_class):
+        visit(fn, ".".join(prefix + [fn.name]), in_class)
+    _walk_scope(tree.body, [], False, each)
+
+
+def definitions_in_source(source: str, relpath: str) -> list[Definition]:
+    """Return the universe's definitions in one file's source (empty if it does not parse)."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    lines = source.splitlines()
+    out: list[Definition] = []
+
+    def visit(fn, qual, in_class):
+        is_async = isinstance(fn, ast.AsyncFunctionDef)
+        kind = ("async " if is_async else "") + ("method" if in_class else "function")
+        start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
+        end = fn.end_lineno or fn.lineno
+        snippet_end = min(end, start + SNIPPET_LINES - 1)
+        snippet = "\n".join(_clip(l) for l in lines[start - 1: snippet_end])
+        out.append(Definition(
+            ident=f"{relpath}::{qual}", path=relpath, qualname=qual, name=fn.name, kind=kind,
+            line=fn.lineno, signature=_clip(lines[fn.lineno - 1].strip()), snippet=snippet))
+
+    _qualname_walk(tree, visit)
+    return out
+
+
+def facts_in_source(source: str, relpath: str) -> list[Facts]:
+    """Predicate facts of the universe's definitions in one file, in the same order as
+    :func:`definitions_in_source` (empty if the file does not parse)."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    out: list[Facts] = []
+
+    def visit(fn, qual, in_class):
+        own = _own_body_facts(fn)
+        a = fn.args
+        out.append(Facts(
+            ident=f"{relpath}::{qual}", qualname=qual, name=fn.name,
+            docstring=_has_docstring(fn), has_assert=own.has_assert,
+            returns_value=own.returns_value, raises=own.raises,
+            decorated=bool(fn.decorator_list),
+            params=tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))))
+
+    _qualname_walk(tree, visit)
+    return out
+
+
+def _sources(root: Path):
+    """``(relative path, source)`` of every readable ``.py`` file under ``root``, sorted."""
+    root = Path(root)
+    files = sorted(
+        p for p in root.rglob("*.py")
+        if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
+    )
+    for f in files:
+        try:
+            yield f.relative_to(root).as_posix(), f.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+
+
+def index_tree(root: Path) -> list[Definition]:
+    """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths)."""
+    return [d for rel, src in _sources(root) for d in definitions_in_source(src, rel)]
+
+
+def facts_tree(root: Path) -> list[Facts]:
+    """Predicate facts of every definition under ``root``, in :func:`index_tree` order."""
+    return [f for rel, src in _sources(root) for f in facts_in_source(src, rel)]
+
+
+def _cache_path(name: str, sha256: str) -> Path:
+    return paths.home() / "index" / f"{name}-{sha256[:16]}-v{INDEX_VERSION}.json.gz"
+
+
+_MEMO: dict[str, list[Definition]] = {}
+_FACTS: dict[str, list[Facts]] = {}
+_FIELDS = tuple(f.name for f in fields(Definition))
+
+
+def _remove_stale_caches(folder: Path) -> None:
+    """Delete index files of other versions: before v5 they held predicate facts."""
+    keep = f"-v{INDEX_VERSION}.json.gz"
+    for p in folder.glob("*.json.gz"):
+        if not p.name.endswith(keep):
+            p.unlink(missing_ok=True)
+    for p in folder.glob("*.json.tmp*"):  # a killed writer's leftover (pre-v5 naming)
+        p.unlink(missing_ok=True)
+
+
+def load_index(name: str) -> list[Definition]:
+    """Definitions of snapshot ``name``: memory, then disk cache, then build (and cache).
+
+    The cache file holds the display fields only and is written private (0600 in a 0700
+    folder); building it also deletes index files of earlier versions.
+    """
+    from ... import snapshots
+
+    pin = snapshots.get_pin(name)
+    key = f"{name}:{pin.sha256}"
+    if key in _MEMO:
+        return _MEMO[key]
+    cache = _cache_path(name, pin.sha256)
+    if cache.is_file():
+        with gzip.open(cache, "rt", encoding="utf-8") as fh:
+            defs = [Definition(**{k: d[k] for k in _FIELDS}) for d in json.load(fh)]
+    else:
+        root = snapshots.ensure(name)
+        defs = index_tree(root)
+        folder = paths.private_dir(cache.parent)
+        _remove_stale_caches(folder)
+        data = gzip.compress(json.dumps([asdict(d) for d in defs]).encode(), compresslevel=3,
+                             mtime=0)
+        paths.write_private(cache, data)  # atomic: concurrent builders write the same bytes
+    _MEMO[key] = defs
+    return defs
+
+
+def load_facts(name: str) -> list[Facts]:
+    """Predicate facts of snapshot ``name``, computed in memory from its source (memoised).
+
+    The first call in a process re-parses the built snapshot (about as long as indexing it);
+    later calls are free. Raises ``RuntimeError`` if the facts and the search index disagree on
+    the definitions (a stale index: rebuild the snapshot).
+    """
+    from ... import snapshots
+
+    pin = snapshots.get_pin(name)
+    key = f"{name}:{pin.sha256}"
+    if key not in _FACTS:
+        facts = facts_tree(snapshots.ensure(name))
+        if [f.ident for f in facts] != [d.ident for d in load_index(name)]:
+            raise RuntimeError(
+                f"snapshot {name!r}: the cached search index and the source disagree on the "
+                f"definitions; delete {_cache_path(name, pin.sha256)} and retry")
+        _FACTS[key] = facts
+    return _FACTS[key]

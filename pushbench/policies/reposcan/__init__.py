@@ -1,0 +1,1 @@
+"""Offline RepoScan agents: the judge heuristics, diligent, random, exhaustive and simulated."""

@@ -1,0 +1,1 @@
+"""Offline SWE-lite agents: triage, random and the reference-fix oracle."""

@@ -1,0 +1,1 @@
+"""Executors: where episodes run (in process, a process pool, asyncio, Ray)."""

@@ -1,0 +1,317 @@
+"""Executors: where episodes run. A small interface so a cluster engine can slot in later.
+
+An executor takes episode specs and yields :class:`EpisodeResult` objects **as they finish**
+(not in submission order)::
+
+    with make_executor("process", workers=2) as ex:
+        for result in ex.run(specs):
+            ...
+
+The consumer may stop iterating at any time (Ctrl-C, an error): closing the iterator stops new
+submissions. :meth:`Executor.drain` then yields results that finish afterwards, so a graceful
+stop can still keep work already in flight. The worker-side function is
+:func:`run_spec`: it never raises for an episode failure; an exception becomes a result with
+``error`` set (the traceback text), so one broken episode cannot kill a sweep.
+
+Results carry the small per-episode line and the full record already serialised and gzipped
+(``trace_gz``) so compression happens in the workers and results ship cheaply between processes
+or machines. Register a new executor in :data:`EXECUTORS` (name -> class taking ``workers``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import gzip
+import json
+import multiprocessing as mp
+import os
+import signal
+import threading
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from ...policies.identity import policy_label
+from ..experiment import EpisodeSpec
+
+LINE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """What comes back from running one spec: ``line`` + ``trace_gz``, or ``error``."""
+
+    spec: EpisodeSpec
+    line: dict | None = None
+    trace_gz: bytes | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def episode_line(record: dict) -> dict:
+    """The ``episodes.jsonl`` line: the full record minus ``calls`` and controller steps."""
+    line = {k: v for k, v in record.items() if k != "calls"}
+    ctl = record.get("controller")
+    if isinstance(ctl, dict):
+        line["controller"] = {"name": ctl.get("name"), "components": ctl.get("components")}
+    return line
+
+
+def error_line(spec: EpisodeSpec, error: str) -> dict:
+    """The ``errors.jsonl`` line for an episode whose run raised."""
+    return {"schema_version": LINE_SCHEMA_VERSION, "key": spec.key, "task_id": spec.task_id,
+            "instance": spec.instance, "controller": {"name": spec.controller},
+            "policy": {"name": spec.policy, "params": dict(spec.policy_params),
+                       "label": policy_label(spec.policy, spec.policy_params, spec.policy_label)},
+            "seed": spec.seed, "terminated_by": "error", "error": error}
+
+
+def encode_trace(record: dict) -> bytes:
+    """Gzipped canonical JSON of the full record (``mtime=0``: same record, same bytes)."""
+    data = json.dumps(record, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def run_spec(spec: EpisodeSpec) -> EpisodeResult:
+    """Run one episode; any exception becomes an error result (never raised)."""
+    try:
+        from ..episode import run_episode
+
+        record = run_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
+                             instance=spec.instance, budget=spec.budget,
+                             policy_params=dict(spec.policy_params) or None,
+                             label=spec.policy_label)
+        record["key"] = spec.key  # the spec's key is the resume authority (includes params)
+        return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
+    except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
+        return EpisodeResult(spec, error=traceback.format_exc())
+
+
+class Executor:
+    """Base: subclasses implement :meth:`run` (and :meth:`drain` if work can be in flight)."""
+
+    name = "executor"
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = max(1, int(workers))
+
+    def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        raise NotImplementedError
+
+    def drain(self) -> Iterator[EpisodeResult]:
+        """After :meth:`run` was closed early: results of work still in flight, as it finishes."""
+        return iter(())
+
+    @property
+    def in_flight(self) -> int:
+        return 0
+
+    def shutdown(self) -> None:
+        """Stop everything now (in-flight work is abandoned)."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+class InProcessExecutor(Executor):
+    """Run episodes one after another in this process (debuggable, no pickling)."""
+
+    name = "inprocess"
+
+    def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        for spec in specs:
+            yield run_spec(spec)
+
+
+def _worker_init(parent_alive) -> None:
+    # Ctrl-C goes to the whole process group: the parent decides what stops, not the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent_alive,), daemon=True).start()
+    import pushbench  # noqa: F401  - registers the environments in the worker
+
+
+def _exit_with_parent(parent_alive) -> None:
+    """Exit when the parent dies (SIGKILL included): only it holds the pipe's write end.
+
+    Pool workers otherwise wait forever on their call queue, keeping the terminal's pipes open.
+    """
+    try:
+        parent_alive.recv()
+    except (EOFError, OSError):
+        pass
+    os._exit(1)
+
+
+def _context() -> mp.context.BaseContext:
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+class LocalPoolExecutor(Executor):
+    """A local process pool (``concurrent.futures`` with a forkserver/spawn context).
+
+    At most ``window`` (default ``2 * workers``) episodes are submitted at once, so stopping
+    early leaves little queued work and memory stays flat for long sweeps.
+
+    A worker process that dies (OOM kill, segfault) breaks the whole pool: Python fails every
+    episode in flight in it, including those running in healthy workers. Those episodes are
+    run again **alone**, one at a time, in a fresh pool (nothing else is submitted meanwhile),
+    so only the one that kills its worker a second time becomes an error result (``errors.jsonl``;
+    it runs again on resume) and the others finish in this invocation. A pool that breaks
+    before any episode has come back from any pool is a setup failure (workers cannot start):
+    :meth:`run` raises ``RuntimeError`` rather than failing every episode.
+    """
+
+    name = "process"
+
+    def __init__(self, workers: int = 2, window: int | None = None,
+                 fn: Callable[[EpisodeSpec], EpisodeResult] | None = None) -> None:
+        super().__init__(workers)
+        self.window = window or 2 * self.workers
+        # what a worker runs per spec (default run_spec; must pickle by reference): tests
+        # inject worker deaths here, as they do for the Ray executor
+        self.fn = fn or run_spec
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._alive = self._reader = None  # the parent-alive pipe (write end never written)
+        # future -> (spec, the pool it went to, whether it ran alone in that pool)
+        self._futures: dict[cf.Future, tuple[EpisodeSpec, cf.ProcessPoolExecutor, bool]] = {}
+        self._suspects: deque[EpisodeSpec] = deque()  # lost with a broken pool: re-run alone
+        self._any_ok = False  # an episode came back from some pool: workers can start
+
+    def _ensure_pool(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = _context()
+            reader, self._alive = ctx.Pipe(duplex=False)
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
+                                                initializer=_worker_init, initargs=(reader,))
+            self._reader = reader  # kept until the pool has started its workers
+        return self._pool
+
+    def _pool_broke(self, pool: cf.ProcessPoolExecutor, err: BaseException) -> None:
+        """Forget a broken pool (its workers are gone); raise if workers never got going."""
+        if pool is not self._pool:
+            return
+        pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = None
+        self._close_pipe()
+        if not self._any_ok:
+            raise RuntimeError(
+                "the process pool's workers died before finishing any episode (see their "
+                "output above; a script fed on stdin cannot be re-imported by workers). "
+                f"Try --executor inprocess to see the error directly. ({err!r})") from err
+
+    def _close_pipe(self) -> None:
+        for conn in (self._alive, self._reader):
+            if conn is not None:
+                conn.close()
+        self._alive = self._reader = None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._futures)
+
+    def _submit(self, spec: EpisodeSpec, alone: bool) -> bool:
+        """Submit ``spec`` to the pool (a fresh one if it broke); ``False`` if it broke now."""
+        pool = self._ensure_pool()
+        try:
+            fut = pool.submit(self.fn, spec)
+        except cf.process.BrokenProcessPool as e:
+            self._pool_broke(pool, e)
+            return False
+        self._futures[fut] = (spec, pool, alone)
+        return True
+
+    def _fill(self, queue: deque) -> None:
+        if self._suspects:  # one suspect at a time, alone, until none is left
+            if not self._futures and self._submit(self._suspects[0], alone=True):
+                self._suspects.popleft()
+            return
+        while queue and len(self._futures) < self.window:
+            if self._submit(queue[0], alone=False):
+                queue.popleft()
+
+    def _collect(self, done: Iterable[cf.Future]) -> Iterator[EpisodeResult]:
+        done = sorted(done, key=lambda f: self._futures[f][0].key)
+        # Note any episode that came back before judging the breaks of the same batch.
+        if any(not f.cancelled() and f.exception() is None for f in done):
+            self._any_ok = True
+        for fut in done:
+            spec, pool, alone = self._futures.pop(fut)
+            try:
+                result = fut.result()
+            except cf.process.BrokenProcessPool as e:
+                self._pool_broke(pool, e)
+                if alone:  # it broke a pool on its own: this episode kills its worker
+                    yield EpisodeResult(spec, error=(
+                        "worker process died while running this episode (twice, the second "
+                        f"time alone in its pool): {e!r}. It runs again on resume."))
+                else:  # maybe only a bystander of another episode's death: run it again
+                    self._suspects.append(spec)
+                continue
+            except cf.CancelledError:
+                yield EpisodeResult(spec, error="cancelled before it ran")
+                continue
+            yield result
+
+    def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
+        queue = deque(specs)
+        while queue or self._suspects or self._futures:
+            self._fill(queue)
+            if self._futures:
+                done, _ = cf.wait(list(self._futures), return_when=cf.FIRST_COMPLETED)
+                yield from self._collect(done)
+
+    def drain(self) -> Iterator[EpisodeResult]:
+        """Results of episodes still running. Suspects not yet re-run are not run (like
+        episodes never submitted, they run on resume)."""
+        while self._futures:
+            done, _ = cf.wait(list(self._futures), return_when=cf.FIRST_COMPLETED)
+            yield from self._collect(done)
+
+    def shutdown(self) -> None:
+        pool, self._pool = self._pool, None
+        self._futures.clear()
+        self._suspects.clear()
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:  # abandon running episodes now rather than at interpreter exit
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+        self._close_pipe()
+
+
+EXECUTORS: dict[str, type[Executor]] = {
+    InProcessExecutor.name: InProcessExecutor,
+    LocalPoolExecutor.name: LocalPoolExecutor,
+}
+
+from .async_ import AsyncExecutor  # noqa: E402 - asyncio executor for LLM episodes
+
+EXECUTORS[AsyncExecutor.name] = AsyncExecutor
+
+from .ray import RayExecutor  # noqa: E402 - Ray cluster executor (pushbench[ray])
+
+EXECUTORS[RayExecutor.name] = RayExecutor
+
+
+def make_executor(name: str = "auto", workers: int = 1, **options) -> Executor:
+    """Executor ``name`` (``auto``: a process pool when ``workers > 1``, else in-process).
+
+    ``options`` (the experiment's ``executor_options``) go to the executor's constructor.
+    """
+    if name == "auto":
+        name = "process" if workers > 1 else "inprocess"
+    if name not in EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}; known: auto, {', '.join(EXECUTORS)}")
+    return EXECUTORS[name](workers=workers, **options)
