@@ -307,7 +307,8 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
 def audit_run(record: dict, run: dict, trace_raw: bytes | None) -> tuple[list[str], dict]:
     """Every reason the run cannot be trusted (empty: consistent evidence) and trace facts."""
     reasons = ledger_reasons(record)
-    check = FAMILY_CHECKS.get(record.get("family"))
+    family = record.get("family")  # tampered records may hold any JSON value here
+    check = FAMILY_CHECKS.get(family) if isinstance(family, str) else None
     reasons += check(record) if check else [f"unknown family {record.get('family')!r}"]
     if trace_raw is None:
         return reasons + ["no trace.jsonl"], {}
