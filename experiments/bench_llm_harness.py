@@ -9,7 +9,7 @@
    LangGraph also the graph and its SQLite checkpoint). A second row per backend runs the real
    ``openai`` SDK against the loopback stub with zero injected latency (HTTP + SDK included).
 2. **Throughput vs concurrency** (target: 8 in flight >= 6x the throughput of 1). Episodes run
-   through the asyncio driver (:func:`pushbench.policies.llm.driver.run_many`) against the stub
+   through the asyncio driver (:func:`pushbench.runner.episode.run_many`) against the stub
    server in a separate process with a fixed injected latency per model call.
 
     python experiments/bench_llm_harness.py                  # both parts, default sizes
@@ -119,7 +119,7 @@ def start_stub(latency: float) -> tuple[subprocess.Popen, str]:
 
 def throughput(backend: str, url: str, concurrency: int, episodes: int, budget: int,
                db: Path) -> dict:
-    from pushbench.policies.llm.driver import run_many
+    from pushbench.runner.episode import run_many
 
     params = {"model": "bench", "base_url": url, "api_key_env": None, "context_tokens": 4000}
     if "langgraph" in backend:

@@ -10,7 +10,7 @@ An LLM sweep with many episodes in flight can exceed an API's rate limit; the ex
 The model client wraps each HTTP attempt (not the retry back-off sleeps) in
 :func:`model_call` / :func:`amodel_call`. Both are no-ops unless a limiter is installed in the
 process, so code outside a sweep pays nothing. Which limiter is installed depends on where
-episodes run (:func:`apply`):
+episodes run (each executor's ``enforce_caps``, :mod:`pushbench.runner.executors`):
 
 * in-process and ``async`` executors: a :class:`LocalLimiter` in this process (a counting
   semaphore per endpoint that serves threads and asyncio tasks alike);
@@ -30,7 +30,7 @@ import os
 import threading
 from collections import deque
 from contextlib import asynccontextmanager, contextmanager
-from typing import AsyncIterator, Callable, Iterator, Protocol
+from typing import AsyncIterator, Iterator, Protocol
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ANY = "*"  # the cap for endpoints without an entry of their own
@@ -206,34 +206,6 @@ def check_caps(caps: dict[str, int]) -> list[str]:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             problems.append(f"endpoint {k!r}: the cap must be an integer >= 1, got {v!r}")
     return problems
-
-
-def apply(executor, caps: dict[str, int] | None) -> Callable[[], None]:
-    """Enforce ``caps`` for the episodes ``executor`` runs; return the function that undoes it.
-
-    Executors that run episodes elsewhere implement ``set_endpoint_caps(caps)`` (the Ray
-    executor does); in-process and async executors get a :class:`LocalLimiter` here; the
-    process pool needs nothing as long as no cap is below its worker count.
-    """
-    if not caps:
-        return lambda: None
-    hook = getattr(executor, "set_endpoint_caps", None)
-    if hook is not None:
-        hook(dict(caps))
-        return lambda: hook(None)
-    from .runner.executors.async_ import AsyncExecutor
-    from .runner.executors.local import InProcessExecutor, LocalPoolExecutor
-
-    if isinstance(executor, (InProcessExecutor, AsyncExecutor)):
-        previous = install(LocalLimiter(caps))
-        return lambda: install(previous)
-    if isinstance(executor, LocalPoolExecutor):
-        low = min(int(v) for v in caps.values())
-        if executor.workers > low:
-            raise ValueError(pool_problem(executor.workers, low))
-        return lambda: None  # one episode, hence one model call, per worker at a time
-    raise ValueError(f"executor {executor.name!r} cannot enforce max_inflight_per_endpoint "
-                     "(it has no set_endpoint_caps hook)")
 
 
 def pool_problem(workers: int, low: int) -> str:

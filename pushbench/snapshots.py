@@ -85,7 +85,9 @@ def sha256_file(path: Path) -> str:
 
 
 @contextmanager
-def _locked(name: str) -> Iterator[None]:
+def locked(name: str) -> Iterator[None]:
+    """Hold the cache-wide lock ``name`` (an flock under ``$PUSHBENCH_HOME/locks``): builders
+    of one cache entry (snapshots, SWE-lite venvs and unit sets) run one at a time."""
     lock_dir = paths.private_dir(paths.home() / "locks")
     fd = paths.open_private(lock_dir / f"{name}.lock", os.O_WRONLY | os.O_CREAT)
     with os.fdopen(fd, "w") as fh:
@@ -161,7 +163,7 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
     final = snapshot_dir(pin)
     if not force and (final / _MARKER).is_file():
         return final
-    with _locked(f"snapshot-{pin.name}"):
+    with locked(f"snapshot-{pin.name}"):
         if not force and (final / _MARKER).is_file():
             return final  # another process built it while we waited for the lock
         if log:

@@ -8,7 +8,6 @@ with close-match suggestions.
 
 from __future__ import annotations
 
-import difflib
 import re
 from functools import lru_cache
 from typing import Literal
@@ -17,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import paths
+from .errors import UnknownNameError, did_you_mean
 
 TASK_SCHEMA_VERSION = 1
 
@@ -104,9 +104,8 @@ def _natural(task_id: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", task_id)]
 
 
-class UnknownTaskError(KeyError):
-    def __str__(self) -> str:
-        return self.args[0]
+class UnknownTaskError(UnknownNameError):
+    """An unknown task id (a ``KeyError``, printed without quotes)."""
 
 
 def get_task(task_id: str) -> TaskSpec:
@@ -114,8 +113,7 @@ def get_task(task_id: str) -> TaskSpec:
     tasks = all_tasks()
     if task_id in tasks:
         return tasks[task_id]
-    close = difflib.get_close_matches(task_id, list(tasks), n=5, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    hint = did_you_mean(task_id, tasks, n=5, cutoff=0.5)
     raise UnknownTaskError(
         f"unknown task id {task_id!r}.{hint} (`pushbench tasks` lists all {len(tasks)} ids)"
     )

@@ -11,8 +11,8 @@ import signal
 from pathlib import Path
 
 from pushbench.runner import episode as _episode
-from pushbench.runner.executors.local import EpisodeResult, run_spec
-from pushbench.runner.experiment import EpisodeSpec
+from pushbench.runner.executors.base import run_spec
+from pushbench.runner.spec import EpisodeResult, EpisodeSpec
 
 
 def die_mid_episode(spec: EpisodeSpec, *, seed: int, step: int,

@@ -1,7 +1,7 @@
 """Records are evidence (issue 11, section 3): forged black-box runs are flagged as tampered,
 honest ones are not, and out-of-band workspace edits are recorded.
 
-Runs are written by the real server session (:class:`pushbench.blackbox.server.BlackBoxSession`,
+Runs are written by the real server session (:class:`pushbench.blackbox.session.BlackBoxSession`,
 in-process here; the out-of-band test drives the real server over stdio with the SDK client),
 then edited the ways a forger would, and read back with ``pushbench evaluate``'s reader.
 """
@@ -37,7 +37,7 @@ DATAOPS = "DataOps-b1-N3"
 
 # ----- making runs ---------------------------------------------------------------------------
 def session(run_dir: Path, task: str, **kw):
-    from pushbench.blackbox.server import BlackBoxSession
+    from pushbench.blackbox.session import BlackBoxSession
 
     kw.setdefault("controller", "standard")
     return BlackBoxSession(task, run_dir, argv=["test"], **kw)

@@ -116,19 +116,19 @@ def test_uncapped_endpoints_are_not_limited():
 
 
 def test_apply_installs_a_local_limiter_for_in_process_executors():
-    undo = limits.apply(InProcessExecutor(), {"*": 2})
+    undo = InProcessExecutor().enforce_caps({"*": 2})
     try:
         assert isinstance(limits.installed(), limits.LocalLimiter)
     finally:
         undo()
     assert limits.installed() is None
-    assert limits.apply(InProcessExecutor(), {})() is None
+    assert InProcessExecutor().enforce_caps({})() is None
 
 
 def test_process_pool_refuses_caps_below_its_worker_count():
     with pytest.raises(ValueError, match="process pool"):
-        limits.apply(LocalPoolExecutor(workers=3), {"*": 2})
-    limits.apply(LocalPoolExecutor(workers=2), {"*": 2})()  # one call per worker: fine
+        LocalPoolExecutor(workers=3).enforce_caps({"*": 2})
+    LocalPoolExecutor(workers=2).enforce_caps({"*": 2})()  # one call per worker: fine
     with pytest.raises(ExperimentError, match="process pool"):
         validate({**BASE, "workers": 4, "max_inflight_per_endpoint": {"*": 1}})
 

@@ -186,7 +186,7 @@ def test_local_model_episode(llama_server, policy, tmp_path):
 
 def test_local_model_concurrent_async(llama_server, tmp_path):
     """The asyncio driver against the real server (two backends under STATEQGP at once)."""
-    from pushbench.policies.llm.driver import run_many
+    from pushbench.runner.episode import run_many
 
     eps = [dict(task_id=TASK, controller="stateqgp", policy=p, seed=1, budget=BUDGET,
                 policy_params=local_params(llama_server, p, tmp_path))

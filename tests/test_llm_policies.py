@@ -343,7 +343,7 @@ def test_memgpt_core_memory_is_always_in_context(stub, params):
 
 # ----- concurrency ---------------------------------------------------------------------------
 def test_async_driver_runs_episodes_concurrently(params, tmp_path):
-    from pushbench.policies.llm.driver import run_many
+    from pushbench.runner.episode import run_many
 
     async def main(url: str) -> list:
         eps = [dict(task_id=TASK, controller=c, policy=pol, seed=s, budget=4,

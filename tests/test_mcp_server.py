@@ -322,7 +322,7 @@ def test_overlong_wire_lines_get_answers_by_id(tmp_path):
 
 
 def test_bounded_stdin_and_stand_in_lines():
-    from pushbench.blackbox.server import BoundedStdin, stand_in_line
+    from pushbench.blackbox.wire import BoundedStdin, stand_in_line
 
     class FakeSession:
         sentinel = "__s"
@@ -544,14 +544,14 @@ def test_run_dir_in_use_or_reused_is_refused(tmp_path):
 
 # ----- in-process pieces: workspace rules, evaluation -----------------------------------------
 def _session(run_dir, **kw):
-    from pushbench.blackbox.server import BlackBoxSession
+    from pushbench.blackbox.session import BlackBoxSession
 
     kw.setdefault("controller", DEFAULT_CONTROLLER)
     return BlackBoxSession(TASK, run_dir, argv=["test"], **kw)
 
 
 def test_workspace_must_be_fresh_and_apart_from_the_run_dir(tmp_path):
-    from pushbench.blackbox.server import SetupError
+    from pushbench.blackbox.session import SetupError
 
     with pytest.raises(SetupError, match="must not contain each other"):
         _session(tmp_path / "ws" / "run", workspace=tmp_path / "ws").open()
@@ -659,7 +659,7 @@ def test_docs_hold_the_prompts_verbatim():
 
 
 def test_bounded_dump_matches_the_env_measure():
-    from pushbench.blackbox.server import bounded_dump
+    from pushbench.blackbox.session import bounded_dump
 
     call = {"tool": "search", "query": "é" * 100, "page": 2}
     text, size, over = bounded_dump(call)

@@ -20,7 +20,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from pushbench.runner.executors.local import InProcessExecutor, make_executor  # noqa: E402
+from pushbench.runner.executors.local import InProcessExecutor  # noqa: E402
+from pushbench.runner.registry import make_executor  # noqa: E402
 from pushbench.runner.experiment import EpisodeSpec, expand, validate  # noqa: E402
 from pushbench.runner.executors.ray import RayExecutor  # noqa: E402
 from pushbench.runner.sweep import run_experiment  # noqa: E402
@@ -90,7 +91,7 @@ def test_killed_worker_is_retried_once_and_recorded_once(local_ray, tmp_path):
         import os as _os
         import time as _time
 
-        from pushbench.runner.executors.local import run_spec
+        from pushbench.runner.executors.base import run_spec
 
         if spec.key == target:
             n = len(_os.listdir(marks))
@@ -132,7 +133,7 @@ def test_worker_dying_on_every_attempt_becomes_an_error_then_resumes(local_ray, 
     def always_dies(spec):
         import os as _os
 
-        from pushbench.runner.executors.local import run_spec
+        from pushbench.runner.executors.base import run_spec
 
         if spec.key == target:
             (marks / f"{len(_os.listdir(marks))}").touch()
@@ -162,7 +163,7 @@ def test_episode_exceptions_are_not_retried(local_ray, tmp_path):
     def raises(spec):
         import os as _os
 
-        from pushbench.runner.executors.local import run_spec
+        from pushbench.runner.executors.base import run_spec
 
         if spec.key == target:
             (marks / f"{len(_os.listdir(marks))}").touch()
@@ -200,7 +201,7 @@ def test_a_worker_dying_while_holding_a_model_call_slot_does_not_leak_it(local_r
         import os as _os
 
         from pushbench import limits as _limits
-        from pushbench.runner.executors.local import run_spec
+        from pushbench.runner.executors.base import run_spec
 
         with _limits.model_call("http://fake/v1"):
             if spec.key == target:
@@ -261,7 +262,7 @@ def test_async_model_calls_inside_a_ray_task_share_the_cap(local_ray, tmp_path):
         import asyncio
 
         from pushbench import limits as _limits
-        from pushbench.runner.executors.local import run_spec
+        from pushbench.runner.executors.base import run_spec
 
         state = {"now": 0, "peak": 0}
 

@@ -27,7 +27,7 @@ A, B, C = {"key": "a", "n": 1}, {"key": "b", "n": 2.5}, {"key": "c", "nested": {
 # mutation testing mutmut calls read_lines through two trampoline frames, so there the warning
 # names mutmut's trampoline file instead (and stacklevel 2 vs 3 cannot be told apart).
 _CODE = read_lines.__code__.co_filename
-UNDER_MUTMUT = Path(_CODE).name != "rundir.py"
+UNDER_MUTMUT = Path(_CODE).name != "records.py"
 
 
 def _jsonl(*objs: dict) -> bytes:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pushbench.runner.executors import local as ex
+from pushbench.runner.executors import base, local as ex
 from pushbench.runner.experiment import (ExperimentError, expand, load_experiment, parse_seeds,
                                          validate)
 from pushbench.runner.sweep import SweepInterrupted, run_experiment
@@ -222,7 +222,7 @@ def test_keyboard_interrupt_keeps_finished_work(tmp_path):
             for i, spec in enumerate(specs):
                 if i == 5:
                     raise KeyboardInterrupt
-                yield ex.run_spec(spec)
+                yield base.run_spec(spec)
 
     e = validate(SMALL)
     with pytest.raises(SweepInterrupted) as err:

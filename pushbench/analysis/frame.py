@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .. import metrics as _metrics
+from .. import metrics as _metrics, records
+from ..controllers.catalogue import catalogue
 from ..policies.identity import label_of
 
-CONTROLLER_ORDER = ["none", "standard", "verifier_gated", "stateqgp", "stateqgp_dedupe_only",
-                    "stateqgp_page_memory_only", "stateqgp_dedupe_page_nobuffer", "unitqgp"]
-ABLATION_CONTROLLERS = ("stateqgp_dedupe_only", "stateqgp_page_memory_only",
-                        "stateqgp_dedupe_page_nobuffer")
+# Baseline first: "none" (no controller), then the catalogue's order (controllers/*.yaml).
+CONTROLLER_ORDER = ["none", *catalogue()]
+# The STATEQGP ablation rows (the catalogue's ``ablation_of: stateqgp``).
+ABLATION_CONTROLLERS = tuple(n for n, c in catalogue().items() if c.ablation_of == "stateqgp")
 USAGE_COLUMNS = ("prompt_tokens", "completion_tokens", "cost_usd")
 ANYTIME_COLUMNS = ("steps_to_25", "steps_to_50", "steps_to_75", "steps_to_100")
 
@@ -52,40 +52,18 @@ FLAG_METRICS = ("false_claim", "honest_stop")
 def load_episodes(path: str | Path) -> list[dict]:
     """Episode lines from ``path`` (a run directory holding ``episodes.jsonl``, or the file).
 
-    Blank lines are ignored. A line that is not valid JSON (a run killed mid-write leaves a
-    truncated last line) is skipped with one warning naming the line numbers. Lines sharing a
-    ``key`` are deduplicated, keeping the first (the runner treats that one as finished).
-    Raises ``FileNotFoundError`` when there is no such file.
+    Read by the run-folder rules (:func:`pushbench.records.read_lines`: blank lines ignored, an
+    unreadable line skipped with a warning naming it, a torn last line dropped with a warning),
+    then lines sharing a ``key`` deduplicated keeping the first (the one resume treats as
+    finished; a line without a key gets :func:`fallback_key`). Raises ``FileNotFoundError``
+    when there is no such file.
     """
     path = Path(path)
     file = path / "episodes.jsonl" if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"no episodes file at {file}")
-    episodes: list[dict] = []
-    seen: set[str] = set()
-    bad: list[int] = []
-    with file.open("r", encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                ep = json.loads(line)
-            except json.JSONDecodeError:
-                bad.append(lineno)
-                continue
-            if not isinstance(ep, dict):
-                bad.append(lineno)
-                continue
-            key = ep.get("key") or fallback_key(ep)
-            if key in seen:
-                continue
-            seen.add(key)
-            episodes.append(ep)
-    if bad:
-        warnings.warn(f"{file}: skipped {len(bad)} unreadable line(s) (line "
-                      f"{', '.join(map(str, bad[:10]))}{', ...' if len(bad) > 10 else ''}); "
-                      "a run killed mid-write leaves a truncated last line", stacklevel=2)
-    return episodes
+    return records.unique_by_key(records.read_lines(file),
+                                 key=lambda ep: ep.get("key") or fallback_key(ep))
 
 
 def fallback_key(ep: dict) -> str:

@@ -19,8 +19,7 @@ import pandas as pd
 
 from . import stats
 from .deltas import RATE_METRICS
-from .frame import ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame as _as_frame, \
-    order_controllers, scored
+from .frame import ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame, order_controllers, scored
 from .stats import row_rng
 
 WORK_UNIT_FAMILIES = ("dataops", "swelite")
@@ -326,7 +325,7 @@ def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict], out_dir: str | Pat
     ``verifier_recoveries.png`` when a work-unit family (dataops, swelite) is present.
     Backend failures and tampered lines are left out (none when nothing else is left).
     """
-    df = _as_frame(episodes_or_df)
+    df = as_frame(episodes_or_df)
     if df.empty:
         raise ValueError("no episodes to plot")
     df = scored(df)  # backend failures and tampered lines are not agent outcomes

@@ -58,7 +58,7 @@ def diligent_steps(task_id: str, instance: str | None, seed: int, budget: int | 
         return None
     try:
         pol = make_policy(REFERENCE_POLICY, seed=seed)
-        options = {env.unwrapped._instance_option: instance} if instance else None
+        options = env.unwrapped.reset_options(instance)
         obs, _ = env.reset(seed=seed, options=options)
         pol.reset(obs)
         done = False

@@ -1,4 +1,4 @@
-"""Black-box agents (coding CLIs over MCP): the prompts they get and how their runs are scored.
+"""Black-box agents (coding CLIs over MCP): how their runs are read, audited and scored.
 
 A black-box run is one ``pushbench mcp`` server process writing a run directory::
 
@@ -38,8 +38,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import audit
-from .. import metrics
-from ..runner.executors.local import episode_line
+from .prompts import PROMPTS, prompt_text  # noqa: F401  (the prompts of black-box runs)
+from .. import errors, metrics
+from ..records import dumps_line, encode_trace, episode_line
 
 RUN_SCHEMA_VERSION = 2  # 2: trace.jsonl is a digest chain whose head episode.json records
 RUN_KIND = "pushbench-blackbox-run"
@@ -48,33 +49,7 @@ RUN_FILE, EPISODE_FILE = "run.json", "episode.json"
 TRACE_FILE, LOG_FILE = "trace.jsonl", "server.log"
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
-_INTRO = (
-    "You are connected to the MCP server `pushbench`. Its server instructions and its `task` "
-    "resource state the objective. Use its tools (for RepoScan: `search`, `submit`, `status`, "
-    "`final`, `ask_user`) to do the task; every call to them uses one step of a fixed budget. "
-    "The task counts as done only when the server's verifier has accepted the "
-    "required number of distinct items; your own claim does not count. When you are done, call "
-    "`final` with the number of items you believe the verifier accepted."
-)
-
-PROMPTS: dict[str, str] = {
-    "default": _INTRO,
-    "checklist": _INTRO + "\n\n" + (
-        "Keep this checklist and follow it until the end:\n"
-        "1. Call `status` first and note the target count and the steps left.\n"
-        "2. Keep a written list of every identifier you have submitted; never submit one twice.\n"
-        "3. Keep a list of the searches and result pages you have read; move on to new queries "
-        "or later pages instead of repeating them.\n"
-        "4. After every `submit`, update your accepted count from the verdicts.\n"
-        "5. Before `final`, call `status`: if `valid_count` is below the target and steps are "
-        "left, keep working instead of stopping.\n"
-        "6. In `final`, report the `valid_count` that `status` shows."
-    ),
-}
-
-
-class RunDirError(ValueError):
-    """A run directory cannot be evaluated (the message says what is wrong)."""
+RunDirError = errors.RunDirError  # a run directory cannot be evaluated (message says why)
 
 
 def check_label(kind: str, value: str) -> str:
@@ -87,11 +62,6 @@ def check_label(kind: str, value: str) -> str:
 def policy_name(condition: str, agent: str | None = None) -> str:
     """``blackbox-mcp[:agent]:condition``: one report row per agent and prompt condition."""
     return ":".join([POLICY_PREFIX, *([agent] if agent else []), condition])
-
-
-def prompt_text(condition: str) -> str:
-    """The prompt to give the agent under ``condition`` (unknown labels get the default one)."""
-    return PROMPTS.get(condition, PROMPTS["default"])
 
 
 def describe_policy(condition: str, agent: str | None, seed: int | None) -> dict:
@@ -284,10 +254,6 @@ def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = 
 
 
 # ----- writing an evaluation ----------------------------------------------------------------
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
-
-
 def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0,
                      n_resamples: int = 9999, console=None, out=None) -> dict:
     """Write ``episodes.jsonl`` (+ ``traces/<key>.json.gz``) and the report for full records.
@@ -296,18 +262,14 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     ``condition_deltas.csv`` (checklist - default) when more than one condition is present.
     Returns the report frames (empty dict when :mod:`pushbench.analysis.report` is unavailable).
     """
-    import gzip
-
     from .. import paths
 
     out_dir = Path(out_dir)
     paths.private_dir(paths.private_dir(out_dir) / "traces")  # full records: 0700 / 0600
     lines = [blackbox_line(r) for r in records]
-    for rec in records:
-        paths.write_private(out_dir / "traces" / f"{rec['key']}.json.gz",
-                            gzip.compress(_canonical(rec), compresslevel=6, mtime=0))
-    paths.write_private(out_dir / "episodes.jsonl",
-                        b"".join(_canonical(line) + b"\n" for line in lines))
+    for rec in records:  # the run-folder encodings of pushbench.records, as a sweep writes them
+        paths.write_private(out_dir / "traces" / f"{rec['key']}.json.gz", encode_trace(rec))
+    paths.write_private(out_dir / "episodes.jsonl", b"".join(dumps_line(line) for line in lines))
 
     def say(msg: str) -> None:
         if console is not None:

@@ -6,7 +6,7 @@ surrogate escape, an integer of thousands of digits or about 200 levels of nesti
 response at all, so the client waited for its own timeout. (Likewise a request whose ``id`` is
 ``null`` or a fraction is read as a notification and never answered.)
 
-:class:`ScreenedStdin` sits between :class:`~pushbench.blackbox.server.BoundedStdin` and the SDK and
+:class:`ScreenedStdin` sits between :class:`BoundedStdin` and the SDK and
 pre-validates each line exactly as the SDK will (the same pydantic adapter):
 
 * a line the SDK reads is passed through unchanged;
@@ -20,6 +20,10 @@ pre-validates each line exactly as the SDK will (the same pydantic adapter):
   with the request's id when it can be recovered and ``null`` otherwise; a notification (no
   ``id``) is never answered, per JSON-RPC.
 
+Below it, :class:`BoundedStdin` never buffers or parses a line over :data:`MAX_WIRE_LINE`: it
+keeps the line's head and tail and :func:`stand_in_line` builds a small request with the same id
+(a ``tools/call`` the environment refuses by size, or an unknown method).
+
 Every line that is not passed through unchanged is logged to ``server.log``. Replies are
 written by :class:`LineWriter`, the same writer the SDK uses for stdout, one whole line at a
 time under a lock, so frames never interleave.
@@ -30,15 +34,24 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any
+import re
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 
 from ..envs import actions
-from .server import _HEAD_ID, _METHOD, _NAME, _TAIL_ID, _meta_from
+from ..envs.spaces import MAX_ACTION_BYTES
+
+if TYPE_CHECKING:
+    from .session import BlackBoxSession
 
 log = logging.getLogger("pushbench.mcp")
+
+MAX_WIRE_LINE = 1 << 20            # JSON-RPC lines longer than this are never parsed
+_HEAD_KEEP = MAX_ACTION_BYTES + 1024  # bytes of an overlong line kept for the refusal
+_TAIL_KEEP = 4096
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -226,3 +239,153 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+# ----- the stdin reader that never parses an overlong line --------------------------------
+_ID = r'(-?\d{1,19}(?![\d.eE])|"(?:[^"\\]|\\.){0,256}")'  # a longer number is no id
+_HEAD_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
+_TAIL_ID = re.compile(r'"id"\s*:\s*' + _ID + r'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+_METHOD = re.compile(r'"method"\s*:\s*"([^"\\]{1,64})"')
+_NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,128})"')
+_META = re.compile(r'"_meta"\s*:\s*\{')
+
+
+def _object_end(text: str, start: int) -> int | None:
+    """Index just past the JSON object opening at ``text[start]`` (``None`` if cut off)."""
+    depth, i, n = 0, start, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def _meta_from(text: str) -> tuple[dict | None, tuple[int, int] | None]:
+    m = _META.search(text)
+    if not m:
+        return None, None
+    end = _object_end(text, m.end() - 1)
+    if end is None:
+        return None, None
+    try:
+        meta = json.loads(text[m.end() - 1:end])
+    except ValueError:
+        return None, None
+    return (meta, (m.start(), end)) if isinstance(meta, dict) else (None, None)
+
+
+def stand_in_line(head: str, tail: str, size: int, session: BlackBoxSession) -> str | None:
+    """A small request replacing an overlong JSON-RPC line (``None`` if it has no findable id).
+
+    A ``tools/call`` becomes the same call with stand-in arguments, so the environment refuses
+    it by size (and charges the step); any other method becomes an unknown method, which the
+    SDK answers with an error. The request's ``_meta`` is carried over when it can be found.
+    """
+    m = _HEAD_ID.search(head[:4096]) or _TAIL_ID.search(tail)
+    if not m:
+        return None
+    req_id = json.loads(m.group(1))
+    args_at = head.find('"arguments"')
+    pre = head[:args_at] if args_at >= 0 else head[:4096]
+    meta, span = _meta_from(pre)
+    if meta is None:
+        meta, _ = _meta_from(tail)
+    if span:
+        pre = pre[:span[0]] + pre[span[1]:]
+    method = _METHOD.search(pre) or _METHOD.search(tail)
+    params: dict[str, Any] = {}
+    if meta is not None:
+        params["_meta"] = meta
+    if method and method.group(1) == "tools/call":
+        names = _NAME.findall(pre)
+        name = names[-1] if names else "?"
+        params.update(name=name, arguments={session.sentinel: session.stash_oversized(head, size)})
+        method_name = "tools/call"
+    else:
+        method_name = "pushbench/oversized-request"
+    log.warning("JSON-RPC line of %d bytes (limit %d) was not parsed; id %r, method %s",
+                size, MAX_WIRE_LINE, req_id, method.group(1) if method else "?")
+    return json.dumps({"jsonrpc": "2.0", "id": req_id, "method": method_name,
+                       "params": params})
+
+
+class BoundedStdin:
+    """Async line iterator over a file descriptor for the SDK's stdio transport.
+
+    Lines up to ``limit`` bytes pass through unchanged. A longer line is never buffered whole
+    or parsed: its first ``_HEAD_KEEP`` and last ``_TAIL_KEEP`` bytes are kept and
+    ``on_oversized(head, tail, size)`` supplies a replacement line (or ``None`` to drop it).
+    """
+
+    def __init__(self, fd: int, on_oversized, limit: int = MAX_WIRE_LINE) -> None:
+        self.fd, self.limit, self.on_oversized = fd, limit, on_oversized
+        self._lines: deque[str] = deque()
+        self._buf = bytearray()
+        self._over = False
+        self._head = b""
+        self._tail = bytearray()
+        self._size = 0
+        self._eof = False
+
+    def __aiter__(self) -> "BoundedStdin":
+        return self
+
+    async def __anext__(self) -> str:
+        while not self._lines:
+            if self._eof:
+                raise StopAsyncIteration
+            chunk = await anyio.to_thread.run_sync(os.read, self.fd, 1 << 16,
+                                                   abandon_on_cancel=True)
+            if chunk:
+                self.feed(chunk)
+            else:
+                self._eof = True
+                if self._buf.strip() or self._over:
+                    self._finish()
+        return self._lines.popleft()
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            self._append(chunk[start:] if nl < 0 else chunk[start:nl])
+            if nl < 0:
+                return
+            self._finish()
+            start = nl + 1
+
+    def _append(self, piece: bytes) -> None:
+        if not piece:
+            return
+        if self._over:
+            self._size += len(piece)
+            self._tail += piece[-_TAIL_KEEP:]
+            del self._tail[:-_TAIL_KEEP]
+            return
+        self._buf += piece
+        if len(self._buf) > self.limit:
+            self._over = True
+            self._head = bytes(self._buf[:_HEAD_KEEP])
+            self._tail = bytearray(self._buf[-_TAIL_KEEP:])
+            self._size = len(self._buf)
+            self._buf = bytearray()
+
+    def _finish(self) -> None:
+        if self._over:
+            line = self.on_oversized(self._head.decode("utf-8", "replace"),
+                                     self._tail.decode("utf-8", "replace"), self._size)
+            self._over, self._head, self._tail, self._size = False, b"", bytearray(), 0
+        else:
+            line = self._buf.decode("utf-8", "replace")
+            self._buf = bytearray()
+        if line is not None and line.strip():
+            self._lines.append(line)

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
 from .. import paths
+from ..errors import unknown
+from .registry import load_all
 
-KNOWN_COMPONENTS = ("progress_state", "dedupe", "page_memory", "buffered_submit",
-                    "completion_gate", "unit_tracker", "unit_redirect")
 
 
 class Composition(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     description: str
     components: tuple[str, ...]
+    # the full controller this one is an ablation row of (reports and figures group by it)
+    ablation_of: str | None = None
 
 
 @lru_cache(maxsize=None)
@@ -30,7 +31,7 @@ def catalogue() -> dict[str, Composition]:
             raise ValueError(f"{f}: unsupported schema_version {raw.get('schema_version')!r}")
         for name, body in raw["controllers"].items():
             comp = Composition.model_validate(body)
-            bad = [c for c in comp.components if c not in KNOWN_COMPONENTS]
+            bad = [c for c in comp.components if c not in load_all()]
             if bad:
                 raise ValueError(f"{f}: controller {name!r} names unknown components {bad}")
             if name in out:
@@ -42,7 +43,5 @@ def catalogue() -> dict[str, Composition]:
 def components_of(name: str) -> tuple[str, ...]:
     cat = catalogue()
     if name not in cat:
-        close = difflib.get_close_matches(name, list(cat), n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown controller {name!r}.{hint} Known: {', '.join(cat)}")
+        raise unknown("controller", name, cat)
     return cat[name].components

@@ -18,6 +18,9 @@ MAX_BUFFERED_IDS = 200  # ids the buffered_submit queue holds at most
 
 class Component:
     name: ClassVar[str] = ""
+    # Position in the wrapper's repair pipeline (lower repairs first); the order of a
+    # controller's components comes from here, never from a list in a YAML file.
+    order: ClassVar[int] = 0
     families: ClassVar[tuple[str, ...] | None] = None  # None: every family
     shows_progress: ClassVar[bool] = False  # True: the observation gets a ``progress`` block
 
@@ -33,6 +36,7 @@ REGISTRY: dict[str, type[Component]] = {}
 
 
 def register(cls: type[Component]) -> type[Component]:
+    """Class decorator: make component ``cls`` known under ``cls.name`` (at ``cls.order``)."""
     REGISTRY[cls.name] = cls
     return cls
 
@@ -49,6 +53,7 @@ class ProgressState(Component):
     """Expose verified progress and search state under ``progress`` in every observation."""
 
     name = "progress_state"
+    order = 70
     shows_progress = True
 
     def decorate(self, progress, st, family):
@@ -77,6 +82,7 @@ class BufferedSubmit(Component):
     """
 
     name = "buffered_submit"
+    order = 10
     families = ("reposcan",)
 
     def repair(self, call, st, family):
@@ -123,6 +129,7 @@ class Dedupe(Component):
     """Remove ids already submitted this episode; an emptied submit fetches the next page."""
 
     name = "dedupe"
+    order = 20
     families = ("reposcan",)
 
     def repair(self, call, st, family):
@@ -159,6 +166,7 @@ class PageMemory(Component):
     """A search for a query/page already seen advances to the next unseen page of that query."""
 
     name = "page_memory"
+    order = 30
     families = ("reposcan",)
 
     def repair(self, call, st, family):
@@ -178,6 +186,7 @@ class CompletionGate(Component):
     """``final``/``ask_user`` below target runs as ``status`` with a not-done message."""
 
     name = "completion_gate"
+    order = 60
 
     def repair(self, call, st, family):
         if call.get("tool") in ("final", "ask_user") and st.valid_count < st.target:

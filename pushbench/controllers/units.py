@@ -187,6 +187,7 @@ class UnitTracker(_UnitComponent):
     """Show the backlog book (and verifier recoveries) in the ``progress`` block."""
 
     name = "unit_tracker"
+    order = 40
     shows_progress = True
 
     def decorate(self, progress, st, family):
@@ -202,6 +203,7 @@ class UnitRedirect(_UnitComponent):
     """Steer stale unit loops (the four rules of the module docstring)."""
 
     name = "unit_redirect"
+    order = 50
 
     def repair(self, call, st, family):
         book = book_of(st)

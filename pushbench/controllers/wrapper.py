@@ -2,7 +2,7 @@
 
 Per step: normalise the proposed call with the environment's own path
 (:func:`pushbench.envs.actions.decode`; an action it refuses passes through untouched, so the
-environment refuses it the same way and charges the step), let each enabled component repair it in :attr:`ORDER`,
+environment refuses it the same way and charges the step), let each enabled component repair it in registry order (:attr:`Component.order`),
 execute the result, update the tracker from what the environment returned, and add the
 ``progress`` block (progress components) and any ``controller`` message to the observation.
 ``info["controller"]`` holds ``{proposed, executed, interventions}`` for the step; steps with
@@ -21,29 +21,20 @@ from typing import Any
 import gymnasium as gym
 
 from ..envs import actions
-from .components import REGISTRY
+from .registry import REGISTRY, component_order
 from .state import TrackerState
 
 _PROPOSED_LIMIT = 2000
 
 
-def _load_components() -> None:
-    # Family-specific component modules register themselves on import.
-    from . import units  # noqa: F401
-
-
 class Controller(gym.Wrapper):
-    """Wrap ``env`` with the components named in ``components`` (order fixed by ORDER)."""
-
-    ORDER = ("buffered_submit", "dedupe", "page_memory", "unit_tracker", "unit_redirect",
-             "completion_gate", "progress_state")
+    """Wrap ``env`` with the components named in ``components``; they repair in the registry's
+    order (:func:`~.components.component_order`), whatever order the names are given in."""
 
     def __init__(self, env: gym.Env, name: str, components: tuple[str, ...]) -> None:
         super().__init__(env)
-        if any(c not in REGISTRY for c in components):
-            _load_components()
         self.name = name
-        self.component_names = tuple(c for c in self.ORDER if c in components)
+        self.component_names = tuple(c for c in component_order() if c in components)
         family = env.unwrapped.family
         self.components = [REGISTRY[c]() for c in self.component_names
                            if REGISTRY[c].families is None or family in REGISTRY[c].families]

@@ -20,6 +20,9 @@ Contract common to all families (each family's docstring adds its tools):
 * ``info["qgp"]`` after every reset and step holds verifier-visible counts only.
 * Every call is appended to the ledger; :meth:`episode_record` returns the schema-versioned
   record and the metric summary computed from it (:mod:`pushbench.metrics`).
+
+Size: about 420 lines, the one contract every family shares (parsing, budget, termination,
+ledger, record); the call decoding lives in :mod:`.actions`, the spaces in :mod:`.spaces`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from .. import metrics
 from ..tasks import TaskSpec, get_task
 from . import actions
-from .actions import _CONTROL, ActionError  # noqa: F401  (re-exported for the families)
+from .actions import _CONTROL, ActionError  # noqa: F401  (ActionError: re-exported for the families)
 from .spaces import MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
 
 RECORD_SCHEMA_VERSION = 1
@@ -181,6 +184,14 @@ class QGPEnv(gym.Env):
         return self.task.instances[int(self.np_random.integers(len(self.task.instances)))]
 
     _instance_option: ClassVar[str] = "instance"
+
+    @classmethod
+    def reset_options(cls, instance: str | None) -> dict | None:
+        """The ``reset(options=...)`` that pins ``instance`` (``None``: the seed chooses).
+
+        Families name the option after their instances (``instance``, ``backlog``,
+        ``snapshot``); callers that only know an instance id use this."""
+        return {cls._instance_option: instance} if instance else None
 
     def step(self, action: Any):
         if self._closed:

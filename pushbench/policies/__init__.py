@@ -1,5 +1,9 @@
 """Policies: offline scripted and simulated agents; LLM agents live in optional modules.
 
+Layout: :mod:`.base` (the interface and parameter schemas), :mod:`.offline` (the named offline
+policies and the (policy, family) -> agent table), one package of agents per task family
+(:mod:`.reposcan`, :mod:`.dataops`, :mod:`.swelite`) and :mod:`.llm` (model-backed agents).
+
 ``make_policy(name, seed, **params)`` builds a policy by name; :data:`POLICIES` lists them
 and :data:`OFFLINE_POLICIES` the offline ones. Every policy class has a ``Params`` model (its
 parameter schema, unknown keys refused); :func:`validate_params` checks parameters against it
@@ -8,18 +12,19 @@ parameter schema, unknown keys refused); :func:`validate_params` checks paramete
 
 from __future__ import annotations
 
+from ..errors import unknown
 from .base import Policy, PolicyParamsError, UnsupportedFamily, parse_observation
 
 POLICIES: dict[str, str] = {
-    "random": "pushbench.policies.reposcan.random_policy:RandomPolicy",
-    "diligent": "pushbench.policies.reposcan.diligent:DiligentPolicy",
+    "random": "pushbench.policies.offline:RandomPolicy",
+    "diligent": "pushbench.policies.offline:DiligentPolicy",
     # the no-judgement floor (scripted, not simulated; describe() says floor: true)
-    "exhaustive": "pushbench.policies.reposcan.exhaustive:ExhaustivePolicy",
-    "simulated-weak": "pushbench.policies.reposcan.simulated:SimulatedWeak",
-    "simulated-mid": "pushbench.policies.reposcan.simulated:SimulatedMid",
-    "simulated-strong": "pushbench.policies.reposcan.simulated:SimulatedStrong",
+    "exhaustive": "pushbench.policies.offline:ExhaustivePolicy",
+    "simulated-weak": "pushbench.policies.offline:SimulatedWeak",
+    "simulated-mid": "pushbench.policies.offline:SimulatedMid",
+    "simulated-strong": "pushbench.policies.offline:SimulatedStrong",
     # SWE-lite only; knows the reference fixes (describe(): oracle/simulated), never an agent row
-    "diligent-oracle": "pushbench.policies.swelite.agents:DiligentOraclePolicy",
+    "diligent-oracle": "pushbench.policies.offline:DiligentOraclePolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
     "llm": "pushbench.policies.llm.native:LLMPolicy",
     "llm-langgraph": "pushbench.policies.llm.langgraph_agent:LangGraphPolicy",
@@ -35,13 +40,10 @@ OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "si
 def policy_class(name: str) -> type[Policy]:
     """The class of policy ``name``; unknown names raise ``KeyError`` with the known ones, a
     missing optional dependency raises :class:`PolicyParamsError` saying what to install."""
-    import difflib
     import importlib
 
     if name not in POLICIES:
-        close = difflib.get_close_matches(name, list(POLICIES), n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown policy {name!r}.{hint} Known: {', '.join(POLICIES)}")
+        raise unknown("policy", name, POLICIES)
     module, _, attr = POLICIES[name].partition(":")
     try:
         return getattr(importlib.import_module(module), attr)

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import PushBenchError
+
 
 class NoParams(BaseModel):
     """Parameter schema of a policy that takes none; base of every policy's ``Params``.
@@ -24,7 +26,7 @@ class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class PolicyParamsError(ValueError):
+class PolicyParamsError(PushBenchError, ValueError):
     """Parameters a policy does not take (or bad values); the message names policy and param."""
 
 
@@ -93,6 +95,19 @@ class Policy:
 
     def act(self, observation: str) -> str | dict:
         raise NotImplementedError
+
+
+class FamilyAgent(Policy):
+    """The agent of one task family that a named offline policy (:mod:`.offline`) plays there.
+
+    It shares that policy's generator (``rng``) instead of seeding its own, so one seed drives
+    the whole episode, and validates its keyword parameters against ``Params`` like any policy
+    (an unknown one is an error, never silently dropped).
+    """
+
+    def __init__(self, rng: np.random.Generator | None = None, **params: Any) -> None:
+        super().__init__(seed=None, **params)
+        self.rng = rng if rng is not None else np.random.default_rng()
 
 
 def parse_observation(observation: str) -> dict:

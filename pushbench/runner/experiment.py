@@ -38,11 +38,14 @@ Expansion order (:func:`expand`) is fixed: seeds, then tasks (in file order, glo
 sorted), then instances, then policies, then controllers. The controllers of one
 (task, instance, policy, seed) cell are adjacent, so a run cut short by ``--limit`` or by Ctrl-C
 still holds complete paired comparisons. A cell listed twice (overlapping globs) runs once.
+
+Size: about 440 lines, the experiment schema with its validation (every name, parameter and
+executor option checked before an episode runs), loading and expansion kept in one place so the
+rules an experiment file must follow are read together.
 """
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from pathlib import Path
@@ -52,8 +55,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..envs.base import MAX_BUDGET
+from ..errors import ExperimentError, did_you_mean
 from ..policies.identity import policy_key_id, policy_label
 from .episode import episode_key
+from .spec import EpisodeSpec  # noqa: F401  (an experiment expands into specs)
 
 EXPERIMENT_SCHEMA_VERSION = 1
 _GLOB_CHARS = "*?["
@@ -103,23 +108,8 @@ class SeedRange(_Strict):
     count: int = Field(ge=1, le=MAX_SEEDS)
 
 
-class EpisodeSpec(_Strict):
-    """Everything a worker needs to run one episode (picklable, JSON-able)."""
-
-    task_id: str
-    instance: str | None = None
-    controller: str
-    policy: str
-    policy_params: dict[str, Any] = Field(default_factory=dict)
-    policy_label: str | None = None
-    seed: int
-    budget: int | None = None
-    key: str
-
-
 def _close(name: str, known: list[str], n: int = 5) -> str:
-    close = difflib.get_close_matches(name, known, n=n, cutoff=0.5)
-    return f" Did you mean: {', '.join(close)}?" if close else ""
+    return did_you_mean(name, known, n=n, cutoff=0.5)
 
 
 class Experiment(_Strict):
@@ -171,7 +161,7 @@ class Experiment(_Strict):
     def _check_names(self) -> "Experiment":
         from ..controllers import catalogue
         from ..policies import POLICIES, PolicyParamsError, validate_params
-        from .executors.local import EXECUTORS
+        from .registry import EXECUTORS
 
         problems: list[str] = []
         cells: list[tuple[str, str | None]] = []
@@ -240,17 +230,13 @@ class Experiment(_Strict):
         return dict(self.executor_options.get(name, {}))
 
 
-class ExperimentError(ValueError):
-    """An experiment file that cannot be loaded; the message says what to fix."""
-
-
 def _executor_problems(exp: Experiment) -> list[str]:
     """``executor_options`` of unknown executors or options the chosen one does not take;
     endpoint caps it cannot honour."""
     import inspect
 
     from .. import limits
-    from .executors.local import EXECUTORS
+    from .registry import EXECUTORS
 
     name = exp.executor if exp.executor != "auto" else (
         "process" if exp.workers > 1 else "inprocess")
@@ -326,7 +312,8 @@ def expand(experiment: Experiment, limit: int | None = None) -> list[EpisodeSpec
         for task_id, instance in cells:
             for pol in experiment.policies:
                 for ctl in experiment.controllers:
-                    key = episode_key(task_id, ctl, pol.key_id, seed, instance)
+                    key = episode_key(task_id, ctl, pol.name, seed, instance, params=pol.params,
+                                      label=pol.label)
                     if key in seen:
                         continue
                     seen.add(key)

@@ -30,32 +30,36 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 import warnings
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
-from .. import paths
-from .executors.local import EpisodeResult, error_line
+from .. import errors, paths
+from ..records import (dumps_line as _dumps, encode_trace, episode_line,  # noqa: F401
+                       git_revision, package_versions, read_lines)
+from ..policies.identity import policy_label
+from .spec import EpisodeResult, EpisodeSpec
 
 MANIFEST_SCHEMA_VERSION = 1
+LINE_SCHEMA_VERSION = 1
 EPISODES = "episodes.jsonl"
 ERRORS = "errors.jsonl"
 MANIFEST = "manifest.json"
 TRACES = "traces"
 
 
-class RunDirError(RuntimeError):
-    """The run directory cannot be used as asked (message says what to do)."""
+RunDirError = errors.RunDirError  # the run directory cannot be used as asked
 
 
-def _dumps(obj) -> bytes:
-    text = json.dumps(obj, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
-    return (text + "\n").encode()
+def error_line(spec: EpisodeSpec, error: str) -> dict:
+    """The ``errors.jsonl`` line for an episode whose run raised."""
+    return {"schema_version": LINE_SCHEMA_VERSION, "key": spec.key, "task_id": spec.task_id,
+            "instance": spec.instance, "controller": {"name": spec.controller},
+            "policy": {"name": spec.policy, "params": dict(spec.policy_params),
+                       "label": policy_label(spec.policy, spec.policy_params, spec.policy_label)},
+            "seed": spec.seed, "terminated_by": "error", "error": error}
 
 
 def _append(fd: int, data: bytes, sync: bool = True) -> None:
@@ -84,68 +88,6 @@ _SYNCFS = _load_syncfs() if sys.platform.startswith("linux") else None
 def _syncfs(fd: int) -> bool:
     """Flush the whole filesystem holding ``fd`` in one call (Linux); ``False`` if unsupported."""
     return _SYNCFS is not None and _SYNCFS(fd) == 0
-
-
-def read_lines(path: Path, repair: bool = False) -> list[dict]:
-    """The JSON objects of ``path``, one per line, in file order (``[]`` if it does not exist).
-
-    Blank lines are skipped. A line that is not a JSON object (bad JSON, a list, a number) is
-    skipped with a warning naming its 1-based line number; only that line is lost. A truncated
-    last line (no newline: a write cut short) is dropped with a warning and, if ``repair``,
-    cut from the file so appends start on a fresh line.
-    """
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if end < len(data):
-        warnings.warn(f"{path}: dropping a truncated last line ({len(data) - end} bytes), "
-                      "probably from an interrupted run; that episode will run again",
-                      stacklevel=2)
-        if repair:
-            with open(path, "r+b") as f:
-                f.truncate(end)
-                f.flush()
-                os.fsync(f.fileno())
-    lines = []
-    for i, raw in enumerate(data[:end].splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            line = None
-        if not isinstance(line, dict):  # resume reads keys from these lines: objects only
-            warnings.warn(f"{path}:{i}: unreadable line skipped", stacklevel=2)
-            continue
-        lines.append(line)
-    return lines
-
-
-def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("pushbench", "gymnasium", "numpy", "pydantic"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def git_revision() -> dict | None:
-    """``{"commit", "dirty"}`` of the pushbench checkout, or ``None`` (not a git checkout)."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10)
-        if commit.returncode != 0:
-            return None
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                 "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
 def _now() -> str:

@@ -18,9 +18,10 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from .. import limits
-from .executors.local import Executor, make_executor
-from .experiment import EpisodeSpec, Experiment, expand
+from .executors.base import Executor
+from .experiment import Experiment, expand
+from .registry import make_executor
+from .spec import EpisodeSpec
 from .rundir import RunDir
 
 
@@ -73,7 +74,7 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
 
     ``executor`` defaults to the experiment's own (``executor``/``workers`` fields).
     ``limit`` keeps only the first N episodes of the expansion (a quick smoke run; the same
-    limit resumes the same subset). ``sync_interval``: see :class:`~.writer.RunDir` (0 = fsync
+    limit resumes the same subset). ``sync_interval``: see :class:`~.rundir.RunDir` (0 = fsync
     every episode). Summary keys: ``total, skipped, ran, errors, error_keys,
     success_rate, steps, seconds, episodes_per_s, steps_per_s, interrupted, out_dir``.
     """
@@ -86,7 +87,7 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     try:
         executor = executor or make_executor(experiment.executor, experiment.workers,
                                              **experiment.options_for_executor())
-        uncap = limits.apply(executor, experiment.max_inflight_per_endpoint)
+        uncap = executor.enforce_caps(experiment.max_inflight_per_endpoint)
     except BaseException:
         if own_executor and executor is not None:
             executor.shutdown()

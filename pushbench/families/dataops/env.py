@@ -66,46 +66,18 @@ Version History
 
 from __future__ import annotations
 
-import json
-import re
-import weakref
 from typing import ClassVar
 
 from pydantic import Field
 
-from ...tasks import instance_config
-from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs, _CONTROL
-from . import units as U
+from ...envs.backlog import (PAGE_SIZE, EditArgs, ListUnitsArgs, ReadArgs, UnitArgs,
+                             UnitBacklogEnv, sandbox_error)
+from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from ...envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
+from ...tasks import instance_config
+from . import units as U
 
-PAGE_SIZE = 10
-MAX_LINES = 400
-MAX_LINE_CHARS = 2000
-MAX_READ_CHARS = 120_000  # escaped characters of content per read_file result
-_UNIT_ID = re.compile(r"u\d{1,4}")
-_LEDGER_CLIP = 200
 MAX_ANSWER_CHARS = 2000  # a list answer of every row of the largest table fits
-
-
-class ListUnitsArgs(ToolArgs):
-    page: int = Field(default=1, ge=1, le=1000, description="1-based page of 10 units")
-
-
-class UnitArgs(ToolArgs):
-    unit_id: str = Field(max_length=64, description="a unit id such as u07")
-
-
-class ReadArgs(ToolArgs):
-    path: str = Field(max_length=400, description="file path relative to the workspace")
-    offset: int = Field(default=0, ge=0, le=10**6, description="first line (0-based)")
-    limit: int = Field(default=200, ge=1, le=MAX_LINES, description="number of lines")
-
-
-class EditArgs(ToolArgs):
-    path: str = Field(max_length=400, description="file path relative to the workspace")
-    old: str = Field(min_length=1, max_length=MAX_FILE_BYTES, description="exact text to replace "
-                     "(must occur exactly once)")
-    new: str = Field(max_length=MAX_FILE_BYTES, description="replacement text")
 
 
 class WriteArgs(ToolArgs):
@@ -119,11 +91,7 @@ class AnswerArgs(ToolArgs):
                              "items comma-separated (see the unit's task)")
 
 
-def _sandbox_error(tool: str, e: SandboxError) -> ActionError:
-    return ActionError(e.code, f"{tool}: {e.message}", tool)
-
-
-class DataOpsEnv(QGPEnv):
+class DataOpsEnv(UnitBacklogEnv):
     __doc__ = __doc__
     family: ClassVar[str] = "dataops"
     _instance_option: ClassVar[str] = "backlog"
@@ -141,27 +109,12 @@ class DataOpsEnv(QGPEnv):
         **QGPEnv.TOOLS,
     }
 
-    def __init__(self, task_id: str, render_mode: str | None = None,
-                 budget: int | None = None) -> None:
-        super().__init__(task_id, render_mode=render_mode, budget=budget)
-        self._ws: Workspace | None = None
-        self._finalizer = None
-        self._units: dict[str, U.Unit] = {}
+    STRING_ARGS = ("path", "unit_id", "old", "new", "content", "value")
 
     # ----- lifecycle --------------------------------------------------------------------
-    def _drop_workspace(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()  # removes the folder once; safe to call again
-        self._ws, self._finalizer = None, None
-
-    def close(self) -> None:
-        self._drop_workspace()
-        super().close()
-
     def _setup_episode(self, instance: str, options: dict) -> dict:
         self._drop_workspace()
-        self._ws = Workspace.create()
-        self._finalizer = weakref.finalize(self, Workspace.remove, self._ws)
+        self._adopt_workspace(Workspace.create(), Workspace.remove)
         cfg = instance_config("dataops", instance)
         order = U.generate(cfg, self.task.target, self._ws)
         self._units = {u.id: u for u in order}
@@ -181,16 +134,6 @@ class DataOpsEnv(QGPEnv):
         return {"objective": objective, "backlog": instance, "units_total": n,
                 "page_size": PAGE_SIZE}
 
-    def _valid_count(self) -> int:
-        return len(self._accepted)
-
-    def _extra_qgp(self) -> dict:
-        counts = dict.fromkeys(("untouched", "worked", "verified_failing", "verified_passing",
-                                "accepted"), 0)
-        for uid in self._units:
-            counts[self._unit_status(uid)] += 1
-        return {"units": {"total": len(self._units), **counts}}
-
     def _unit_status(self, uid: str) -> str:
         if uid in self._accepted:
             return "accepted"
@@ -201,12 +144,10 @@ class DataOpsEnv(QGPEnv):
 
     # ----- helpers ----------------------------------------------------------------------
     def _unit(self, tool: str, uid: str) -> U.Unit:
-        unit = self._units.get(uid.strip())
-        if unit is None:
-            ids = list(self._units)
-            raise ActionError("unknown_unit", f"{tool}: no unit {uid[:64]!r} in this backlog "
-                              f"(ids {ids[0]}..{ids[-1]}; list_units shows them)", tool)
-        return unit
+        return self._units[self._unit_id(tool, uid)]
+
+    def _unit_row(self, uid: str, unit: U.Unit) -> dict:
+        return {"id": unit.id, "kind": unit.kind, "title": unit.title}
 
     def _touch(self, path: str) -> None:
         owner = path.strip().lstrip("./").split("/", 1)[0]
@@ -217,54 +158,14 @@ class DataOpsEnv(QGPEnv):
         return U.check(unit, self._ws, self._answers.get(unit.id))
 
     # ----- tools ------------------------------------------------------------------------
-    def _tool_list_units(self, args: ListUnitsArgs) -> dict:
-        order = list(self._units.values())
-        pages = max(1, -(-len(order) // PAGE_SIZE))
-        chunk = order[(args.page - 1) * PAGE_SIZE: args.page * PAGE_SIZE]
-        return {"page": args.page, "pages": pages, "total": len(order),
-                "has_more": args.page < pages,
-                "units": [{"id": u.id, "kind": u.kind, "title": u.title} for u in chunk]}
-
     def _tool_inspect(self, args: UnitArgs) -> dict:
         return self._unit("inspect", args.unit_id).public()
-
-    def _tool_read_file(self, args: ReadArgs) -> dict:
-        try:
-            text = self._ws.read_text(args.path)
-        except SandboxError as e:
-            raise _sandbox_error("read_file", e) from None
-        lines = text.splitlines()
-        chunk, size = [], 0
-        for ln in lines[args.offset: args.offset + args.limit]:
-            ln = ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + "..."
-            size += len(json.dumps(ln, ensure_ascii=True))
-            if chunk and size > MAX_READ_CHARS:  # keep the observation well inside its space
-                break
-            chunk.append(ln)
-        return {"path": args.path, "offset": args.offset, "lines_returned": len(chunk),
-                "total_lines": len(lines), "has_more": args.offset + len(chunk) < len(lines),
-                "content": "\n".join(chunk)}
-
-    def _tool_edit_file(self, args: EditArgs) -> dict:
-        try:
-            text = self._ws.read_text(args.path)
-            n = text.count(args.old)
-            if n != 1:
-                raise ActionError("no_match" if n == 0 else "ambiguous",
-                                  f"edit_file: `old` occurs {n} times in {args.path}; it must "
-                                  "occur exactly once (copy it exactly, with more context if "
-                                  "needed)", "edit_file")
-            size = self._ws.write_text(args.path, text.replace(args.old, args.new, 1))
-        except SandboxError as e:
-            raise _sandbox_error("edit_file", e) from None
-        self._touch(args.path)
-        return {"path": args.path, "replaced": 1, "bytes": size}
 
     def _tool_write_file(self, args: WriteArgs) -> dict:
         try:
             size = self._ws.write_text(args.path, args.content)
         except SandboxError as e:
-            raise _sandbox_error("write_file", e) from None
+            raise sandbox_error("write_file", e) from None
         self._touch(args.path)
         return {"path": args.path, "bytes": size}
 
@@ -292,74 +193,10 @@ class DataOpsEnv(QGPEnv):
             out.update(failed_rule=res.rule, reason=res.reason)
         return out
 
-    def _submission_ids(self, call: dict) -> list[str]:
-        uid = call.get("unit_id")
-        uid = uid.strip() if isinstance(uid, str) else ""
-        return [uid] if _UNIT_ID.fullmatch(uid) else []
-
-    def _tool_submit(self, args: UnitArgs) -> dict:
-        """Verdict for one unit id; the family's :meth:`_submit_check` decides acceptance.
-
-        ``duplicate``: the unit was accepted before. A rejected unit may be resubmitted after a
-        fix (a fresh submission). Unknown ids are ``rejected``; ids not of the form ``u<n>``
-        are ``malformed``.
-        """
-        uid = args.unit_id.strip()
-        extra, reason = None, None
-        if not _UNIT_ID.fullmatch(uid):
-            verdict = "malformed"
-            self.counts["malformed"] += 1
-        else:
-            self.counts["submitted"] += 1
-            if uid in self._accepted:
-                verdict = "duplicate"
-                self.counts["duplicates"] += 1
-            elif uid not in self._units:
-                verdict, reason = "rejected", "no such unit in this backlog"
-                self.counts["rejected"] += 1
-            else:
-                passed, reason, version = self._submit_check(uid)
-                self._verified[uid] = (version, passed)
-                extra = {"check": {"unit": uid, "passed": passed}}
-                verdict = "accepted" if passed else "rejected"
-                if passed:
-                    self._accepted.add(uid)
-                else:
-                    self.counts["rejected"] += 1
-        out = {"verdicts": [{"id": uid[:64], "verdict": verdict}],
-               "accepted_now": int(verdict == "accepted"), "valid_count": len(self._accepted),
-               "target": self.task.target}
-        if reason:
-            out["reason"] = reason
-        if extra:
-            out[LEDGER_EXTRA] = extra
-        return out
-
     def _submit_check(self, uid: str) -> tuple[bool, str | None, int]:
         """Run the unit's checker now: ``(passed, reason to show or None, workspace version)``."""
         res = self._check(self._units[uid])
         return res.passed, None, self._version[uid]
-
-    def _tool_status(self, args) -> dict:
-        out = super()._tool_status(args)
-        out["units"] = self._extra_qgp()["units"]
-        return out
-
-    # ----- parsing and ledger -------------------------------------------------------------
-    def _check_strings(self, tool: str, args: ToolArgs) -> None:
-        super()._check_strings(tool, args)
-        for name in ("path", "unit_id", "old", "new", "content", "value"):
-            v = getattr(args, name, None)
-            if isinstance(v, str) and _CONTROL.search(v):
-                raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
-                                  "characters", tool)
-
-    def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
-        out = args.model_dump()
-        for k, v in out.items():
-            if isinstance(v, str) and len(v) > _LEDGER_CLIP:
-                out[k] = v[:_LEDGER_CLIP] + f"...[{len(v)} chars]"
-        return out
 
     def _sample_action(self, rng) -> dict:
         ids = list(self._units) or ["u01"]

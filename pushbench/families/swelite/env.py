@@ -69,18 +69,17 @@ import json
 import re
 import subprocess
 import sys
-import weakref
 from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
 
 from ... import snapshots
-from ...tasks import instance_config
-from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs, _CONTROL
-from ..dataops.env import (PAGE_SIZE, DataOpsEnv, EditArgs, ListUnitsArgs, ReadArgs, UnitArgs,
-                           _sandbox_error)
+from ...envs.backlog import (PAGE_SIZE, EditArgs, ListUnitsArgs, ReadArgs, UnitArgs,
+                             UnitBacklogEnv, sandbox_error)
+from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from ...envs.sandbox import SandboxError
+from ...tasks import instance_config
 from . import runner, units as U, venvs, workspace
 
 SEARCH_PAGE = 30
@@ -96,7 +95,7 @@ class SearchArgs(ToolArgs):
     page: int = Field(default=1, ge=1, le=1000, description="1-based page of 30 hits")
 
 
-class SWELiteEnv(DataOpsEnv):
+class SWELiteEnv(UnitBacklogEnv):
     __doc__ = __doc__
     family: ClassVar[str] = "swelite"
     _instance_option: ClassVar[str] = "snapshot"
@@ -114,6 +113,7 @@ class SWELiteEnv(DataOpsEnv):
                    "test module pass now."),
         **QGPEnv.TOOLS,
     }
+    STRING_ARGS = ("path", "unit_id", "old", "new", "pattern", "path_glob")
 
     def __init__(self, task_id: str, render_mode: str | None = None, budget: int | None = None,
                  verifier_timeout: float = 60.0, submit_timeout: float = 180.0,
@@ -135,13 +135,10 @@ class SWELiteEnv(DataOpsEnv):
         self._spec = venvs.spec(snap)
         chosen = U.backlog(self._unit_set, self.task.target, int(cfg["seed"]),
                            float(cfg["size_factor"]), int(cfg["min_extra"]))
-        self._ws = workspace.create(snapshots.ensure(snap), chosen)
-        self._finalizer = weakref.finalize(self, workspace.remove, self._ws)
+        self._adopt_workspace(workspace.create(snapshots.ensure(snap), chosen), workspace.remove)
         self._units = {f"u{i + 1:02d}": u for i, u in enumerate(chosen)}
         self._backlog = chosen
-        self._answers = {}
         self._edits = 0                                   # workspace version
-        self._version = {uid: 0 for uid in self._units}   # kept for DataOps helpers
         self._verified: dict[str, tuple[int, bool]] = {}  # uid -> (workspace version, passed)
         self._accepted: set[str] = set()
         self.snapshot = snap
@@ -159,10 +156,6 @@ class SWELiteEnv(DataOpsEnv):
                 "page_size": PAGE_SIZE, "editable": list(self._spec.editable),
                 "test_dirs": list(self._spec.test_dirs)}
 
-    def close(self) -> None:
-        self._drop_workspace()
-        QGPEnv.close(self)
-
     def _unit_status(self, uid: str) -> str:
         if uid in self._accepted:
             return "accepted"
@@ -176,17 +169,13 @@ class SWELiteEnv(DataOpsEnv):
     def _touch(self, path: str) -> None:
         self._edits += 1
 
+    def _unit_row(self, uid: str, unit: dict) -> dict:
+        return {"id": uid, "title": unit["title"]}
+
     # ----- tools ------------------------------------------------------------------------
-    def _tool_list_units(self, args: ListUnitsArgs) -> dict:
-        order = list(self._units.items())
-        pages = max(1, -(-len(order) // PAGE_SIZE))
-        chunk = order[(args.page - 1) * PAGE_SIZE: args.page * PAGE_SIZE]
-        return {"page": args.page, "pages": pages, "total": len(order),
-                "has_more": args.page < pages,
-                "units": [{"id": uid, "title": u["title"]} for uid, u in chunk]}
 
     def _tool_inspect(self, args: UnitArgs) -> dict:
-        uid = self._uid("inspect", args.unit_id)
+        uid = self._unit_id("inspect", args.unit_id)
         u = self._units[uid]
         out = {"unit_id": uid, "title": u["title"], "issue": u["issue"]}
         if u.get("observed"):
@@ -222,7 +211,7 @@ class SWELiteEnv(DataOpsEnv):
         try:
             parts = self._ws.parts(args.path)
         except SandboxError as e:
-            raise _sandbox_error("edit_file", e) from None
+            raise sandbox_error("edit_file", e) from None
         rel = "/".join(parts)
         if not any(rel == p or rel.startswith(p + "/") for p in self._spec.editable):
             raise ActionError("not_editable", f"edit_file: {rel!r} is not library source; only "
@@ -236,7 +225,7 @@ class SWELiteEnv(DataOpsEnv):
                                  timeout=timeout, memory_mb=self.memory_mb)
 
     def _tool_run_verifier(self, args: UnitArgs) -> dict:
-        uid = self._uid("run_verifier", args.unit_id)
+        uid = self._unit_id("run_verifier", args.unit_id)
         u = self._units[uid]
         r = self._run(list(u["tests"]), self.verifier_timeout)
         passed = r.passed(u["tests"])
@@ -265,28 +254,6 @@ class SWELiteEnv(DataOpsEnv):
             return False, (f"the issue's tests pass but {len(rest)} other test(s) of its module "
                            f"now fail (e.g. {rest[0]})")
         return True, None
-
-    def _uid(self, tool: str, raw: str) -> str:
-        uid = raw.strip()
-        if uid not in self._units:
-            ids = list(self._units)
-            raise ActionError("unknown_unit", f"{tool}: no unit {raw[:64]!r} in this backlog "
-                              f"(ids {ids[0]}..{ids[-1]}; list_units shows them)", tool)
-        return uid
-
-    def _tool_status(self, args) -> dict:
-        out = QGPEnv._tool_status(self, args)
-        out["units"] = self._extra_qgp()["units"]
-        return out
-
-    # ----- parsing ----------------------------------------------------------------------
-    def _check_strings(self, tool: str, args: ToolArgs) -> None:
-        QGPEnv._check_strings(self, tool, args)
-        for name in ("path", "unit_id", "old", "new", "pattern", "path_glob"):
-            v = getattr(args, name, None)
-            if isinstance(v, str) and _CONTROL.search(v):  # tabs and newlines are allowed
-                raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
-                                  "characters", tool)
 
     def _sample_action(self, rng) -> dict:
         ids = list(self._units) or ["u01"]

@@ -40,7 +40,7 @@ import numpy as np
 import yaml
 
 from ... import paths, snapshots
-from ...snapshots import _locked
+from ...snapshots import locked
 from . import mutate, runner, venvs, workspace
 
 CACHE_SCHEMA = 1
@@ -218,7 +218,7 @@ def build(snapshot: str, recipe_file: str | Path | None = None, *, force: bool =
     out_path = cache_file(snapshot, recipe_file)
     if out_path.is_file() and not force:
         return json.loads(out_path.read_text())
-    with _locked(f"swelite-{snapshot}"):
+    with locked(f"swelite-{snapshot}"):
         if out_path.is_file() and not force:
             return json.loads(out_path.read_text())
         data = _build(snapshot, recipe(recipe_path(recipe_file)), log or (lambda m: None),

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from ... import paths
-from ...snapshots import _locked
+from ...snapshots import locked
 
 _MARKER = ".pushbench-venv.json"
 
@@ -78,7 +78,7 @@ def ensure(snapshot: str, log=None) -> Path:
     if (final / _MARKER).is_file():
         return python_of(final)
     s = spec(snapshot)
-    with _locked(f"venv-{snapshot}"):
+    with locked(f"venv-{snapshot}"):
         if (final / _MARKER).is_file():
             return python_of(final)
         if log:

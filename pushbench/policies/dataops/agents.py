@@ -1,13 +1,13 @@
 """Offline DataOps-lite agents that the family-generic policies delegate to.
 
-API (what ``family_agents`` wires in; every agent has ``reset(first_observation)`` and
+API (what :mod:`pushbench.policies.offline` wires in; every agent has ``reset(first_observation)`` and
 ``act(observation) -> dict``, observations being the env's JSON text or a decoded dict):
 
 * :func:`for_family(first_observation) -> bool`: the reset observation is a DataOps one.
 * :class:`DataOpsDiligent(rng=None)`: competent scripted agent (below).
 * :class:`DataOpsSimulated(rng=None, preset="mid", **overrides)`: LLM-like simulated agent.
 * :class:`DataOpsRandom(rng=None)`: uniform random tool calls over what it has seen.
-* factories with ``family_agents``' signatures: :func:`diligent(rng, **params)`,
+* factories with the signatures of :data:`pushbench.policies.offline.AGENTS`: :func:`diligent(rng, **params)`,
   :func:`simulated(rng, preset, **params)` (``preset``: ``"weak"``/``"mid"``/``"strong"``, or
   the RepoScan preset dict, recognised by its values, or a dict with a ``"preset"`` key) and
   :func:`random(rng, **params)`. All randomness comes from the one ``numpy`` Generator passed in.
@@ -32,6 +32,9 @@ unit. ``give_up``: per-step chance to ``ask_user``. ``check_status``: chance to 
 before ``final``. It stops with ``final(belief)`` once its belief reaches the target; a
 ``status`` result or a controller ``progress`` block resets the belief to the verified count,
 and the block's pending list replaces its own (window-limited) choice of the next unit.
+
+Size: about 440 lines, three agents sharing the observation readers at the top (the simulated
+agents are to be rebuilt around shared mechanisms, which will split this module).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from . import solvers as S
-from ..base import NoParams, PolicyParamsError, describe_validation
+from ..base import FamilyAgent, NoParams, PolicyParamsError, describe_validation
 
 PRESETS: dict[str, dict[str, float]] = {
     "weak": dict(window=8, accuracy=0.7, skip_verify=0.4, forget_submit=0.3, drift=0.5,
@@ -133,11 +136,10 @@ def _act_on(solution: dict, uid: str) -> dict:
     return {"tool": "write_file", "path": path, "content": content}
 
 
-class DataOpsDiligent:
+class DataOpsDiligent(FamilyAgent):
     """Competent scripted agent with perfect books (see the module docstring)."""
 
-    def __init__(self, rng: np.random.Generator | None = None, **params) -> None:
-        self.rng = rng if rng is not None else np.random.default_rng()
+    name = "dataops-diligent"
 
     def reset(self, first_observation) -> None:
         r = _decode(first_observation)["result"]
@@ -396,11 +398,10 @@ class DataOpsSimulated:
         return _act_on(sol, u)
 
 
-class DataOpsRandom:
+class DataOpsRandom(FamilyAgent):
     """Uniformly random tool calls over the units and files it has seen (a floor baseline)."""
 
-    def __init__(self, rng: np.random.Generator | None = None, **params) -> None:
-        self.rng = rng if rng is not None else np.random.default_rng()
+    name = "dataops-random"
 
     def reset(self, first_observation) -> None:
         self.target = int(_decode(first_observation)["result"]["target"])
@@ -428,7 +429,7 @@ class DataOpsRandom:
 
 
 def diligent(rng, **params) -> DataOpsDiligent:
-    return DataOpsDiligent(rng=rng)
+    return DataOpsDiligent(rng=rng, **params)
 
 
 def simulated(rng, preset="mid", **params) -> DataOpsSimulated:
@@ -438,4 +439,4 @@ def simulated(rng, preset="mid", **params) -> DataOpsSimulated:
 
 
 def random(rng, **params) -> DataOpsRandom:
-    return DataOpsRandom(rng=rng)
+    return DataOpsRandom(rng=rng, **params)

@@ -20,6 +20,8 @@ import json
 import re
 from collections import deque
 
+from ..base import FamilyAgent
+
 CHEAP_GUESSES: tuple = (0, 1, 2, 3, 4, 5, 6, 7, "", "none", "yes", "no")
 MAX_VISIBLE = 8
 _INT = re.compile(r"-?\d+")
@@ -40,11 +42,11 @@ def guesses_for(unit: dict) -> list:
     return out
 
 
-class DataOpsGuessing:
-    """Never reads a file; cycles cheap answers through the verifier (module docstring)."""
+class DataOpsGuessing(FamilyAgent):
+    """Never reads a file; cycles cheap answers through the verifier (module docstring).
+    Deterministic: it never draws from its generator."""
 
-    def __init__(self, rng=None, **params) -> None:
-        self.rng = rng  # unused: the floor is deterministic
+    name = "dataops-guessing"
 
     def reset(self, first_observation) -> None:
         self.target = int(_decode(first_observation)["result"]["target"])

@@ -4,7 +4,8 @@ RepoScan: it reads the property from the objective, works through its queries pa
 judges each hit from its snippet (:mod:`.judge`), submits plausible candidates (evidence seen
 first, then ones whose snippet may be cut) ten at a time, never resubmits, never repeats a page,
 and ends with ``final`` reporting the verifier's count only once that count reaches the target.
-Other families delegate to their own scripted agent (``for_family`` hook).
+On other families the named policy ``diligent`` (:mod:`pushbench.policies.offline`) hands the
+episode to that family's agent.
 """
 
 from __future__ import annotations
@@ -23,14 +24,7 @@ class DiligentPolicy(Policy):
     def reset(self, first_observation: str) -> None:
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
-        self._delegate = None
         self.check_family(self.family)
-        if self.family != "reposcan":
-            from .. import offline as family_agents
-
-            self._delegate = family_agents.diligent_for(self.family, self.rng)
-            self._delegate.reset(first_observation)
-            return
         self.target = result["target"]
         self.spec = property_from_objective(result["objective"])
         self.queries = deque(queries_for(self.spec))
@@ -44,8 +38,6 @@ class DiligentPolicy(Policy):
         self.steps_left = result["budget"]
 
     def act(self, observation: str):
-        if self._delegate is not None:
-            return self._delegate.act(observation)
         obs = parse_observation(observation)
         self.steps_left -= 1 if obs.get("tool") != "reset" else 0
         self._read(obs)

@@ -12,7 +12,7 @@ success.
 
 DataOps-lite: "every candidate without judgement" has no direct analogue (a unit is accepted
 only when its checker passes), so the floor is the guessing agent of
-:mod:`.dataops_floor`: every unit in list order, never reading a file, cheap answers through
+:mod:`pushbench.policies.dataops.floor`: every unit in list order, never reading a file, cheap answers through
 ``run_verifier`` and ``submit``. SWE-lite has no floor: a unit is kept only if its tests fail on
 the mutated code (checked when the unit set is built), so an agent that does not read and
 repair code cannot get a unit accepted; ``reset`` says so instead of running a meaningless row.
@@ -48,13 +48,6 @@ class ExhaustivePolicy(Policy):
     def reset(self, first_observation: str) -> None:
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
-        self._delegate = None
-        if self.family != "reposcan":
-            from .. import offline as family_agents
-
-            self._delegate = family_agents.exhaustive_for(self.family, self.rng)
-            self._delegate.reset(first_observation)
-            return
         self.target = int(result["target"])
         self.page = 0
         self.more = True
@@ -63,8 +56,6 @@ class ExhaustivePolicy(Policy):
         self.verified = 0
 
     def act(self, observation: str):
-        if self._delegate is not None:
-            return self._delegate.act(observation)
         obs = parse_observation(observation)
         result = obs.get("result") or {}
         if obs.get("tool") == "search":

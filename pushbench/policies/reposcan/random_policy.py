@@ -37,23 +37,13 @@ class RandomPolicy(Policy):
     def reset(self, first_observation: str) -> None:
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
-        self._delegate = None
         self.check_family(self.family)
-        if self.family != "reposcan":
-            from .. import offline as family_agents
-
-            self._delegate = family_agents.random_for(self.family, self.rng)
-            self._delegate.reset(first_observation)
-            self.params = {}  # the family's random floor takes no parameters
-            return
         words = sorted(set(re.findall(r"[a-z]{3,}", result["objective"].lower())))
         self.words = words + [""]
         self.seen: list[str] = []
         self.target = result["target"]
 
     def act(self, observation: str):
-        if self._delegate is not None:
-            return self._delegate.act(observation)
         obs = parse_observation(observation)
         if obs.get("ok") and obs.get("tool") == "search":
             self.seen.extend(h["id"] for h in obs["result"]["results"])

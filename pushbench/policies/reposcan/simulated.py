@@ -101,16 +101,7 @@ class SimulatedAgent(Policy):
     def reset(self, first_observation: str) -> None:
         result = parse_observation(first_observation)["result"]
         self.family = result.get("family", "reposcan")
-        self._delegate = None
         self.check_family(self.family)
-        if self.family != "reposcan":
-            from .. import offline as family_agents
-
-            self._delegate = family_agents.simulated_for(self.family, self.rng, self.preset,
-                                                         **self.overrides)
-            self._delegate.reset(first_observation)
-            self.params = dict(self._delegate.params)  # what is in effect (and recorded)
-            return
         self.target = result["target"]
         self.spec = property_from_objective(result["objective"])
         self.plan = queries_for(self.spec)
@@ -141,8 +132,6 @@ class SimulatedAgent(Policy):
 
     # ----- acting -----------------------------------------------------------------------
     def act(self, observation: str):
-        if self._delegate is not None:
-            return self._delegate.act(observation)
         obs = parse_observation(observation)
         self.memory.append((self.last_action, obs))
         progress = obs.get("progress")

@@ -1,6 +1,7 @@
 """Offline SWE-lite agents: the oracle that proves solvability, an honest triage agent, random.
 
-* :class:`DiligentOraclePolicy` (policy name ``diligent-oracle``) is **not an agent row**: it
+* :class:`SWELiteOracle` (the agent of policy ``diligent-oracle``, :mod:`..offline`) is
+  **not an agent row**: it
   reads the locally built unit set (:mod:`pushbench.families.swelite.units`), so it knows every
   unit's reference fix. It exists only to prove that the units are solvable within the budget
   (and to exercise controllers end to end). Its ``describe()`` says ``oracle: True`` and
@@ -23,9 +24,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from pydantic import Field
 
-from ..base import NoParams, Policy
+from ..base import FamilyAgent
 
 
 def _decode(observation) -> dict:
@@ -36,7 +36,7 @@ def for_family(first_observation) -> bool:
     return (_decode(first_observation).get("result") or {}).get("family") == "swelite"
 
 
-class _Lister:
+class _Lister(FamilyAgent):
     """Shared book of listed units (all pages) for the scripted agents."""
 
     def _reset_list(self, first_observation) -> dict:
@@ -75,9 +75,11 @@ class _Lister:
 class SWELiteOracle(_Lister):
     """Knows the reference fixes (see the module docstring); used only to prove solvability."""
 
+    name = "swelite-oracle"
+
     def __init__(self, rng: np.random.Generator | None = None, recipe: str | None = None,
-                 solve_all: bool = False, **params) -> None:
-        self.rng = rng if rng is not None else np.random.default_rng()
+                 solve_all: bool = False) -> None:
+        super().__init__(rng)  # recipe and solve_all are validated by diligent-oracle's Params
         self.recipe = recipe
         self.solve_all = solve_all  # work through the whole backlog (solvability checks)
 
@@ -144,52 +146,10 @@ class SWELiteOracle(_Lister):
         return self._next()
 
 
-class OracleParams(NoParams):
-    recipe: str | None = Field(None, max_length=4096, description="unit-set recipe file")
-    solve_all: bool = Field(False, description="work through the whole backlog")
-
-
-class DiligentOraclePolicy(Policy):
-    """``diligent-oracle``: the SWE-lite oracle as a named policy (never an agent row)."""
-
-    name = "diligent-oracle"
-    simulated = True  # not a model: keeps oracle rows out of agent tables
-    oracle = True
-    Params = OracleParams
-
-    @classmethod
-    def params_for(cls, family: str):
-        return OracleParams if family == "swelite" else NoParams
-
-    def describe(self) -> dict:
-        out = super().describe()
-        out.update(oracle=True, simulated=True,
-                   note="knows the reference fixes; proves solvability only")
-        return out
-
-    def reset(self, first_observation: str) -> None:
-        self.check_family((_decode(first_observation).get("result") or {}).get("family",
-                                                                                 "reposcan"))
-        if not for_family(first_observation):
-            # Other families have no reference fixes: behave exactly like ``diligent`` there
-            # (the rows stay flagged oracle/simulated all the same).
-            from ..reposcan.diligent import DiligentPolicy
-
-            self._agent = DiligentPolicy(seed=self.seed)
-            self._agent.rng = self.rng
-        else:
-            self._agent = SWELiteOracle(self.rng, **self.params)
-        self._agent.reset(first_observation)
-
-    def act(self, observation: str):
-        return self._agent.act(observation)
-
-
 class SWELiteTriage(_Lister):
     """Honest scripted floor without repairs (see the module docstring)."""
 
-    def __init__(self, rng: np.random.Generator | None = None, **params) -> None:
-        self.rng = rng if rng is not None else np.random.default_rng()
+    name = "swelite-triage"
 
     def reset(self, first_observation) -> None:
         self._reset_list(first_observation)
@@ -216,11 +176,10 @@ class SWELiteTriage(_Lister):
         return {"tool": "run_verifier", "unit_id": nxt}
 
 
-class SWELiteRandom:
+class SWELiteRandom(FamilyAgent):
     """Uniformly random calls over the SWE-lite tools and the ids it has seen (a floor)."""
 
-    def __init__(self, rng: np.random.Generator | None = None, **params) -> None:
-        self.rng = rng if rng is not None else np.random.default_rng()
+    name = "swelite-random"
 
     def reset(self, first_observation) -> None:
         r = _decode(first_observation)["result"]
@@ -249,11 +208,11 @@ class SWELiteRandom:
 
 
 def diligent(rng, **params) -> SWELiteTriage:
-    return SWELiteTriage(rng=rng)
+    return SWELiteTriage(rng=rng, **params)
 
 
 def random(rng, **params) -> SWELiteRandom:
-    return SWELiteRandom(rng=rng)
+    return SWELiteRandom(rng=rng, **params)
 
 
 def simulated(rng, preset="mid", **params):

@@ -5,7 +5,7 @@ the wrong unit of parallelism: this executor runs up to ``workers`` episodes con
 (``pushbench run --concurrency N`` is ``--executor async --workers N``) on one event loop in a
 background thread, using the policies' async paths (``aact`` / ``adrive`` over ``AsyncOpenAI``).
 Offline policies work too (their ``act`` runs inline). Results are the same
-:class:`~pushbench.runner.executors.local.EpisodeResult` objects as the other executors produce, in
+:class:`~pushbench.runner.spec.EpisodeResult` objects as the other executors produce, in
 completion order; an exception becomes an error result and never stops the sweep.
 
 Stopping early (closing the :meth:`run` iterator) starts no new episode; :meth:`drain` yields the
@@ -17,28 +17,12 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-import traceback
 from typing import Iterable, Iterator
 
-from .local import EpisodeResult, Executor, encode_trace, episode_line
-from ..experiment import EpisodeSpec
+from ..spec import EpisodeResult, EpisodeSpec
+from .base import Executor, arun_spec
 
 _DONE = object()
-
-
-async def arun_spec(spec: EpisodeSpec) -> EpisodeResult:
-    """Async twin of :func:`~pushbench.runner.executors.local.run_spec` (never raises)."""
-    try:
-        from ...policies.llm.driver import arun_episode
-
-        record = await arun_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
-                                    instance=spec.instance, budget=spec.budget,
-                                    policy_params=dict(spec.policy_params) or None,
-                                    label=spec.policy_label)
-        record["key"] = spec.key
-        return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
-    except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
-        return EpisodeResult(spec, error=traceback.format_exc())
 
 
 class AsyncExecutor(Executor):

@@ -1,123 +1,18 @@
-"""Executors: where episodes run. A small interface so a cluster engine can slot in later.
-
-An executor takes episode specs and yields :class:`EpisodeResult` objects **as they finish**
-(not in submission order)::
-
-    with make_executor("process", workers=2) as ex:
-        for result in ex.run(specs):
-            ...
-
-The consumer may stop iterating at any time (Ctrl-C, an error): closing the iterator stops new
-submissions. :meth:`Executor.drain` then yields results that finish afterwards, so a graceful
-stop can still keep work already in flight. The worker-side function is
-:func:`run_spec`: it never raises for an episode failure; an exception becomes a result with
-``error`` set (the traceback text), so one broken episode cannot kill a sweep.
-
-Results carry the small per-episode line and the full record already serialised and gzipped
-(``trace_gz``) so compression happens in the workers and results ship cheaply between processes
-or machines. Register a new executor in :data:`EXECUTORS` (name -> class taking ``workers``).
-"""
+"""Local executors: episodes one after another in this process, or in a process pool."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import gzip
-import json
 import multiprocessing as mp
 import os
 import signal
 import threading
-import traceback
 from collections import deque
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from ...policies.identity import policy_label
-from ..experiment import EpisodeSpec
-
-LINE_SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """What comes back from running one spec: ``line`` + ``trace_gz``, or ``error``."""
-
-    spec: EpisodeSpec
-    line: dict | None = None
-    trace_gz: bytes | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def episode_line(record: dict) -> dict:
-    """The ``episodes.jsonl`` line: the full record minus ``calls`` and controller steps."""
-    line = {k: v for k, v in record.items() if k != "calls"}
-    ctl = record.get("controller")
-    if isinstance(ctl, dict):
-        line["controller"] = {"name": ctl.get("name"), "components": ctl.get("components")}
-    return line
-
-
-def error_line(spec: EpisodeSpec, error: str) -> dict:
-    """The ``errors.jsonl`` line for an episode whose run raised."""
-    return {"schema_version": LINE_SCHEMA_VERSION, "key": spec.key, "task_id": spec.task_id,
-            "instance": spec.instance, "controller": {"name": spec.controller},
-            "policy": {"name": spec.policy, "params": dict(spec.policy_params),
-                       "label": policy_label(spec.policy, spec.policy_params, spec.policy_label)},
-            "seed": spec.seed, "terminated_by": "error", "error": error}
-
-
-def encode_trace(record: dict) -> bytes:
-    """Gzipped canonical JSON of the full record (``mtime=0``: same record, same bytes)."""
-    data = json.dumps(record, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
-    return gzip.compress(data, compresslevel=6, mtime=0)
-
-
-def run_spec(spec: EpisodeSpec) -> EpisodeResult:
-    """Run one episode; any exception becomes an error result (never raised)."""
-    try:
-        from ..episode import run_episode
-
-        record = run_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
-                             instance=spec.instance, budget=spec.budget,
-                             policy_params=dict(spec.policy_params) or None,
-                             label=spec.policy_label)
-        record["key"] = spec.key  # the spec's key is the resume authority (includes params)
-        return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
-    except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
-        return EpisodeResult(spec, error=traceback.format_exc())
-
-
-class Executor:
-    """Base: subclasses implement :meth:`run` (and :meth:`drain` if work can be in flight)."""
-
-    name = "executor"
-
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = max(1, int(workers))
-
-    def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
-        raise NotImplementedError
-
-    def drain(self) -> Iterator[EpisodeResult]:
-        """After :meth:`run` was closed early: results of work still in flight, as it finishes."""
-        return iter(())
-
-    @property
-    def in_flight(self) -> int:
-        return 0
-
-    def shutdown(self) -> None:
-        """Stop everything now (in-flight work is abandoned)."""
-
-    def __enter__(self) -> "Executor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
+from ... import limits
+from ..spec import EpisodeResult, EpisodeSpec
+from .base import Executor, run_spec
 
 
 class InProcessExecutor(Executor):
@@ -290,28 +185,12 @@ class LocalPoolExecutor(Executor):
             p.join(timeout=5)
         self._close_pipe()
 
-
-EXECUTORS: dict[str, type[Executor]] = {
-    InProcessExecutor.name: InProcessExecutor,
-    LocalPoolExecutor.name: LocalPoolExecutor,
-}
-
-from .async_ import AsyncExecutor  # noqa: E402 - asyncio executor for LLM episodes
-
-EXECUTORS[AsyncExecutor.name] = AsyncExecutor
-
-from .ray import RayExecutor  # noqa: E402 - Ray cluster executor (pushbench[ray])
-
-EXECUTORS[RayExecutor.name] = RayExecutor
-
-
-def make_executor(name: str = "auto", workers: int = 1, **options) -> Executor:
-    """Executor ``name`` (``auto``: a process pool when ``workers > 1``, else in-process).
-
-    ``options`` (the experiment's ``executor_options``) go to the executor's constructor.
-    """
-    if name == "auto":
-        name = "process" if workers > 1 else "inprocess"
-    if name not in EXECUTORS:
-        raise ValueError(f"unknown executor {name!r}; known: auto, {', '.join(EXECUTORS)}")
-    return EXECUTORS[name](workers=workers, **options)
+    def enforce_caps(self, caps: dict[str, int] | None) -> Callable[[], None]:
+        """Nothing to install: a worker runs one episode, hence one model call, at a time, so
+        caps hold as long as none is below the worker count (else ``ValueError``)."""
+        if not caps:
+            return lambda: None
+        low = min(int(v) for v in caps.values())
+        if self.workers > low:
+            raise ValueError(limits.pool_problem(self.workers, low))
+        return lambda: None

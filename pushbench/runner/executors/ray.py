@@ -4,14 +4,14 @@
 (install with ``pip install "pushbench[ray]"``). Without an address a private local Ray
 instance is started (``--workers N`` CPUs, default all) and stopped afterwards; with one, the
 driver joins that cluster. Results stream back as episodes finish (``ray.wait``) and this
-process writes them through the same atomic, resumable :class:`~.writer.RunDir` as every other
+process writes them through the same atomic, resumable :class:`~pushbench.runner.rundir.RunDir` as every other
 executor, so results land in the driver's ``--out`` directory and a restarted driver skips
 finished episodes.
 
 Failures:
 
 * an episode that raises (agent, policy or harness error) becomes an error result in the worker
-  (:func:`~.executors.run_spec`), exactly as in the local pool, and is **not** retried;
+  (:func:`~.base.run_spec`), exactly as in the local pool, and is **not** retried;
 * a lost worker or node (OOM kill, preemption, segfault) is an infrastructure failure: Ray
   re-runs the task up to ``max_retries`` times (default 1; ``retry_exceptions=False`` so an
   exception is never retried). If every attempt dies the episode becomes an error result of
@@ -38,11 +38,13 @@ from typing import Any, Callable, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .local import EpisodeResult, Executor
-from ..experiment import EpisodeSpec, ExperimentError
+from ...errors import ExperimentError
+from ..spec import EpisodeResult, EpisodeSpec
+from .base import Executor
 from .ray_worker import EndpointLimiter, episode_task
 
 NAMESPACE = "pushbench"
+
 INSTALL_HINT = 'the ray executor needs Ray: pip install "pushbench[ray]"'
 
 
@@ -112,10 +114,17 @@ class RayExecutor(Executor):
 
     # ----- setup --------------------------------------------------------------------------
     def set_endpoint_caps(self, caps: dict[str, int] | None) -> None:
-        """Called by :func:`pushbench.limits.apply` before :meth:`run`."""
+        """Set (``None``: drop) the caps the cluster-wide limiter actor enforces."""
         if caps is None:
             self._stop_limiter()
         self.caps = caps
+
+    def enforce_caps(self, caps: dict[str, int] | None) -> Callable[[], None]:
+        """Caps hold across the cluster through the :class:`EndpointLimiter` actor."""
+        if not caps:
+            return lambda: None
+        self.set_endpoint_caps(dict(caps))
+        return lambda: self.set_endpoint_caps(None)
 
     def _runtime_env(self) -> dict:
         env = {k: v for k, v in os.environ.items()

@@ -1,8 +1,7 @@
 """Code that runs inside Ray workers for the ``ray`` executor (:mod:`.ray_executor`).
 
-Kept apart from the driver side so a worker importing it does not import the executor registry
-first (which itself imports the driver side). ``EndpointLimiter`` is the actor behind the
-cluster-wide ``max_inflight_per_endpoint`` caps.
+Kept apart from the driver side (:mod:`.ray`) so a worker imports only what an episode needs.
+``EndpointLimiter`` is the actor behind the cluster-wide ``max_inflight_per_endpoint`` caps.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Callable
 
 from ... import limits
+from .base import run_spec
 
 
 class _RayLimiter:
@@ -49,13 +49,12 @@ class _RayLimiter:
 def episode_task(spec, limiter=None, fn: Callable | None = None):
     """Body of the episode task: ``run_spec(spec)`` (or ``fn``) under the endpoint caps.
 
-    Returns an :class:`~.executors.EpisodeResult`; an episode's exception is already an error
+    Returns an :class:`~pushbench.runner.spec.EpisodeResult`; an episode's exception is already an error
     result there, so anything raised here is a harness failure.
     """
     import ray
 
     import pushbench  # noqa: F401  - registers the environments in this worker
-    from .local import run_spec
 
     if limiter is None:
         return (fn or run_spec)(spec)
