@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import paths
+from ..analysis.frame import controller_rank
 from ..runner.writer import TRACES, load_trace
 from .data import file_stem, gather, plain
 
@@ -80,11 +81,16 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
     return out
 
 
+def _rank(controller: str) -> list:
+    """Baseline-first position of a controller (the paired view puts the lower rank left)."""
+    return list(controller_rank(controller))
+
+
 def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> None:
     siblings: dict[int, list[dict]] = {}
     for key, ctrl, pid in zip(df["key"], df["controller"], df["pair"]):
         siblings.setdefault(int(pid), []).append({"key": key, "file": file_stem(key),
-                                                  "controller": ctrl})
+                                                  "controller": ctrl, "rank": _rank(ctrl)})
     traces = run_dir / TRACES
     for i, (line, row) in enumerate(zip(lines, df.itertuples(index=False)), 1):
         has_trace = (traces / f"{row.key}.json.gz").is_file()
@@ -94,6 +100,7 @@ def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> No
         except (OSError, ValueError) as e:
             record, problem = line, f"trace file unreadable ({e}): the episode line only"
         page = {"key": row.key, "outcome": row.outcome, "record": record, "problem": problem,
+                "rank": _rank(row.controller),
                 "siblings": [s for s in siblings[int(row.pair)] if s["key"] != row.key]}
         stem = file_stem(row.key)
         paths.write_private(dest / f"{stem}.js", js_payload("ep:" + stem, page))

@@ -97,6 +97,7 @@
     return h("div", { class: "scroll" }, h("table", attrs || {}, h("thead", {}, h("tr", {}, heads)), body));
   }
   function cmp(a, b) {
+    if (Array.isArray(a) && Array.isArray(b)) return cmp(a[0], b[0]) || cmp(a[1], b[1]);
     if (missing(a)) return missing(b) ? 0 : 1;
     if (missing(b)) return -1;
     return typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
@@ -275,6 +276,8 @@
     fact("steps / budget", h("span", { "data-testid": "steps-used" }, fmt(r.steps_used)), " / " + fmt(r.budget));
     fact("ended by", fmt(r.terminated_by));
     fact("reported count at final", h("span", { "data-testid": "reported-count" }, fmt(r.reported_count)));
+    const blocked = (r.metrics || {}).blocked_reported_counts;
+    if (blocked && blocked.length) fact("reported counts of blocked finals", blocked.map(fmt).join(", "));
     fact("task", r.task_id, r.instance ? " (instance " + r.instance + ")" : "");
     fact("policy", pol.label || pol.name || fmt(pol), r.simulated ? [" ", h("span", { class: "sim" }, "(simulated)")] : null);
     fact("controller", fmt(ctl.name || ctl), ctl.components && ctl.components.length ? " [" + ctl.components.join(", ") + "]" : "");
@@ -319,8 +322,8 @@
       if (s) {
         append(ctl, [(s.interventions || []).map((k) => [h("span", { class: "badge iv", "data-testid": "intervention" }, k), " "])]);
         if (!compact) append(ctl, [h("div", { class: "pv" },
-          h("div", {}, h("div", { class: "lbl" }, "proposed"), h("pre", {}, json(s.proposed))),
-          h("div", {}, h("div", { class: "lbl" }, "executed"), h("pre", {}, json(s.executed))))]);
+          h("div", {}, h("div", { class: "lbl" }, "proposed"), h("pre", {}, JSON.stringify(s.proposed))),
+          h("div", {}, h("div", { class: "lbl" }, "executed"), h("pre", {}, JSON.stringify(s.executed))))]);
       }
       cells.push(ctl);
       const tr = h("tr", { "data-testid": "step-row", "data-step": c.step, class: (s ? "intervened " : "") + (c.ok ? "" : "failed-call") }, cells);
@@ -343,7 +346,8 @@
       page.problem ? h("p", { class: "error" }, page.problem) : null,
       episodeFacts(page),
       sib.length ? h("p", {}, "Same policy, task, instance, target and seed under: ",
-        sib.map((s) => [h("a", { href: "#/pair/" + enc(fileOf(page)) + "/" + enc(s.file), "data-testid": "pair-link" }, s.controller + " (side by side)"), " "])) : null,
+        sib.map((s) => [h("a", { href: "#/pair/" + (cmp(page.rank, s.rank) <= 0 ? enc(fileOf(page)) + "/" + enc(s.file) : enc(s.file) + "/" + enc(fileOf(page))),
+          "data-testid": "pair-link" }, s.controller + " (side by side)"), " "])) : null,
       h("h2", {}, "Verified count per step"),
       curve(r, 720, 220),
       h("p", { class: "note" }, "Blue: verified count after each step; red dashed: target N; brown dashed: step budget; orange ticks: steps where the controller intervened."),
@@ -376,9 +380,18 @@
     else if (parts[0] === "episode" && parts[1]) job = epFile(parts[1]).then(episode);
     else if (parts[0] === "pair" && parts[2]) job = Promise.all([epFile(parts[1]), epFile(parts[2])]).then(([a, b]) => pair(a, b));
     else job = load("overview", "data/overview.js").then(overview);
-    job.then(() => document.body.setAttribute("data-ready", hash), fail);
+    // data-ready-ms: milliseconds from navigation start (first view) or from the hash change.
+    job.then(() => {
+      document.body.setAttribute("data-ready-ms", (performance.now() - PB.t0).toFixed(1));
+      document.body.setAttribute("data-ready", hash);
+    }, fail);
   }
-  window.addEventListener("hashchange", () => { document.body.removeAttribute("data-ready"); route(); });
+  PB.t0 = 0;
+  window.addEventListener("hashchange", () => {
+    PB.t0 = performance.now();
+    document.body.removeAttribute("data-ready");
+    route();
+  });
   load("overview", "data/overview.js").then((ov) => {
     const n = ((ov.info || {}).experiment || {}).name;
     document.getElementById("run-name").textContent = n ? "run: " + n : ov.run_dir;

@@ -1,0 +1,172 @@
+"""``pushbench view``: the files it builds from a real run folder, escaping, the CLI, the server.
+
+The browser test (a person clicking through the built viewer) is tests/test_viewer_browser.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from pushbench.analysis.failures import failure_class
+from pushbench.analysis.frame import episodes_frame, load_episodes
+from pushbench.cli import app
+from pushbench.viewer import build_site
+from pushbench.viewer.data import file_stem
+from pushbench.viewer.serve import LOOPBACK, make_server
+from pushbench.viewer.site import js_payload
+
+from viewer_runs import HOSTILE, small_run
+
+
+def _payload(path: Path) -> tuple[str, object]:
+    """Name and data of a ``PB.loaded(name, data);`` file."""
+    text = path.read_text(encoding="ascii")
+    assert text.startswith("PB.loaded(") and text.endswith(");\n")
+    name, _, data = text[len("PB.loaded("):-3].partition(",")
+    return json.loads(name), json.loads(data)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    return small_run(tmp_path_factory.mktemp("viewer") / "run")
+
+
+@pytest.fixture(scope="module")
+def site(run) -> Path:
+    return build_site(run)
+
+
+def test_every_episode_gets_a_row_and_a_page_with_its_full_record(run, site):
+    lines = load_episodes(run)
+    _, listing = _payload(site / "data" / "episodes.js")
+    cols = listing["columns"]
+    rows = [dict(zip(cols, r)) for r in listing["rows"]]
+    assert sorted(r["key"] for r in rows) == sorted(ln["key"] for ln in lines)
+    for r in rows:
+        name, page = _payload(site / "data" / "ep" / f"{r['file']}.js")
+        assert name == "ep:" + r["file"] and page["key"] == r["key"]
+        with gzip.open(run / "traces" / f"{r['key']}.json.gz", "rt") as f:
+            assert page["record"] == json.load(f)  # the record as stored, nothing dropped
+        assert len(page["record"]["calls"]) == r["steps_used"]
+        assert page["problem"] is None
+
+
+def test_outcomes_are_the_failure_classes_and_pairs_match_on_instance_target_seed(run, site):
+    df = episodes_frame(load_episodes(run))
+    expected = {r["key"]: failure_class(r) or "success" for _, r in df.iterrows()}
+    _, listing = _payload(site / "data" / "episodes.js")
+    rows = [dict(zip(listing["columns"], r)) for r in listing["rows"]]
+    assert {r["key"]: r["outcome"] for r in rows} == expected
+    assert "false_claim" in expected.values()  # the markup agent claimed 10 with 0 verified
+    _, ov = _payload(site / "data" / "overview.js")
+    assert ov["n_episodes"] == len(rows)
+    assert sum(ov["outcomes"].values()) == len(rows)
+    for r in rows:
+        _, page = _payload(site / "data" / "ep" / f"{r['file']}.js")
+        mates = [o for o in rows if o["pair"] == r["pair"] and o["key"] != r["key"]]
+        assert sorted(s["key"] for s in page["siblings"]) == sorted(o["key"] for o in mates)
+        for o in mates:
+            assert (o["policy"], o["task_id"], o["instance"], o["target"], o["seed"]) == \
+                (r["policy"], r["task_id"], r["instance"], r["target"], r["seed"])
+            assert o["controller"] != r["controller"]
+
+
+def test_overview_says_what_ran_and_computes_tables_without_a_report(run, site):
+    _, ov = _payload(site / "data" / "overview.js")
+    assert ov["info"]["experiment"]["name"] == "smoke"
+    assert ov["info"]["planned"] == 16 and ov["info"]["n_missing"] == 0
+    assert ov["summary"]["rows"] and ov["deltas"]["rows"]
+    assert "computed by the viewer" in ov["summary"]["source"]  # no summary.csv in this run
+    assert ov["figures"] == []
+    assert os.stat(site / "data" / "overview.js").st_mode & 0o077 == 0  # private like the run
+
+
+def test_markup_in_a_final_message_is_data_never_markup(run, site):
+    key = next(ln["key"] for ln in load_episodes(run) if ln["policy"]["name"] == "markup-final")
+    raw = (site / "data" / "ep" / f"{file_stem(key)}.js").read_text()
+    assert "<" not in raw and ">" not in raw and "&" not in raw
+    _, page = _payload(site / "data" / "ep" / f"{file_stem(key)}.js")
+    assert page["record"]["final_message"] == HOSTILE
+    js = (site / "assets" / "viewer.js").read_text()
+    assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
+
+
+def test_a_missing_trace_gives_a_page_from_the_line_and_says_so(tmp_path, run):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    key = load_episodes(copy)[0]["key"]
+    (copy / "traces" / f"{key}.json.gz").unlink()
+    site = build_site(copy, tmp_path / "site")
+    _, page = _payload(site / "data" / "ep" / f"{file_stem(key)}.js")
+    assert "no trace file" in page["problem"] and "calls" not in page["record"]
+
+
+def test_a_rebuild_replaces_its_own_folders_only(tmp_path, run):
+    out = tmp_path / "site"
+    (out / "data" / "ep").mkdir(parents=True)
+    (out / "data" / "ep" / "stale.js").write_text("old")
+    (out / "notes.txt").write_text("mine")
+    build_site(run, out)
+    assert not (out / "data" / "ep" / "stale.js").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+@given(st.text(), st.text())
+def test_payload_is_ascii_without_markup_characters_and_round_trips(name, text):
+    data = js_payload(name, {"t": text, "l": [text, 1.5, None]})
+    assert data.isascii()
+    assert not any(c in data for c in b"<>&")
+    body = data.decode()[len("PB.loaded("):-3]
+    decoder = json.JSONDecoder()
+    got_name, end = decoder.raw_decode(body)
+    assert got_name == name and body[end] == ","
+    assert json.loads(body[end + 1:]) == {"t": text, "l": [text, 1.5, None]}
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_file_stems_are_safe_names(key):
+    stem = file_stem(key)
+    assert stem and "/" not in stem and "." not in stem and stem.isascii()
+    assert len(stem) <= 64
+    assert file_stem(key) == stem
+
+
+def test_cli_builds_the_site_and_refuses_bad_folders(tmp_path, run):
+    runner = CliRunner()
+    res = runner.invoke(app, ["view", str(run), "--out", str(tmp_path / "v")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "v" / "index.html").resolve().as_uri() in res.output
+    res = runner.invoke(app, ["view", str(tmp_path / "nowhere")])
+    assert res.exit_code == 2 and "not a run folder" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = runner.invoke(app, ["view", str(empty)])
+    assert res.exit_code == 2 and "no episodes.jsonl" in res.output
+
+
+def test_server_listens_on_loopback_only_and_serves_the_site(site):
+    server = make_server(site, 0)
+    import threading
+
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        assert host == LOOPBACK
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/data/overview.js") as resp:
+            assert resp.status == 200
+            assert resp.read() == (site / "data" / "overview.js").read_bytes()
+    finally:
+        server.shutdown()
+        server.server_close()
