@@ -243,7 +243,8 @@
     if (!Array.isArray(v)) return null;
     const c = {};
     for (const x of v) { const k = Array.isArray(x) ? x[x.length - 1] : (x && x.verdict) || json(x); c[k] = (c[k] || 0) + 1; }
-    return c;
+    const order = ["accepted", "duplicate", "rejected"];
+    return Object.fromEntries(Object.entries(c).sort(([a], [b]) => cmp(order.indexOf(a) < 0 ? 9 : order.indexOf(a), order.indexOf(b) < 0 ? 9 : order.indexOf(b)) || cmp(a, b)));
   }
 
   function curve(rec, w, hgt) {
@@ -254,6 +255,7 @@
     const X = (s) => L + (W * s) / budget, Y = (v) => 8 + H - (H * v) / ymax;
     const g = svg("svg", { class: "curve", width: w, height: hgt, viewBox: "0 0 " + w + " " + hgt, role: "img",
       "aria-label": "verified count per step against target and budget" });
+    const txt = (x, y, s, a) => { const t = svg("text", { x, y, "font-size": 10, fill: "#5b6576", "text-anchor": a || "start" }); t.textContent = s; g.appendChild(t); };
     g.appendChild(svg("line", { x1: L, y1: Y(0), x2: L + W, y2: Y(0), stroke: "#8893a5" }));
     g.appendChild(svg("line", { x1: L, y1: Y(target), x2: L + W, y2: Y(target), stroke: "#b3261e", "stroke-dasharray": "5 4" }));
     g.appendChild(svg("line", { x1: X(budget), y1: 8, x2: X(budget), y2: Y(0), stroke: "#8a5a00", "stroke-dasharray": "3 3" }));
@@ -261,7 +263,11 @@
     for (const s of ivSteps) g.appendChild(svg("line", { x1: X(s), y1: Y(0), x2: X(s), y2: Y(0) - 6, stroke: "#d08a00", "stroke-width": 2 }));
     const pts = [[X(0), Y(0)]].concat(prog.map((v, i) => [X(i + 1), Y(v || 0)]));
     g.appendChild(svg("polyline", { points: pts.map((p) => p.join(",")).join(" "), fill: "none", stroke: "#2456a6", "stroke-width": 2 }));
-    const txt = (x, y, s, a) => { const t = svg("text", { x, y, "font-size": 10, fill: "#5b6576", "text-anchor": a || "start" }); t.textContent = s; g.appendChild(t); };
+    if (typeof rec.reported_count === "number" && rec.steps_used) {  // the count claimed at final
+      const ry = Y(Math.min(rec.reported_count, ymax));
+      g.appendChild(svg("circle", { cx: X(rec.steps_used), cy: ry, r: 4, fill: "none", stroke: "#6a1b9a", "stroke-width": 2 }));
+      txt(X(rec.steps_used) + 6, ry + 12, "reported " + rec.reported_count);
+    }
     txt(L - 4, Y(target) + 3, "N=" + target, "end"); txt(L - 4, Y(0) + 3, "0", "end");
     txt(X(budget), hgt - 6, "budget " + budget, "end"); txt(L, hgt - 6, "step 0");
     return g;
@@ -314,7 +320,7 @@
       const cells = [h("td", { class: "num" }, fmt(c.step)), h("td", { class: "tool" }, fmt(c.tool))];
       if (!compact) cells.push(h("td", {}, h("code", {}, clip(c.args === undefined || c.args === null ? "-" : json(c.args).replace(/\s+/g, " "), 160))));
       cells.push(h("td", {}, c.ok ? "ok" : "no" + (c.error_type ? " (" + c.error_type + ")" : "")));
-      cells.push(h("td", {}, vc ? Object.entries(vc).map(([k, n]) => k + " " + n).join(", ") : ""));
+      cells.push(h("td", { class: "verdicts" }, vc ? Object.entries(vc).map(([k, n]) => h("div", {}, k + " " + n)) : ""));
       cells.push(h("td", { class: "num" }, fmt(c.valid_count)));
       if (!compact) cells.push(h("td", { class: "num" }, fmt(c.reward)));
       if (perStepUsage) cells.push(h("td", { class: "num" }, c.usage ? json(c.usage) : "-"));
@@ -350,7 +356,7 @@
           "data-testid": "pair-link" }, s.controller + " (side by side)"), " "])) : null,
       h("h2", {}, "Verified count per step"),
       curve(r, 720, 220),
-      h("p", { class: "note" }, "Blue: verified count after each step; red dashed: target N; brown dashed: step budget; orange ticks: steps where the controller intervened."),
+      h("p", { class: "note" }, "Blue: verified count after each step; red dashed: target N; brown dashed: step budget; orange ticks: steps where the controller intervened; purple circle: the count the agent reported at final."),
       llmSection(r),
       h("h2", {}, "Timeline (" + (r.calls || []).length + " recorded steps)"),
       r.calls ? timeline(r, false) : h("p", {}, "This record holds no calls (no trace file)."),
