@@ -100,6 +100,14 @@ def test_markup_in_a_final_message_is_data_never_markup(run, site):
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
 
 
+def test_an_llm_episode_page_holds_its_transcript_which_the_line_does_not(run, site):
+    line = next(ln for ln in load_episodes(run) if ln["policy"]["name"] == "llm")
+    assert "transcript" not in line
+    _, page = _payload(site / "data" / "ep" / f"{file_stem(line['key'])}.js")
+    turns = [e for e in page["record"]["transcript"] if "turn" in e]
+    assert len(turns) == line["usage"]["calls"] > 0
+
+
 def test_a_missing_trace_gives_a_page_from_the_line_and_says_so(tmp_path, run):
     import shutil
 

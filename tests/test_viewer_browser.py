@@ -42,7 +42,8 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
     shots = tmp_path / "screenshots"
     shots.mkdir()
     # The episode a person would look at: the one the controller changed most often.
-    pick = df[df["controller"] == "stateqgp"].sort_values("interventions_total").iloc[-1]
+    smoke = df[(df["controller"] == "stateqgp") & df["policy"].isin(["diligent", "random"])]
+    pick = smoke.sort_values("interventions_total").iloc[-1]
     assert pick["interventions_total"] > 0
     with gzip.open(run / "traces" / f"{pick['key']}.json.gz", "rt") as f:
         record = json.load(f)
@@ -107,6 +108,22 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         assert page.locator("main script, main img").count() == 0
         page.screenshot(path=str(shots / "markup.png"), full_page=True)
 
+        llm = next(ln for ln in lines if ln["policy"]["name"] == "llm")
+        with gzip.open(run / "traces" / f"{llm['key']}.json.gz", "rt") as f:
+            transcript = json.load(f)["transcript"]
+        page.goto((site / "index.html").resolve().as_uri() + f"#/episode/{file_stem(llm['key'])}")
+        _ready(page, f"/episode/{file_stem(llm['key'])}")
+        tokens = [t for t in page.locator("[data-testid=step-tokens]").all_inner_texts() if t]
+        assert len(tokens) == llm["usage"]["calls"]
+        first_turn = next(e for e in transcript if "turn" in e)
+        assert tokens[0] == (f"turn 1: {first_turn['prompt_tokens']} + "
+                             f"{first_turn['completion_tokens']}")
+        page.locator("tr[data-step='1'] button.show-step").click()
+        answer = next(e for e in transcript if e.get("step") == 1)
+        assert page.locator("tr.step-detail:visible [data-testid=observation]").inner_text() \
+            == answer["message"]["content"]
+        page.screenshot(path=str(shots / "llm.png"), full_page=True)
+
         server = make_server(site, 0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -119,6 +136,6 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
             server.shutdown()
             server.server_close()
     assert errors == []
-    assert sorted(p.name for p in shots.iterdir()) == ["episode.png", "episodes.png",
+    assert sorted(p.name for p in shots.iterdir()) == ["episode.png", "episodes.png", "llm.png",
                                                        "markup.png", "overview.png",
                                                        "paired.png"]

@@ -298,23 +298,39 @@
 
   function llmSection(r) {
     const calls = r.calls || [];
-    const perStep = calls.some((c) => c.usage || c.messages);
-    if (!r.usage && !r.llm && !r.messages && !perStep) return null;
+    const perStep = Array.isArray(r.transcript);
+    if (!r.usage && !r.llm && !perStep) return null;
     const kv = (o) => h("table", {}, h("tbody", {}, Object.entries(o || {}).map(([k, v]) =>
       h("tr", {}, h("td", {}, k), h("td", { class: "num" }, typeof v === "object" && v !== null ? json(v) : fmt(v))))));
     return h("section", {}, h("h2", {}, "Model use"),
       r.usage ? [h("h3", {}, "Tokens and cost (episode totals)"), kv(r.usage)] : null,
       r.llm ? [h("h3", {}, "Agent loop"), kv(r.llm)] : null,
-      r.messages ? [h("h3", {}, "Messages"), r.messages.map((m) => h("div", {}, h("strong", {}, fmt(m && m.role)), h("pre", {}, typeof (m && m.content) === "string" ? m.content : json(m))))] : null,
-      perStep ? null : h("p", { class: "note" }, "This record holds the model use of the whole episode only; it has no per-step messages or token counts."));
+      perStep ? h("p", { class: "note" }, "Per step: the timeline's 'model tokens' column gives each model reply's token use at the step it led to; " +
+        "'record' on a step shows the reply, the observation sent back and the step as recorded.")
+        : h("p", { class: "note" }, "This record holds the model use of the whole episode only (written before records kept a transcript)."));
   }
+
+  // An LLM record's transcript by step: the model replies that led to each step (a reply
+  // leads to the step after the last answered one) and the message sent back for each step.
+  function transcriptBySteps(events) {
+    const turns = {}, answers = {}, memory = {};
+    let last = 0;
+    for (const e of events || []) {
+      if (e && "turn" in e) (turns[last + 1] = turns[last + 1] || []).push(e);
+      else if (e && !missing(e.step)) { answers[e.step] = e.message; last = Math.max(last, e.step); }
+      else if (e) (memory[last + 1] = memory[last + 1] || []).push(e.message);
+    }
+    return { turns, answers, memory };
+  }
+  const msgText = (m) => (m && typeof m.content === "string" && m.content) || "";
 
   function timeline(r, compact) {
     const steps = Object.fromEntries(((r.controller || {}).steps || []).map((s) => [s.step, s]));
     const calls = r.calls || [];
-    const perStepUsage = calls.some((c) => c.usage);
+    const tx = Array.isArray(r.transcript) ? transcriptBySteps(r.transcript) : null;
+    const perStepUsage = !!tx;
     const head = ["step", "tool", compact ? null : "arguments", "ok", "verdicts", "verified", compact ? null : "reward",
-      perStepUsage ? "tokens" : null, "controller"].filter(Boolean);
+      perStepUsage ? "model tokens" : null, "controller"].filter(Boolean);
     const rows = calls.map((c) => {
       const s = steps[c.step], vc = verdictCounts(c);
       const cells = [h("td", { class: "num" }, fmt(c.step)), h("td", { class: "tool" }, fmt(c.tool))];
@@ -323,7 +339,9 @@
       cells.push(h("td", { class: "verdicts" }, vc ? Object.entries(vc).map(([k, n]) => h("div", {}, k + " " + n)) : ""));
       cells.push(h("td", { class: "num" }, fmt(c.valid_count)));
       if (!compact) cells.push(h("td", { class: "num" }, fmt(c.reward)));
-      if (perStepUsage) cells.push(h("td", { class: "num" }, c.usage ? json(c.usage) : "-"));
+      const turns = tx ? tx.turns[c.step] || [] : [];
+      if (perStepUsage) cells.push(h("td", { class: "num", "data-testid": "step-tokens" }, turns.length ? turns.map((t) =>
+        h("div", {}, "turn " + t.turn + ": " + fmt(t.prompt_tokens) + " + " + fmt(t.completion_tokens) + (t.usage_estimated ? " (est.)" : ""))) : ""));
       const ctl = h("td", {});
       if (s) {
         append(ctl, [(s.interventions || []).map((k) => [h("span", { class: "badge iv", "data-testid": "intervention" }, k), " "])]);
@@ -334,8 +352,18 @@
       cells.push(ctl);
       const tr = h("tr", { "data-testid": "step-row", "data-step": c.step, class: (s ? "intervened " : "") + (c.ok ? "" : "failed-call") }, cells);
       if (compact) return [tr];
-      const detail = h("tr", { class: "step-detail", hidden: true }, h("td", { colspan: head.length },
-        h("pre", {}, json(s ? { call: c, controller: s } : { call: c }))));
+      const model = tx ? [
+        turns.map((t) => [h("div", { class: "lbl" }, "model reply, turn " + t.turn + " (" + fmt(t.prompt_tokens) + " prompt + " +
+          fmt(t.completion_tokens) + " completion tokens, finish: " + fmt(t.finish_reason) + ")"),
+          msgText(t.message) ? h("pre", { "data-testid": "model-text" }, msgText(t.message)) : null,
+          t.message && Array.isArray(t.message.tool_calls) ? h("pre", { "data-testid": "tool-calls" }, t.message.tool_calls.map((tc) =>
+            fmt(tc && tc.function && tc.function.name) + " " + fmt(tc && tc.function && tc.function.arguments)).join("\n")) : null]),
+        (tx.memory[c.step] || []).map((m) => [h("div", { class: "lbl" }, "memory call answered before this step"), h("pre", {}, msgText(m) || json(m))]),
+        h("div", { class: "lbl" }, "observation sent back to the model"),
+        tx.answers[c.step] ? h("pre", { "data-testid": "observation" }, msgText(tx.answers[c.step]) || json(tx.answers[c.step]))
+          : h("p", { class: "note" }, "none: the episode ended with this step, so no answer was sent")] : null;
+      const detail = h("tr", { class: "step-detail", hidden: true }, h("td", { colspan: head.length + 1 },
+        model, h("div", { class: "lbl" }, "the step as recorded"), h("pre", {}, json(s ? { call: c, controller: s } : { call: c }))));
       tr.appendChild(h("td", {}, h("button", { class: "show-step", title: "the step as the record holds it",
         on: { click: () => { detail.hidden = !detail.hidden; } } }, "record")));
       return [tr, detail];
@@ -361,7 +389,8 @@
       h("h2", {}, "Timeline (" + (r.calls || []).length + " recorded steps)"),
       r.calls ? timeline(r, false) : h("p", {}, "This record holds no calls (no trace file)."),
       h("p", { class: "note" }, "Highlighted rows: the controller changed the proposed action (proposed and executed side by side). " +
-        "The record keeps each call's arguments, result facts and verdicts; 'record' shows the step exactly as stored. Observation text the agent saw is not stored in run records beyond these facts."));
+        "'record' shows the step exactly as stored (arguments, result facts, verdicts) and, where the record holds a transcript (LLM agents), " +
+        "the model's reply and the observation sent back. Records of scripted and simulated agents keep no observation text beyond these facts."));
   }
   const fileOf = (page) => page.file || page.key;
 
