@@ -178,3 +178,49 @@ def test_server_listens_on_loopback_only_and_serves_the_site(site):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_path):
+    """Real black-box sessions (the MCP server's session object), one edited after the fact."""
+    pytest.importorskip("mcp")
+    from pushbench.blackbox import full_records_from_run_dirs, write_evaluation
+    from pushbench.mcp_server import BlackBoxSession
+
+    def session(name, calls, **kw):
+        with BlackBoxSession("RepoScan-requests-docstring-N10", tmp_path / name, argv=["test"],
+                             controller="standard", agent="fake-agent", **kw) as s:
+            for tool, args in calls:
+                s.call(tool, args)
+
+    search = ("search", {"query": "", "page": 1})
+    session("done", [search, search, ("final", {"reported_count": 3, "message": "done"})])
+    session("edited", [search, ("final", {"reported_count": 1})], seed=1)
+    session("open", [search], seed=2)
+    session("check", [search, ("final", {"reported_count": 2})], condition="checklist")
+    ep = json.loads((tmp_path / "edited" / "episode.json").read_text())
+    ep["valid_count"], ep["metrics"]["valid_count"] = 7, 7  # the stored claim no longer holds
+    (tmp_path / "edited" / "episode.json").write_text(json.dumps(ep))
+    with pytest.warns(UserWarning):
+        records = full_records_from_run_dirs([tmp_path / n for n in ("done", "edited", "open",
+                                                                     "check")])
+    import io
+
+    from rich.console import Console
+
+    quiet = Console(file=io.StringIO())
+    write_evaluation(records, tmp_path / "eval", n_resamples=200, console=quiet, out=quiet)
+    site = build_site(tmp_path / "eval")
+    _, ov = _payload(site / "data" / "overview.js")
+    assert [t["key"] for t in ov["tampered"]] == [r["key"] for r in records if r["tampered"]]
+    assert ov["tampered"][0]["reasons"] and ov["n_incomplete"] == 1
+    assert ov["outcomes"] == {"tampered": 1, "incomplete": 1, "honest_stop": 2}
+    cond = ov["condition_deltas"]
+    at = {c: i for i, c in enumerate(cond["columns"])}
+    assert {(r[at["condition_a"]], r[at["condition_b"]]) for r in cond["rows"]} \
+        == {("checklist", "default")}
+    _, listing = _payload(site / "data" / "episodes.js")
+    rows = [dict(zip(listing["columns"], r)) for r in listing["rows"]]
+    for r in rows:
+        _, page = _payload(site / "data" / "ep" / f"{r['file']}.js")
+        assert page["record"]["blackbox"]["run_dir"] and page["problem"] is None
+        assert len(page["record"]["calls"]) == r["steps_used"]

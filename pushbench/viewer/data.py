@@ -131,6 +131,9 @@ def gather(run_dir: str | Path) -> tuple[dict, dict, list[dict], pd.DataFrame]:
     episode_list = {"columns": list(LIST_COLUMNS), "rows": rows}
     overview = _overview(run_dir, df, ordered)
     overview["summary"], overview["deltas"] = _summary_and_deltas(run_dir, df)
+    cond = _fresh_csv(run_dir, "condition_deltas.csv")  # evaluate: checklist - default
+    overview["condition_deltas"] = None if cond is None else {
+        **_table(cond), "source": "condition_deltas.csv of the run folder (pushbench evaluate)"}
     return overview, episode_list, ordered, df
 
 
@@ -138,8 +141,9 @@ def _overview(run_dir: Path, df: pd.DataFrame, lines: list[dict]) -> dict:
     info = run_info(run_dir)
     finished = set(df["key"])
     classes = df["outcome"].value_counts()
-    tampered = [{"key": ln.get("key"), "task_id": ln.get("task_id"),
-                 "reasons": ln.get("tamper_reasons") or []} for ln in lines if ln.get("tampered")]
+    tampered = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
+                 "reasons": ln.get("tamper_reasons") or []}
+                for k, ln in zip(df["key"], lines) if ln.get("tampered")]
     backend = [k for k, t in zip(df["key"], df["terminated_by"]) if t == "error"]
     out: dict = {
         "run_dir": str(run_dir.resolve()),

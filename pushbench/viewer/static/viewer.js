@@ -137,8 +137,11 @@
       info && info.plan_problem ? h("p", { class: "note" }, "Planned episodes could not be listed: " + info.plan_problem) : null,
       listing("Missing episodes", info && info.missing, info && info.n_missing, ["key", "task_id", "instance", "policy", "controller", "seed"]),
       listing("Raised episodes (tracebacks in errors.jsonl)", info && info.raised, info && info.n_raised, ["key", "task_id", "controller", "policy", "seed", "error"]),
-      listing("Tampered episodes", ov.tampered.map((t) => ({ key: t.key, task_id: t.task_id, reasons: (t.reasons || []).join("; ") })), ov.tampered.length, ["key", "task_id", "reasons"]),
-      summaryTable(ov.summary), deltaTable(ov.deltas), figures(ov.figures)];
+      listing("Tampered episodes", ov.tampered.map((t) => ({ key: h("a", { href: "#/episode/" + enc(t.file) }, t.key), task_id: t.task_id,
+        reasons: (t.reasons || []).join("; ") })), ov.tampered.length, ["key", "task_id", "reasons"]),
+      summaryTable(ov.summary), deltaTable(ov.deltas),
+      ov.condition_deltas && ov.condition_deltas.rows.length ? deltaTable(ov.condition_deltas, "condition") : null,
+      figures(ov.figures)];
     show(...parts);
   }
 
@@ -146,7 +149,7 @@
     if (!items || !items.length) return null;
     return h("details", {}, h("summary", {}, title + " (" + total + (total > items.length ? ", first " + items.length + " listed" : "") + ")"),
       h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, cols.map((c) => h("th", {}, c)))),
-        h("tbody", {}, items.map((it) => h("tr", {}, cols.map((c) => h("td", {}, fmt(it[c])))))))));
+        h("tbody", {}, items.map((it) => h("tr", {}, cols.map((c) => h("td", {}, it[c] instanceof Node ? it[c] : fmt(it[c])))))))));
   }
 
   function filtered(table, dims, title, id, extra) {
@@ -174,12 +177,16 @@
         { "data-testid": "summary-table" }) });
   }
 
-  function deltaTable(t) {
+  function deltaTable(t, side) {
     if (!t || !t.rows.length) return h("section", {}, h("h2", {}, "Paired deltas"), h("p", {}, "No controller pairs in this run."));
-    const shown = ["family", "policy", "simulated", "pooled", "target", "controller_a", "controller_b", "metric", "delta",
+    const cond = side === "condition";
+    const shown = ["family", "policy", "agent", "simulated", "pooled", "target", "controller", "controller_a", "controller_b", "condition_a", "condition_b", "metric", "delta",
       "ci_low", "ci_high", "ci_method", "p_value", "p_holm", "n_pairs", "n_clusters", "mean_a", "mean_b", "confidence"].filter((c) => t.columns.includes(c));
-    return filtered(t, ["metric", "family", "policy", "pooled"], "Paired deltas (controller A minus B, matched on target, task, instance, seed)", "deltas", {
-      render: (rows, idx) => sortable(shown.map((c) => ({ label: c, num: !["family", "policy", "controller_a", "controller_b", "metric", "ci_method"].includes(c) })),
+    const title = cond ? "Condition deltas (prompt condition A minus B, matched on target, task, instance, seed)"
+      : "Paired deltas (controller A minus B, matched on target, task, instance, seed)";
+    return filtered(t, ["metric", "family", "policy", "agent", "pooled"], title, cond ? "condition-deltas" : "deltas", {
+      render: (rows, idx) => sortable(shown.map((c) => ({ label: c, num: !["family", "policy", "agent", "controller", "controller_a", "controller_b",
+        "condition_a", "condition_b", "metric", "ci_method"].includes(c) })),
         rows.map((r) => shown.map((c) => r[idx(c)])),
         (r) => h("tr", {}, r.map((v, i) => h("td", { class: typeof v === "number" ? "num" : null },
           typeof v === "number" && !Number.isInteger(v) ? v.toFixed(4) : fmt(v))))) });
