@@ -224,3 +224,27 @@ def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_pat
         _, page = _payload(site / "data" / "ep" / f"{r['file']}.js")
         assert page["record"]["blackbox"]["run_dir"] and page["problem"] is None
         assert len(page["record"]["calls"]) == r["steps_used"]
+
+
+def test_view_serve_answers_on_loopback_until_interrupted(run, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pushbench.cli", "view", str(run), "--out",
+                             str(tmp_path / "v"), "--serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:
+            if line.startswith("serving on "):
+                url = line.split()[2]
+                break
+        assert url and url.startswith(f"http://{LOOPBACK}:") and url.endswith("/index.html")
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert resp.read() == (tmp_path / "v" / "index.html").read_bytes()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert (tmp_path / "v" / "index.html").resolve().as_uri() in out
