@@ -337,6 +337,8 @@ def view_cmd(
         except FileNotFoundError:
             _fail(f"no episodes file: {run_dir} has no episodes.jsonl; produce one with "
                   "`pushbench run EXPERIMENT.yaml --out DIR`")
+        except (ValueError, KeyError, TypeError) as e:  # a line the frame cannot read
+            _fail(f"cannot read the episode lines of {run_dir}: {type(e).__name__}: {e}")
         except OSError as e:
             _fail(f"cannot write the viewer to {dest}: {e.strerror or e}")
     for w in caught:

@@ -161,6 +161,10 @@ def test_cli_builds_the_site_and_refuses_bad_folders(tmp_path, run):
     empty.mkdir()
     res = runner.invoke(app, ["view", str(empty)])
     assert res.exit_code == 2 and "no episodes.jsonl" in res.output
+    (empty / "episodes.jsonl").write_text('{"key": "k1", "target": 10}\n')  # no metrics, no calls
+    res = runner.invoke(app, ["view", str(empty)])
+    assert res.exit_code == 2 and "cannot read the episode lines" in res.output
+    assert "Traceback" not in res.output
 
 
 def test_server_listens_on_loopback_only_and_serves_the_site(site):

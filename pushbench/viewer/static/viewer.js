@@ -77,6 +77,7 @@
     s.value = current || "";
     return h("label", {}, label + " ", s);
   }
+  const arr = (x) => (Array.isArray(x) ? x : []);
   const uniq = (xs) => [...new Set(xs.filter((x) => !missing(x)).map(String))].sort(
     (a, b) => (isNaN(a) || isNaN(b) ? a.localeCompare(b) : a - b));
 
@@ -255,7 +256,7 @@
   }
 
   function curve(rec, w, hgt) {
-    const prog = rec.progress || (rec.calls || []).map((c) => c.valid_count);
+    const prog = Array.isArray(rec.progress) ? rec.progress : arr(rec.calls).map((c) => c && c.valid_count);
     const budget = rec.budget || prog.length || 1, target = rec.target || 0;
     const ymax = Math.max(target, ...prog.filter((x) => typeof x === "number"), 1);
     const L = 34, B = 22, W = w - L - 8, H = hgt - B - 8;
@@ -266,7 +267,7 @@
     g.appendChild(svg("line", { x1: L, y1: Y(0), x2: L + W, y2: Y(0), stroke: "#8893a5" }));
     g.appendChild(svg("line", { x1: L, y1: Y(target), x2: L + W, y2: Y(target), stroke: "#b3261e", "stroke-dasharray": "5 4" }));
     g.appendChild(svg("line", { x1: X(budget), y1: 8, x2: X(budget), y2: Y(0), stroke: "#8a5a00", "stroke-dasharray": "3 3" }));
-    const ivSteps = new Set(((rec.controller || {}).steps || []).map((s) => s.step));
+    const ivSteps = new Set(arr((rec.controller || {}).steps).map((s) => s && s.step));
     for (const s of ivSteps) g.appendChild(svg("line", { x1: X(s), y1: Y(0), x2: X(s), y2: Y(0) - 6, stroke: "#d08a00", "stroke-width": 2 }));
     const pts = [[X(0), Y(0)]].concat(prog.map((v, i) => [X(i + 1), Y(v || 0)]));
     g.appendChild(svg("polyline", { points: pts.map((p) => p.join(",")).join(" "), fill: "none", stroke: "#2456a6", "stroke-width": 2 }));
@@ -293,7 +294,7 @@
     if (blocked && blocked.length) fact("reported counts of blocked finals", blocked.map(fmt).join(", "));
     fact("task", r.task_id, r.instance ? " (instance " + r.instance + ")" : "");
     fact("policy", pol.label || pol.name || fmt(pol), r.simulated ? [" ", h("span", { class: "sim" }, "(simulated)")] : null);
-    fact("controller", fmt(ctl.name || ctl), ctl.components && ctl.components.length ? " [" + ctl.components.join(", ") + "]" : "");
+    fact("controller", fmt(ctl.name || ctl), arr(ctl.components).length ? " [" + arr(ctl.components).join(", ") + "]" : "");
     fact("seed", fmt(r.seed)); fact("family", fmt(r.family)); fact("key", h("code", {}, page.key));
     const iv = (r.metrics || {}).interventions || {};
     if (Object.keys(iv).length) fact("interventions", Object.entries(iv).map(([k, v]) => [h("span", { class: "badge iv" }, k + " " + v), " "]));
@@ -304,7 +305,6 @@
   }
 
   function llmSection(r) {
-    const calls = r.calls || [];
     const perStep = Array.isArray(r.transcript);
     if (!r.usage && !r.llm && !perStep) return null;
     const kv = (o) => h("table", {}, h("tbody", {}, Object.entries(o || {}).map(([k, v]) =>
@@ -332,8 +332,8 @@
   const msgText = (m) => (m && typeof m.content === "string" && m.content) || "";
 
   function timeline(r, compact) {
-    const steps = Object.fromEntries(((r.controller || {}).steps || []).map((s) => [s.step, s]));
-    const calls = r.calls || [];
+    const steps = Object.fromEntries(arr((r.controller || {}).steps).filter((s) => s).map((s) => [s.step, s]));
+    const calls = arr(r.calls).filter((c) => c && typeof c === "object");
     const tx = Array.isArray(r.transcript) ? transcriptBySteps(r.transcript) : null;
     const perStepUsage = !!tx;
     const head = ["step", "tool", compact ? null : "arguments", "ok", "verdicts", "verified", compact ? null : "reward",
@@ -393,8 +393,8 @@
       curve(r, 720, 220),
       h("p", { class: "note" }, "Blue: verified count after each step; red dashed: target N; brown dashed: step budget; orange ticks: steps where the controller intervened; purple circle: the count the agent reported at final."),
       llmSection(r),
-      h("h2", {}, "Timeline (" + (r.calls || []).length + " recorded steps)"),
-      r.calls ? timeline(r, false) : h("p", {}, "This record holds no calls (no trace file)."),
+      h("h2", {}, "Timeline (" + arr(r.calls).length + " recorded steps)"),
+      Array.isArray(r.calls) ? timeline(r, false) : h("p", {}, "This record holds no calls (no trace file)."),
       h("p", { class: "note" }, "Highlighted rows: the controller changed the proposed action (proposed and executed side by side). " +
         "'record' shows the step exactly as stored (arguments, result facts, verdicts) and, where the record holds a transcript (LLM agents), " +
         "the model's reply and the observation sent back. Records of scripted and simulated agents keep no observation text beyond these facts."));
