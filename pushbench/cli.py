@@ -322,7 +322,7 @@ def view_cmd(
     """Build a static, offline run browser (overview, episodes, timelines); open index.html."""
     import warnings
 
-    from .viewer import build_site, serve
+    from .viewer import OutDirError, build_site, serve
 
     if not run_dir.is_dir():
         _fail(f"{run_dir} is not a run folder ({'a file' if run_dir.exists() else 'not found'}); "
@@ -337,6 +337,8 @@ def view_cmd(
         except FileNotFoundError:
             _fail(f"no episodes file: {run_dir} has no episodes.jsonl; produce one with "
                   "`pushbench run EXPERIMENT.yaml --out DIR`")
+        except OutDirError as e:
+            _fail(str(e))
         except (ValueError, KeyError, TypeError) as e:  # a line the frame cannot read
             _fail(f"cannot read the episode lines of {run_dir}: {type(e).__name__}: {e}")
         except OSError as e:

@@ -142,6 +142,21 @@ def test_payload_is_ascii_without_markup_characters_and_round_trips(name, text):
     assert json.loads(body[end + 1:]) == {"t": text, "l": [text, 1.5, None]}
 
 
+def test_a_key_that_is_a_path_never_reads_outside_the_traces(tmp_path, run):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    (copy / "outside.json.gz").write_bytes(gzip.compress(b'{"secret": 1}'))
+    text = (copy / "episodes.jsonl").read_text().splitlines()
+    first = json.loads(text[0])
+    first["key"] = "../outside"
+    (copy / "episodes.jsonl").write_text("\n".join([json.dumps(first), *text[1:]]) + "\n")
+    site = build_site(copy, tmp_path / "site")
+    _, page = _payload(site / "data" / "ep" / f"{file_stem('../outside')}.js")
+    assert "secret" not in page["record"] and "not a plain file name" in page["problem"]
+
+
 @given(st.text(min_size=1, max_size=200))
 def test_file_stems_are_safe_names(key):
     stem = file_stem(key)
@@ -165,6 +180,9 @@ def test_cli_builds_the_site_and_refuses_bad_folders(tmp_path, run):
     res = runner.invoke(app, ["view", str(empty)])
     assert res.exit_code == 2 and "cannot read the episode lines" in res.output
     assert "Traceback" not in res.output
+    res = runner.invoke(app, ["view", str(run), "--out", str(run)])  # never into a run folder
+    assert res.exit_code == 2 and "holds a run folder" in res.output
+    assert not (run / "index.html").exists()
 
 
 def test_server_listens_on_loopback_only_and_serves_the_site(site):

@@ -13,7 +13,7 @@ One data file per episode (``data/ep/<key>.js``) is loaded only when that episod
 the overview of a 10,000-episode run loads a few small files.
 """
 
-from .site import build_site
+from .site import OutDirError, build_site
 from .serve import serve
 
-__all__ = ["build_site", "serve"]
+__all__ = ["OutDirError", "build_site", "serve"]

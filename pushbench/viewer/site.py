@@ -33,6 +33,10 @@ STATIC = ("index.html", "viewer.js", "viewer.css", "LICENSE")
 _OURS = ("assets", "data", "figures")  # folders a rebuild replaces (nothing else is touched)
 
 
+class OutDirError(ValueError):
+    """The output directory would overwrite a run folder (message says what to do)."""
+
+
 def js_payload(name: str, obj) -> bytes:
     """``PB.loaded(name, obj);`` as bytes; the JSON is ASCII and holds no ``<``, ``>``, ``&``."""
     return f"PB.loaded({_json(name)},{_json(plain(obj))});\n".encode("ascii")
@@ -51,7 +55,8 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
                log: Callable[[str], None] | None = None) -> Path:
     """Build the viewer for ``run_dir`` into ``out`` (default ``run_dir/view``); return ``out``.
 
-    Raises ``FileNotFoundError`` when ``run_dir`` has no ``episodes.jsonl``. A rebuild replaces
+    Raises ``FileNotFoundError`` when ``run_dir`` has no ``episodes.jsonl``, :class:`OutDirError`
+    when ``out`` is a run folder (it holds ``episodes.jsonl`` or ``traces``). A rebuild replaces
     only the viewer's own folders in ``out`` (``assets``, ``data``, ``figures``) and
     ``index.html``. Episodes whose trace file is missing get a page from their line alone
     (the page says so).
@@ -60,6 +65,9 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
     if run_dir.is_file():
         run_dir = run_dir.parent
     out = Path(out) if out is not None else run_dir / "view"
+    if (out / "episodes.jsonl").exists() or (out / TRACES).exists():
+        raise OutDirError(f"{out} holds a run folder; give the viewer its own --out directory "
+                          f"(default {run_dir / 'view'})")
     say = log or (lambda _m: None)
     overview, episode_list, lines, df = gather(run_dir)
     paths.private_dir(out, tighten=False)
@@ -93,10 +101,14 @@ def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> No
                                                   "controller": ctrl, "rank": _rank(ctrl)})
     traces = run_dir / TRACES
     for i, (line, row) in enumerate(zip(lines, df.itertuples(index=False)), 1):
-        has_trace = (traces / f"{row.key}.json.gz").is_file()
+        # A key that is not a plain file name never becomes a path (no reading outside traces/).
+        safe = file_stem(row.key) == row.key
+        has_trace = safe and (traces / f"{row.key}.json.gz").is_file()
         try:
             record = load_trace(run_dir, row.key) if has_trace else line
-            problem = None if has_trace else "no trace file: the page shows the episode line only"
+            problem = None if has_trace else (
+                "no trace file: the page shows the episode line only" if safe else
+                "the key is not a plain file name, so no trace is read: the episode line only")
         except (OSError, ValueError, EOFError) as e:  # gzip raises EOFError when truncated
             record, problem = line, f"trace file unreadable ({e}): the episode line only"
         page = {"key": row.key, "outcome": row.outcome, "record": record, "problem": problem,
