@@ -108,7 +108,6 @@
   function overview(ov) {
     const info = ov.info;
     const exp = (info && info.experiment) || {};
-    document.getElementById("run-name").textContent = exp.name || ov.run_dir;
     const facts = h("dl", { class: "facts" });
     const fact = (k, ...v) => append(facts, [h("dt", {}, k), h("dd", {}, ...v)]);
     fact("run folder", h("code", {}, ov.run_dir));
@@ -426,6 +425,7 @@
     job.then(() => {
       document.body.setAttribute("data-ready-ms", (performance.now() - PB.t0).toFixed(1));
       document.body.setAttribute("data-ready", hash);
+      named();
     }, fail);
   }
   PB.t0 = 0;
@@ -434,9 +434,12 @@
     document.body.removeAttribute("data-ready");
     route();
   });
-  load("overview", "data/overview.js").then((ov) => {
-    const n = ((ov.info || {}).experiment || {}).name;
-    document.getElementById("run-name").textContent = n ? "run: " + n : ov.run_dir;
-  }, () => {});
+  // The header's run name, loaded after a view is shown so an episode page never waits for it.
+  function named() {
+    load("overview", "data/overview.js").then((ov) => {
+      const n = ((ov.info || {}).experiment || {}).name;
+      document.getElementById("run-name").textContent = n ? "run: " + n : ov.run_dir;
+    }, () => {});
+  }
   route();
 })();
