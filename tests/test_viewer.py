@@ -100,8 +100,17 @@ def test_markup_in_a_final_message_is_data_never_markup(run, site):
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js and "eval(" not in js
 
 
+def test_backend_errors_are_listed_with_their_error(run, site):
+    errs = [ln for ln in load_episodes(run) if ln["terminated_by"] == "error"]
+    _, ov = _payload(site / "data" / "overview.js")
+    assert [b["key"] for b in ov["backend_errors"]] == [ln["key"] for ln in errs] != []
+    assert "invalid api key" in ov["backend_errors"][0]["error"]
+    assert ov["outcomes"]["backend_error"] == len(errs)
+
+
 def test_an_llm_episode_page_holds_its_transcript_which_the_line_does_not(run, site):
-    line = next(ln for ln in load_episodes(run) if ln["policy"]["name"] == "llm")
+    line = next(ln for ln in load_episodes(run)
+                if ln["policy"]["name"] == "llm" and ln["terminated_by"] != "error")
     assert "transcript" not in line
     _, page = _payload(site / "data" / "ep" / f"{file_stem(line['key'])}.js")
     turns = [e for e in page["record"]["transcript"] if "turn" in e]

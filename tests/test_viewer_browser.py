@@ -108,7 +108,8 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         assert page.locator("main script, main img").count() == 0
         page.screenshot(path=str(shots / "markup.png"), full_page=True)
 
-        llm = next(ln for ln in lines if ln["policy"]["name"] == "llm")
+        llm = next(ln for ln in lines
+                   if ln["policy"]["name"] == "llm" and ln["terminated_by"] != "error")
         with gzip.open(run / "traces" / f"{llm['key']}.json.gz", "rt") as f:
             transcript = json.load(f)["transcript"]
         page.goto((site / "index.html").resolve().as_uri() + f"#/episode/{file_stem(llm['key'])}")

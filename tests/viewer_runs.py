@@ -1,9 +1,10 @@
 """A small real run folder for the viewer tests (shared by the fast and the browser tests).
 
 The smoke experiment (2 tasks x standard/stateqgp x diligent/random x 2 seeds, real episodes)
-plus one real episode of an agent whose ``final`` message is markup and one episode of the
+plus one real episode of an agent whose ``final`` message is markup and two episodes of the
 ``llm`` policy against the stub chat server (a real HTTP server on 127.0.0.1 answering with a
-deterministic agent): both written through the runner's own writer, as any finished episode is.
+deterministic agent; the second gets a 401, a backend error): all written through the runner's
+own writer, as any finished episode is.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def small_run(out: Path, report: bool = False) -> Path:
         params = {"model": "stub-model", "base_url": server.url, "api_key_env": None,
                   "timeout": 10}
         records.append(run_episode(LLM_TASK, "stateqgp", "llm", 0, budget=12,
+                                   policy_params=params))
+        server.push({"status": 401, "message": "invalid api key"})  # a permanent failure
+        records.append(run_episode(LLM_TASK, "standard", "llm", 0, budget=12,
                                    policy_params=params))
     manifest = json.loads((out / "manifest.json").read_text())
     with RunDir(out).open(manifest["experiment"], manifest["result_fields"]) as rd:

@@ -144,7 +144,9 @@ def _overview(run_dir: Path, df: pd.DataFrame, lines: list[dict]) -> dict:
     tampered = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
                  "reasons": ln.get("tamper_reasons") or []}
                 for k, ln in zip(df["key"], lines) if ln.get("tampered")]
-    backend = [k for k, t in zip(df["key"], df["terminated_by"]) if t == "error"]
+    backend = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
+                "error": _error_text(ln.get("error"))}
+               for k, t, ln in zip(df["key"], df["terminated_by"], lines) if t == "error"]
     out: dict = {
         "run_dir": str(run_dir.resolve()),
         "n_episodes": len(df),
@@ -176,6 +178,13 @@ def _overview(run_dir: Path, df: pd.DataFrame, lines: list[dict]) -> dict:
             "n_missing": len(missing) if missing is not None else None,
             "raised": raised[:MAX_LISTED], "n_raised": len(raised)})
     return out
+
+
+def _error_text(err) -> str:
+    """One line about a backend failure (``record["error"]`` is ``{type, message, ...}``)."""
+    if isinstance(err, dict):
+        return _last_line(f"{err.get('type', '')}: {err.get('message', '')}".strip(": "))
+    return _last_line(err)
 
 
 def _last_line(text) -> str:

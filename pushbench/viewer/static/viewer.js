@@ -139,6 +139,8 @@
       listing("Raised episodes (tracebacks in errors.jsonl)", info && info.raised, info && info.n_raised, ["key", "task_id", "controller", "policy", "seed", "error"]),
       listing("Tampered episodes", ov.tampered.map((t) => ({ key: h("a", { href: "#/episode/" + enc(t.file) }, t.key), task_id: t.task_id,
         reasons: (t.reasons || []).join("; ") })), ov.tampered.length, ["key", "task_id", "reasons"]),
+      listing("Backend errors (the model backend failed for good; excluded from metrics)", ov.backend_errors.map((b) => ({
+        key: h("a", { href: "#/episode/" + enc(b.file) }, b.key), task_id: b.task_id, error: b.error })), ov.n_backend_errors, ["key", "task_id", "error"]),
       summaryTable(ov.summary), deltaTable(ov.deltas),
       ov.condition_deltas && ov.condition_deltas.rows.length ? deltaTable(ov.condition_deltas, "condition") : null,
       figures(ov.figures)];
