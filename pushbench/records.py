@@ -29,8 +29,9 @@ from typing import Callable, Iterable
 
 
 def episode_line(record: dict) -> dict:
-    """The ``episodes.jsonl`` line: the full record minus ``calls`` and controller steps."""
-    line = {k: v for k, v in record.items() if k != "calls"}
+    """The ``episodes.jsonl`` line: the full record minus ``calls``, controller steps and an
+    LLM policy's ``transcript`` (those stay in the trace)."""
+    line = {k: v for k, v in record.items() if k not in ("calls", "transcript")}
     ctl = record.get("controller")
     if isinstance(ctl, dict):
         line["controller"] = {"name": ctl.get("name"), "components": ctl.get("components")}

@@ -226,6 +226,21 @@ class AgentCore:
         """A turn that took no environment action (memory calls only)."""
         return all(i.kind == "memory" for i in items)
 
+    # ----- the transcript (record["transcript"]) -------------------------------------------
+    @staticmethod
+    def model_event(turn_no: int, turn) -> dict:
+        """Transcript entry of model reply ``turn_no`` (1-based): its message and token use."""
+        return {"turn": turn_no, "prompt_tokens": turn.prompt_tokens,
+                "completion_tokens": turn.completion_tokens,
+                "usage_estimated": turn.usage_estimated, "finish_reason": turn.finish_reason,
+                "message": turn.assistant_message()}
+
+    @staticmethod
+    def answer_event(step: int | None, message: dict) -> dict:
+        """Transcript entry of a message sent back to the model: the answer to environment
+        step ``step`` (the observation), or to a memory call (``step`` None)."""
+        return {"step": step, "message": message}
+
     # ----- answers ------------------------------------------------------------------------
     @staticmethod
     def result_message(item: Item, observation: str) -> dict:

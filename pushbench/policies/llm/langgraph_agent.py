@@ -65,6 +65,7 @@ class AgentState(TypedDict):
     free_streak: int
     turns: int
     done: bool
+    transcript: Annotated[list, operator.add]     # record["transcript"] (see native.py)
 
 
 def controller_name(env) -> str:
@@ -130,6 +131,7 @@ class LangGraphPolicy(Policy):
         self.usage = Usage()
         self.stats = Stats(self.backend)
         self.resumed_steps = 0
+        self.transcript: list[dict] = []  # filled from the graph's final state
 
     def act(self, observation: str):
         raise TypeError(f"{self.name} owns its loop: episode drivers call drive(env)/adrive(env)")
@@ -158,7 +160,7 @@ class LangGraphPolicy(Policy):
         return {"messages": self.initial_messages, "env_actions": [], "obs_sha": [],
                 "usage": Usage().to_state(), "stats": Stats(self.backend).to_state(),
                 "memory": self.memory.to_state() if self.memory else None,
-                "free_streak": 0, "turns": 0, "done": False}
+                "free_streak": 0, "turns": 0, "done": False, "transcript": []}
 
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
@@ -182,6 +184,7 @@ class LangGraphPolicy(Policy):
     def _finish(self, values: dict) -> None:
         self.usage = Usage.from_state(values["usage"])
         self.stats = Stats.from_state(values["stats"])
+        self.transcript = list(values.get("transcript") or [])
         if self.memory is not None and values.get("memory"):
             self.memory.load_state(values["memory"])
 
@@ -262,10 +265,10 @@ class LangGraphPolicy(Policy):
         request, kept = self.core.view(state["messages"], stats)
         return request, kept, stats, usage
 
-    @staticmethod
-    def _after_model(state, kept, turn, stats, usage) -> dict:
+    def _after_model(self, state, kept, turn, stats, usage) -> dict:
         return {"messages": [*kept, turn.assistant_message()], "usage": usage.to_state(),
-                "stats": stats.to_state(), "turns": state["turns"] + 1}
+                "stats": stats.to_state(), "turns": state["turns"] + 1,
+                "transcript": [self.core.model_event(state["turns"] + 1, turn)]}
 
     def _model(self, state: AgentState) -> dict:
         request, kept, stats, usage = self._before_model(state)
@@ -286,12 +289,13 @@ class LangGraphPolicy(Policy):
             self.memory.bind(runtime.store)
         messages = list(state["messages"])
         items = self.core.interpret(messages[-1], state["free_streak"], stats)
-        actions, shas, done = [], [], False
+        actions, shas, events, done = [], [], [], False
         for item in items:
             if done:  # calls after the episode ended are not executed
                 break
             if item.kind == "memory":
                 messages.append(self.core.run_memory(item))
+                events.append(self.core.answer_event(None, messages[-1]))
                 continue
             obs, _, terminated, truncated, _ = self._env.step(item.action)
             stats.env_actions += 1
@@ -299,7 +303,10 @@ class LangGraphPolicy(Policy):
             shas.append(digest(obs))
             messages.append(self.core.result_message(item, obs))
             done = bool(terminated or truncated)
+            if not done:  # as in the native loop: only answers the model goes on to read
+                events.append(self.core.answer_event(stats.env_actions, messages[-1]))
         return {"messages": messages, "env_actions": actions, "obs_sha": shas,
+                "transcript": events,
                 "stats": stats.to_state(),
                 "memory": self.memory.to_state() if self.memory else None,
                 "free_streak": state["free_streak"] + 1 if self.core.free_turn(items) else 0,
@@ -312,7 +319,8 @@ class LangGraphPolicy(Policy):
                        "model_calls": self.usage.calls,
                        "context_tokens": self.cfg.context_tokens,
                        "recursion_limit": self.recursion_limit(),
-                       "resumed_steps": self.resumed_steps}}
+                       "resumed_steps": self.resumed_steps},
+               "transcript": list(getattr(self, "transcript", []))}
         if self.memory is not None:
             out["memory"] = {**self.memory.summary(),
                              "charged_to_env": self.stats.memory_calls_charged}

@@ -7,8 +7,9 @@ used by the process-pool runner, ``aact`` the asyncio form used by the concurren
 (:func:`pushbench.runner.episode.arun_episode`); both run the same code around :class:`~.core.AgentCore`.
 
 Parameters (experiment ``params``): see :class:`~.config.LLMConfig`. Records gain ``usage``
-(tokens, calls, cost), ``llm`` (behaviour counts, context trimming) and, for memory baselines,
-``memory``.
+(tokens, calls, cost), ``llm`` (behaviour counts, context trimming), ``transcript`` (every model
+reply with its token use, and every message sent back: the observation of each step; kept in the
+trace, not in the episode line) and, for memory baselines, ``memory``.
 """
 
 from __future__ import annotations
@@ -54,10 +55,13 @@ class LLMPolicy(Policy):
         self.awaiting: Item | None = None
         self.free_streak = 0
         self.turns = 0
+        self.transcript: list[dict] = []
 
     def _absorb(self, observation: str) -> None:
         if self.awaiting is not None:  # the answer to the action we returned last
-            self.messages.append(self.core.result_message(self.awaiting, observation))
+            msg = self.core.result_message(self.awaiting, observation)
+            self.messages.append(msg)
+            self.transcript.append(self.core.answer_event(self.stats.env_actions, msg))
             self.awaiting = None
 
     def _ready(self):
@@ -65,7 +69,9 @@ class LLMPolicy(Policy):
         while self.queue:
             item = self.queue.popleft()
             if item.kind == "memory":
-                self.messages.append(self.core.run_memory(item))
+                msg = self.core.run_memory(item)
+                self.messages.append(msg)
+                self.transcript.append(self.core.answer_event(None, msg))
                 continue
             self.awaiting = item
             self.stats.env_actions += 1
@@ -83,6 +89,7 @@ class LLMPolicy(Policy):
         self.turns += 1
         msg = turn.assistant_message()
         self.messages.append(msg)
+        self.transcript.append(self.core.model_event(self.turns, turn))
         items = self.core.interpret(msg, self.free_streak, self.stats)
         self.free_streak = self.free_streak + 1 if self.core.free_turn(items) else 0
         self.queue.extend(items)
@@ -107,7 +114,8 @@ class LLMPolicy(Policy):
         out = {"usage": self.usage.as_record(self.cfg),
                "llm": {**self.stats.to_state(), "model": self.cfg.model,
                        "model_calls": self.usage.calls,
-                       "context_tokens": self.cfg.context_tokens}}
+                       "context_tokens": self.cfg.context_tokens},
+               "transcript": list(getattr(self, "transcript", []))}
         if self.memory is not None:
             out["memory"] = {**self.memory.summary(),
                              "charged_to_env": self.stats.memory_calls_charged}
