@@ -8,6 +8,7 @@ equals the one recomputed from the record's metrics.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -138,22 +139,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server_url():
+@contextlib.contextmanager
+def start_server(max_concurrent: int = 4):
+    """A real PushBench OpenEnv server (uvicorn in a thread) on a free port; yields its URL."""
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_pushbench_app(4), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_pushbench_app(max_concurrent),
+                                           host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    with start_server() as url:
+        yield url
 
 
 def test_rollouts_over_the_server_equal_the_runner(server_url):

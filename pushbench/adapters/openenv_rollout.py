@@ -17,7 +17,7 @@ from typing import Any
 
 from ..policies import make_policy
 from ..policies.llm.config import LLMConfig
-from ..policies.llm.core import PLAIN_TEXT_NOTE, AgentCore
+from ..policies.llm.core import PLAIN_TEXT_NOTE, AgentCore, Stats
 from .openenv_env import PushBenchAction
 
 
@@ -53,16 +53,23 @@ def _take(env, action: PushBenchAction, out: Rollout):
 
 def llm_rollout(env, chat, model: str, task: str, seed: int, *, max_tokens: int = 256,
                 temperature: float = 1.0, sampling_seed: int | None = None,
-                **reset_kwargs: Any) -> Rollout:
+                context_tokens: int | None = None, **reset_kwargs: Any) -> Rollout:
     """One episode of ``model`` (an ``openai.OpenAI`` client ``chat``) on the sync OpenEnv
-    client ``env``. ``reset_kwargs``: controller, instance, budget, reward_weights."""
+    client ``env``. ``reset_kwargs``: controller, instance, budget, reward_weights.
+
+    ``context_tokens``: trim each request to about this many tokens with the native policy's
+    context view (oldest turns first); ``Rollout.messages`` keeps the whole conversation.
+    """
     obs = _reset(env, task, seed, **reset_kwargs)
-    core = AgentCore(LLMConfig(model=model))
+    core = AgentCore(LLMConfig(model=model, **({"context_tokens": context_tokens}
+                                               if context_tokens else {})))
+    stats = Stats("openenv")
     out = Rollout(messages=core.start(obs.text))
     tools = core.tools()
     while not obs.done:
+        request = core.view(out.messages, stats)[0] if context_tokens else out.messages
         resp = chat.chat.completions.create(
-            model=model, messages=out.messages, tools=tools, max_tokens=max_tokens,
+            model=model, messages=request, tools=tools, max_tokens=max_tokens,
             temperature=temperature, **({"seed": sampling_seed} if sampling_seed is not None
                                         else {}))
         msg = resp.choices[0].message
@@ -84,10 +91,12 @@ def llm_rollout(env, chat, model: str, task: str, seed: int, *, max_tokens: int 
     return out
 
 
-def policy_rollout(env, policy: str, task: str, seed: int, **reset_kwargs: Any) -> Rollout:
-    """One episode of the offline PushBench ``policy`` (seeded with ``seed``), simulated."""
+def policy_rollout(env, policy: str, task: str, seed: int, *, policy_seed: int | None = None,
+                   **reset_kwargs: Any) -> Rollout:
+    """One episode of the offline PushBench ``policy`` (simulated), the environment reset with
+    ``seed`` and the policy seeded with ``policy_seed`` (default: ``seed``, as the runner)."""
     obs = _reset(env, task, seed, **reset_kwargs)
-    pol = make_policy(policy, seed=seed)
+    pol = make_policy(policy, seed=seed if policy_seed is None else policy_seed)
     pol.reset(obs.text)
     out = Rollout()
     while not obs.done:
