@@ -192,3 +192,11 @@ def test_two_sessions_are_independent(server_url):
 def test_reward_weights_model_rejects_negative_penalty():
     with pytest.raises(ValueError):
         RewardWeights(duplicate=-1.0)
+
+
+def test_server_reports_a_bad_reset_and_the_session_survives(server_url):
+    with PushBenchClient(base_url=server_url).sync() as env:
+        with pytest.raises(Exception, match="RepoScan-N10"):
+            env.reset(task="RepoScan-N1O", seed=0)
+        result = env.reset(task="RepoScan-N10", seed=0)
+        assert result.observation.tools and not result.done

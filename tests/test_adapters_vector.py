@@ -111,7 +111,9 @@ def test_next_step_autoreset_semantics():
         assert [json.loads(o)["tool"] for o in obs] == ["reset", "reset"]
         assert list(rew) == [0.0, 0.0] and not (term.any() or trunc.any())
         assert list(info["qgp"]["steps_used"]) == [0, 0]
-        assert [r["steps_used"] for r in envs.call("episode_record")] == [0, 0]
+        after = envs.call("episode_record")
+        assert [r["steps_used"] for r in after] == [0, 0]
+        assert [r["seed"] for r in after] == [None, None]  # the generator continues unseeded
     finally:
         envs.close()
 

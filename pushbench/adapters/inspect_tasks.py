@@ -47,11 +47,10 @@ from typing import Any
 import anyio
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
-from inspect_ai.model import (ChatMessageSystem, ChatMessageTool, ChatMessageUser, get_model)
+from inspect_ai.model import ChatMessageSystem, ChatMessageTool, ChatMessageUser, get_model
 from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-from inspect_ai.tool import ToolCall, ToolInfo
-from inspect_ai.tool._tool_params import ToolParam, ToolParams
+from inspect_ai.tool import ToolCall, ToolInfo, ToolParam, ToolParams
 
 from .. import metrics
 from ..controllers import components_of

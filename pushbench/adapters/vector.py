@@ -19,7 +19,8 @@ Contract (Gymnasium 1.x vector API):
 * Autoreset is Gymnasium's ``NEXT_STEP`` mode by default: when copy ``i`` terminates or
   truncates at step ``t``, its episode record is still available until the next ``step``
   (``envs.call("episode_record")[i]``); at step ``t + 1`` the action for copy ``i`` is ignored,
-  copy ``i`` is reset (with no new seed: its generator continues) and returns the reset
+  copy ``i`` is reset (with no new seed: its generator continues, and the new record's
+  ``seed`` is ``None``) and returns the reset
   observation with reward 0 and ``terminated = truncated = False``. That step costs the new
   episode nothing (its ``steps_used`` stays 0). ``autoreset_mode="disabled"`` leaves finished
   copies (and their records) alone until you reset them with
