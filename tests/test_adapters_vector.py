@@ -148,3 +148,26 @@ def test_make_vec_bad_arguments_fail_clearly(kwargs, match):
 def test_make_vec_unknown_task_suggests():
     with pytest.raises(KeyError, match="RepoScan-N10"):
         pushbench.make_vec("RepoScan-N1O", 2)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_controller_infos_of_any_shape_batch(mode):
+    """Random calls make controller entries of varying shape (objects, clipped text, ids on
+    intervened steps only); they arrive as JSON text, and every copy's step is there."""
+    envs = pushbench.make_vec("RepoScan-N10", 4, controller="stateqgp", vectorization_mode=mode)
+    try:
+        envs.reset(seed=[0, 1, 2, 3])
+        envs.action_space.seed(7)
+        seen_interventions = 0
+        for _ in range(60):
+            _, _, _, _, info = envs.step(envs.action_space.sample())
+            if "controller" not in info:  # every copy was autoresetting on this step
+                continue
+            entries = [json.loads(t) for t, m in zip(info["controller"], info["_controller"])
+                       if m]
+            assert all({"step", "proposed", "executed", "interventions"} <= set(e)
+                       for e in entries)
+            seen_interventions += sum(bool(e["interventions"]) for e in entries)
+        assert seen_interventions > 0
+    finally:
+        envs.close()

@@ -40,6 +40,7 @@ mean as the runner's averages leave out ``None``). The record itself is
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -57,6 +58,7 @@ from ..controllers import components_of
 from ..envs.base import check_budget
 from ..policies.llm.config import LLMConfig
 from ..policies.llm.core import PLAIN_TEXT_NOTE, AgentCore, call_action, text_action
+from ..policies.llm.driver import _serialised
 from ..registration import make
 from ..tasks import get_task, manifests
 
@@ -169,14 +171,18 @@ def pushbench_agent() -> Solver:
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:  # noqa: ARG001
         meta = state.metadata
-        env = make(meta["task_id"], controller=meta["controller"],
-                   **({"budget": meta["budget_override"]} if meta["budget_override"] else {}))
+        # Building and resetting fill shared caches on first use: off the event loop and one at
+        # a time, as the runner's asyncio driver does it.
+        env = await anyio.to_thread.run_sync(functools.partial(
+            _serialised, make, meta["task_id"], controller=meta["controller"],
+            **({"budget": meta["budget_override"]} if meta["budget_override"] else {})))
         model = get_model()
         record: dict | None = None
         try:
             options = ({env.unwrapped._instance_option: meta["instance"]}
                        if meta["pinned_instance"] else None)
-            obs, _ = env.reset(seed=meta["seed"], options=options)
+            obs, _ = await anyio.to_thread.run_sync(functools.partial(
+                _serialised, env.reset, seed=meta["seed"], options=options))
             meta["instance"] = env.unwrapped.instance
             core = AgentCore(_PROMPT_CONFIG)
             system, user = core.start(obs)
@@ -216,7 +222,8 @@ def pushbench_agent() -> Solver:
 
 
 async def _step(env, action) -> tuple[str, bool]:
-    # Environments block (SWE-lite runs pytest): keep Inspect's event loop free.
+    # A SWE-lite step may run pytest for seconds: keep Inspect's event loop (and the other
+    # samples) going. Each sample steps only its own environment.
     obs, _, terminated, truncated, _ = await anyio.to_thread.run_sync(env.step, action)
     return obs, bool(terminated or truncated)
 

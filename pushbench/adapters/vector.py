@@ -15,7 +15,11 @@ Contract (Gymnasium 1.x vector API):
   ``num_envs`` tool calls (JSON text or dicts); rewards, ``terminated`` and ``truncated`` are
   arrays. ``reset(seed=s)`` seeds copy ``i`` with ``s + i``; ``reset(seed=[s0, s1, ...])``
   seeds each copy explicitly. ``info["qgp"]`` holds the verifier-visible counts of every copy
-  (a dict of arrays, with the ``_qgp`` mask), ``info["controller"]`` the controller's step entry.
+  (a dict of arrays, with the ``_qgp`` mask). With a controller, ``info["controller"]`` is an
+  array of the controller's step entries as JSON text (``json.loads`` gives the dict; the
+  ``_controller`` mask marks the copies that stepped rather than autoreset): the
+  entries differ in shape from step to step (a proposed call may be an object or clipped
+  text; ids appear only on intervened steps), which Gymnasium's info batching cannot merge.
 * Autoreset is Gymnasium's ``NEXT_STEP`` mode by default: when copy ``i`` terminates or
   truncates at step ``t``, its episode record is still available until the next ``step``
   (``envs.call("episode_record")[i]``); at step ``t + 1`` the action for copy ``i`` is ignored,
@@ -43,6 +47,7 @@ The factories are picklable ``functools.partial`` objects.
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 import gymnasium as gym
@@ -73,13 +78,28 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
         raise ValueError(f"vectorization_mode must be one of {MODES}, got {vectorization_mode!r}")
     mode = _autoreset(autoreset_mode)
     get_task(task_id)  # unknown ids fail here with close matches
-    kwargs = {"budget": budget} if budget is not None else {}
-    factory = functools.partial(make, task_id, controller=controller, **kwargs)
+    factory = functools.partial(_make_copy, task_id, controller, budget)
     factory().close()  # bad controller or budget: a clear error in this process
     if vectorization_mode == "sync":
         return SyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
     vector_kwargs.setdefault("shared_memory", False)  # see the module docstring
     return AsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+
+
+class ControllerInfoAsText(gym.Wrapper):
+    """``info["controller"]`` as JSON text, so Gymnasium can batch infos of varying shape."""
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if "controller" in info:
+            info = {**info, "controller": json.dumps(info["controller"], sort_keys=True)}
+        return obs, reward, terminated, truncated, info
+
+
+def _make_copy(task_id: str, controller: str | None, budget: int | None) -> gym.Env:
+    env = make(task_id, controller=controller, **({"budget": budget} if budget is not None
+                                                    else {}))
+    return env if controller is None else ControllerInfoAsText(env)
 
 
 def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
