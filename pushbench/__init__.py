@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from .registration import list_tasks, make, register_all
 
-__all__ = ["make", "list_tasks", "__version__"]
+
+def make_vec(task_id: str, num_envs: int, controller: str | None = None, **kwargs):
+    """``num_envs`` copies of ``make(task_id, controller)`` as a Gymnasium vector env
+    (:func:`pushbench.adapters.vector.make_vec`)."""
+    from .adapters.vector import make_vec as _make_vec
+
+    return _make_vec(task_id, num_envs, controller=controller, **kwargs)
+
+
+__all__ = ["make", "make_vec", "list_tasks", "__version__"]
 __version__ = "0.1.0"
 
 register_all()

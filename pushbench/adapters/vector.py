@@ -1,0 +1,113 @@
+"""Gymnasium vector environments over PushBench tasks (the contract, stated and tested).
+
+Two ways in, for every family (RepoScan, DataOps-lite, SWE-lite):
+
+* ``gymnasium.make_vec("PushBench/RepoScan-N50-v0", num_envs=8, vectorization_mode="sync")``
+  (or ``"async"``): bare environments, as ``gymnasium.make`` builds them.
+* ``pushbench.make_vec(task_id, num_envs, controller=..., vectorization_mode=...)``: each copy is
+  ``pushbench.make(task_id, controller=controller, budget=budget)``, i.e. wrapped exactly as the
+  runner wraps it; ``controller=None`` gives the bare environment.
+
+Contract (Gymnasium 1.x vector API):
+
+* Observations are a tuple of ``num_envs`` JSON texts (the single observation space is the
+  env's ``Text`` space; the batched space is a ``Tuple`` of them); actions are a sequence of
+  ``num_envs`` tool calls (JSON text or dicts); rewards, ``terminated`` and ``truncated`` are
+  arrays. ``reset(seed=s)`` seeds copy ``i`` with ``s + i``; ``reset(seed=[s0, s1, ...])``
+  seeds each copy explicitly. ``info["qgp"]`` holds the verifier-visible counts of every copy
+  (a dict of arrays, with the ``_qgp`` mask). With a controller, ``info["controller"]`` is an
+  array of the controller's step entries as JSON text (``json.loads`` gives the dict; the
+  ``_controller`` mask marks the copies that stepped rather than autoreset): the
+  entries differ in shape from step to step (a proposed call may be an object or clipped
+  text; ids appear only on intervened steps), which Gymnasium's info batching cannot merge.
+* Autoreset is Gymnasium's ``NEXT_STEP`` mode by default: when copy ``i`` terminates or
+  truncates at step ``t``, its episode record is still available until the next ``step``
+  (``envs.call("episode_record")[i]``); at step ``t + 1`` the action for copy ``i`` is ignored,
+  copy ``i`` is reset (with no new seed: its generator continues, and the new record's
+  ``seed`` is ``None``) and returns the reset
+  observation with reward 0 and ``terminated = truncated = False``. That step costs the new
+  episode nothing (its ``steps_used`` stays 0). ``autoreset_mode="disabled"`` leaves finished
+  copies (and their records) alone until you reset them with
+  ``envs.reset(options={"reset_mask": done})`` (Gymnasium refuses a step with a finished copy
+  in this mode); ``"same_step"`` resets in the same step and puts the final
+  observation into ``info["final_obs"]``, so the record is gone by the time you see it: use it
+  only when records are not needed.
+* ``envs.call("episode_record")`` returns one record per copy: the record
+  :func:`pushbench.runner.episode.run_episode` writes (before its policy and key fields), with
+  the same metrics, so a vectorised run of a policy equals the runner's on the same seeds.
+
+Async mode runs each copy in its own process (``AsyncVectorEnv``) and passes observations
+through pipes (``shared_memory=False``): Gymnasium's shared-memory layout for a ``Text`` space
+is one int32 per character of ``max_length`` (256 Ki here) per copy and step, and with these
+spaces it hands back blank strings (Gymnasium 1.4). With ``gymnasium.make_vec(...,
+vectorization_mode="async")`` pass ``vector_kwargs={"shared_memory": False}`` yourself.
+The factories are picklable ``functools.partial`` objects.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from ..registration import make
+from ..tasks import get_task
+
+MODES = ("sync", "async")
+AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
+                   "disabled": AutoresetMode.DISABLED}
+
+
+def make_vec(task_id: str, num_envs: int, controller: str | None = None,
+             vectorization_mode: str = "sync", budget: int | None = None,
+             autoreset_mode: str | AutoresetMode = "next_step",
+             **vector_kwargs: Any) -> gym.vector.VectorEnv:
+    """``num_envs`` copies of ``pushbench.make(task_id, controller=controller, budget=budget)``.
+
+    ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (one worker process per
+    copy); ``autoreset_mode`` one of ``next_step`` (default), ``same_step``, ``disabled`` (see
+    the module docstring). ``vector_kwargs`` go to the vector env class. Unknown task ids,
+    controllers, modes and bad budgets raise here, before any worker starts.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
+    if vectorization_mode not in MODES:
+        raise ValueError(f"vectorization_mode must be one of {MODES}, got {vectorization_mode!r}")
+    mode = _autoreset(autoreset_mode)
+    get_task(task_id)  # unknown ids fail here with close matches
+    factory = functools.partial(_make_copy, task_id, controller, budget)
+    factory().close()  # bad controller or budget: a clear error in this process
+    if vectorization_mode == "sync":
+        return SyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+    vector_kwargs.setdefault("shared_memory", False)  # see the module docstring
+    return AsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+
+
+class ControllerInfoAsText(gym.Wrapper):
+    """``info["controller"]`` as JSON text, so Gymnasium can batch infos of varying shape."""
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if "controller" in info:
+            info = {**info, "controller": json.dumps(info["controller"], sort_keys=True)}
+        return obs, reward, terminated, truncated, info
+
+
+def _make_copy(task_id: str, controller: str | None, budget: int | None) -> gym.Env:
+    env = make(task_id, controller=controller, **({"budget": budget} if budget is not None
+                                                    else {}))
+    return env if controller is None else ControllerInfoAsText(env)
+
+
+def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
+    if isinstance(mode, AutoresetMode):
+        return mode
+    if mode not in AUTORESET_MODES:
+        raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)}, got {mode!r}")
+    return AUTORESET_MODES[mode]
+
+
+__all__ = ["make_vec", "MODES", "AUTORESET_MODES"]
