@@ -1,0 +1,553 @@
+"""Tests that catch wrong numbers in the measurement core (issue 20).
+
+Each test here was written against a mutant that survived the older tests: a wrong line in the
+interval, the delta engine, the frame, the CSV writer or the printed tables that nothing noticed.
+Expected values come from an independent computation (a direct ``scipy.stats.bootstrap`` call
+with the same generator, a hand-built cluster mean, the CSV read back), never from the code
+under test.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+from rich.console import Console
+from test_report import line, synthetic_run
+
+from pushbench import report
+from pushbench.analysis import stats
+
+# Nine distinct cluster means: no bootstrap resample of 9 from 9 has zero spread unless all nine
+# draws hit one cluster (probability 9 / 9^9), so the studentized reference below needs no floor.
+SKEWED = np.array([-0.4, -0.1, 0.0, 0.05, 0.1, 0.2, 0.35, 0.8, 1.0])
+
+
+# ----- the interval, pinned against direct computations -----------------------------------------
+@pytest.mark.parametrize("method,scipy_method", [("percentile", "percentile"), ("bca", "BCa")])
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_scipy_methods_are_a_direct_scipy_bootstrap_with_the_same_generator(
+        method, scipy_method, confidence):
+    lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(11), method=method,
+                                  confidence=confidence, n_resamples=1999)
+    ref = scipy.stats.bootstrap((SKEWED,), np.mean, method=scipy_method,
+                                confidence_level=confidence, n_resamples=1999,
+                                rng=np.random.default_rng(11)).confidence_interval
+    assert (lo[0], hi[0]) == pytest.approx((ref.low, ref.high), rel=1e-12, abs=1e-12)
+    assert used[0] == ("BCa cluster bootstrap" if method == "bca"
+                       else "percentile cluster bootstrap")
+
+
+def studentized_reference(x: np.ndarray, seed: int, n: int, confidence: float):
+    """The bootstrap-t interval written out resample by resample (no zero-spread resample)."""
+    rng = np.random.default_rng(seed)
+    k = x.size
+    est, se = x.mean(), x.std(ddof=1) / math.sqrt(k)
+    idx = rng.integers(0, k, size=(1, n, k))[0]
+    t = []
+    for row in idx:
+        s = x[row]
+        se_b = s.std(ddof=1) / math.sqrt(k)
+        assert se_b > 0
+        t.append((s.mean() - est) / se_b)
+    a = 1 - confidence
+    q_lo, q_hi = np.quantile(t, [a / 2, 1 - a / 2])
+    return est - q_hi * se, est - q_lo * se
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_studentized_interval_is_the_bootstrap_t_written_out(confidence):
+    lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(5),
+                                  confidence=confidence, n_resamples=999)
+    assert (lo[0], hi[0]) == pytest.approx(studentized_reference(SKEWED, 5, 999, confidence),
+                                           rel=1e-12)
+    assert used[0] == "studentized cluster bootstrap"
+    # the same with bounds wide enough not to bite: nothing clipped, nothing renamed
+    lo2, hi2, used2 = stats.interval(SKEWED[None, :], rng=np.random.default_rng(5),
+                                     confidence=confidence, n_resamples=999, bounds=(-5, 5))
+    assert (lo2[0], hi2[0]) == (lo[0], hi[0]) and used2[0] == used[0]
+
+
+def test_t_interval_is_scipys_student_t():
+    for conf in (0.8, 0.95):
+        lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(0),
+                                      method="t", confidence=conf)
+        ref = scipy.stats.t.interval(conf, SKEWED.size - 1, loc=SKEWED.mean(),
+                                     scale=scipy.stats.sem(SKEWED))
+        assert (lo[0], hi[0]) == pytest.approx(ref, rel=1e-12)
+        assert used[0] == "t interval over clusters"
+
+
+def test_bounds_clip_only_the_side_that_crosses_and_say_so():
+    x = np.array([[1.0, 1.0, 1.0, 0.9, 1.0, 1.0, 0.2, 1.0, 1.0]])   # skewed near the ceiling
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(2), n_resamples=999)
+    lo_c, hi_c, used_c = stats.interval(x, rng=np.random.default_rng(2), n_resamples=999,
+                                        bounds=(-1.0, 1.0))
+    assert hi[0] > 1.0 and hi_c[0] == 1.0                 # the unbounded side is clipped
+    assert lo_c[0] == lo[0] and -1.0 < lo[0] < x.mean()   # the other side is untouched
+    assert used_c[0] == "studentized cluster bootstrap (clipped to metric range)"
+    assert used[0] == "studentized cluster bootstrap"
+    # clipped from below as well
+    lo_n, hi_n, _ = stats.interval(-x, rng=np.random.default_rng(2), n_resamples=999,
+                                   bounds=(-1.0, 1.0))
+    assert lo_n[0] == -1.0 and hi_n[0] == pytest.approx(-lo[0])
+
+
+@pytest.mark.parametrize("means,expected", [
+    ([0.0, 1.0], False),                 # instance means that differ by exactly 1
+    ([1.0, 2.0, 1.0], False),
+    ([-1.0, 0.0], False),
+    ([0.0, 2e-9], False),                # a difference just above the tie tolerance
+    ([0.0, 5e-10], True),                # rounding noise below it
+    ([3.0, 3.0, 3.0], True),
+    ([7.0], True),                       # one cluster
+    ([1e6, 1e6 + 1e-4], True),           # the tolerance scales with the magnitude ...
+    ([-1e6, -1e6 + 1e-4], True),         # ... of either sign
+    ([1e6, 1e6 + 1e-2], False),
+    ([2.0, 2.0 + 1.5e-9], True),         # 1.5e-9 is within 1e-9 of magnitude 2 ...
+    ([0.5, 0.5 + 1.5e-9], False),        # ... but below magnitude 1 the tolerance stays 1e-9
+])
+def test_degenerate_means_all_equal(means, expected):
+    x = np.array([means])
+    assert bool(stats.degenerate(x)[0]) is expected
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), n_resamples=199)
+    assert (used[0] == "none (degenerate)") is expected
+    assert math.isnan(lo[0]) is expected and math.isnan(hi[0]) is expected
+
+
+def test_interval_refuses_unknown_methods_and_empty_rows():
+    with pytest.raises(ValueError, match="unknown interval method 'nope'"):
+        stats.interval(SKEWED[None, :], rng=np.random.default_rng(0), method="nope")
+    with pytest.raises(ValueError, match="at least one cluster mean"):
+        stats.interval(np.zeros((1, 0)), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least one cluster mean"):
+        stats.interval(np.float64(1.0), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least one cluster mean"):
+        stats.sign_flip_p(np.zeros((1, 0)), rng=np.random.default_rng(0))
+
+
+def test_interval_keeps_the_leading_shape():
+    x = np.stack([SKEWED, SKEWED[::-1] * 2, np.full(9, 0.5)]).reshape(3, 1, 9)
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="t")
+    assert lo.shape == hi.shape == used.shape == (3, 1)
+    assert used[2, 0] == "none (degenerate)" and math.isnan(lo[2, 0])
+    assert hi[1, 0] - lo[1, 0] == pytest.approx(2 * (hi[0, 0] - lo[0, 0]))
+
+
+def test_row_rng_depends_on_seed_and_every_part_in_order():
+    draw = lambda *a: stats.row_rng(*a).integers(0, 2 ** 62, size=4).tolist()  # noqa: E731
+    base = draw(3, "reposcan", "p", 10, "a", "b", "success")
+    assert base == draw(3, "reposcan", "p", 10, "a", "b", "success")
+    others = [draw(4, "reposcan", "p", 10, "a", "b", "success"),
+              draw(3, "reposcan", "p", 10, "b", "a", "success"),
+              draw(3, "reposcan", "p", 25, "a", "b", "success"),
+              draw(3, "reposcan", "p", 10, "a", "b", "valid_count")]
+    assert all(o != base for o in others)
+
+
+# ----- the delta engine ---------------------------------------------------------------------------
+def suite(seeds=range(12), n_instances=6, targets=(10, 25), controllers=("standard", "stateqgp"),
+          policy="simulated-mid", family="reposcan", seed=4) -> list[dict]:
+    """Suite-style lines: one task id per target (``RepoScan-N10``), the seed picks one of
+    ``n_instances`` instances; success and valid counts vary by instance and controller."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for target in targets:
+        for s in seeds:
+            inst = f"inst{s % n_instances}"
+            for j, ctrl in enumerate(controllers):
+                ok = rng.random() < 0.25 + 0.25 * j
+                ep = line(ctrl, policy=policy, family=family, instance=inst, target=target,
+                          seed=s, valid=target if ok else int(target * rng.uniform(0.2, 0.9)))
+                ep["task_id"] = f"RepoScan-N{target}"
+                out.append(ep)
+    return out
+
+
+def instance_means(df: pd.DataFrame, a: str, b: str, metric: str, targets=None) -> pd.Series:
+    """Mean paired difference per instance, built by hand from the frame."""
+    if targets is not None:
+        df = df[df["target"].isin(targets)]
+    idx = ["target", "task_id", "instance", "seed"]
+    va = df[df["controller"] == a].set_index(idx)[metric].astype(float)
+    vb = df[df["controller"] == b].set_index(idx)[metric].astype(float)
+    diff = (va - vb).dropna()
+    return diff.groupby(level="instance").mean().sort_index()
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_delta_rows_are_a_direct_scipy_bootstrap_over_instance_means(confidence):
+    eps = suite()
+    df = report.episodes_frame(eps)
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9,
+                             n_resamples=999, confidence=confidence, method="percentile")
+    assert len(d) == 2 * 3 and (d["confidence"] == confidence).all()
+    for r in d.itertuples():
+        targets = None if r.pooled else [r.target]
+        m = instance_means(df, r.controller_a, r.controller_b, r.metric, targets)
+        assert len(m) == r.n_clusters == 6      # the seed picks one of 6 instances
+        assert r.delta == pytest.approx(m.mean(), abs=1e-12)
+        rng = stats.row_rng(9, r.family, r.policy, "pooled" if r.pooled else r.target,
+                            r.controller_a, r.controller_b, r.metric)
+        ci = scipy.stats.bootstrap((m.to_numpy(),), np.mean, method="percentile",
+                                   confidence_level=confidence, n_resamples=999,
+                                   rng=rng).confidence_interval
+        assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+        assert r.ci_method == "percentile cluster bootstrap"
+
+
+def test_delta_rows_use_the_studentized_interval_by_default_clipped_for_rates():
+    eps = suite()
+    df = report.episodes_frame(eps)
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9, n_resamples=999,
+                             confidence=0.9)
+    for r in d.itertuples():
+        m = instance_means(df, r.controller_a, r.controller_b, r.metric,
+                           None if r.pooled else [r.target]).to_numpy()
+        rng = stats.row_rng(9, r.family, r.policy, "pooled" if r.pooled else r.target,
+                            r.controller_a, r.controller_b, r.metric)
+        lo, hi, used = stats.interval(m[None, :], rng=rng, confidence=0.9, n_resamples=999,
+                                      bounds=(-1.0, 1.0) if r.metric == "success" else None)
+        assert (r.ci_low, r.ci_high, r.ci_method) == (lo[0], hi[0], used[0])
+        p, p_method = stats.sign_flip_p(m[None, :], rng=rng)
+        assert r.p_value == p[0] and r.p_method == p_method == "exact sign-flip (64 assignments)"
+    # valid_count differences are counts, not rates: never clipped to [-1, 1]
+    vc = d[d["metric"] == "valid_count"]
+    assert (vc["ci_high"] - vc["ci_low"] > 2).all()
+
+
+def test_instance_means_differing_by_exactly_one_give_an_interval():
+    # success deltas per instance: 1, 0, 1, 0 -> not degenerate
+    eps = []
+    for i, (va, vb) in enumerate([(10, 2), (10, 10), (10, 2), (2, 2)]):
+        for s in (0, 1):
+            eps += [line("stateqgp", instance=f"i{i}", seed=s, valid=va),
+                    line("standard", instance=f"i{i}", seed=s, valid=vb)]
+    row = report.paired_deltas(eps, metrics=["success"], n_resamples=999).iloc[0]
+    assert row["delta"] == 0.5 and not row["degenerate"]
+    assert row["ci_low"] < 0.5 < row["ci_high"] and row["n_clusters"] == 4
+
+
+def test_backend_errors_and_tampered_lines_leave_the_deltas_as_if_never_run():
+    eps = suite()
+    # a stateqgp episode that failed on the backend, and a tampered one, each reported as a
+    # failure: counted as agent outcomes they would lower stateqgp's success
+    bad = {i for i, e in enumerate(eps) if e["controller"]["name"] == "stateqgp"
+           and e["success"]}
+    bad = sorted(bad)[:4]
+    assert len(bad) == 4
+    broken = [dict(e) for e in eps]
+    for n, i in enumerate(bad):
+        e = broken[i]
+        e["metrics"] = {**e["metrics"], "success": False, "valid_count": 0}
+        e["success"] = False
+        if n % 2:
+            e["tampered"] = True
+        else:
+            e["terminated_by"] = "error"
+    kept = [e for i, e in enumerate(eps) if i not in bad]
+    got = report.paired_deltas(broken, seed=1, n_resamples=499)
+    want = report.paired_deltas(kept, seed=1, n_resamples=499)
+    pd.testing.assert_frame_equal(got, want)
+    full = report.paired_deltas(eps, seed=1, n_resamples=499)
+    assert (got["n_pairs"] < full["n_pairs"]).any()
+
+
+def test_delta_rows_carry_the_policy_simulated_flag():
+    eps = suite(policy="simulated-mid") + suite(policy="gpt-x")    # gpt-x: not simulated
+    d = report.paired_deltas(eps, metrics=["success"], n_resamples=199)
+    assert set(d["policy"]) == {"simulated-mid", "gpt-x"}
+    assert (d["simulated"] == (d["policy"] == "simulated-mid")).all()
+    assert d["simulated"].dtype == bool
+
+
+def test_only_matched_episodes_count_and_one_sided_targets_make_no_rows():
+    eps = suite(targets=(10,))
+    eps += [e for e in suite(targets=(25,)) if e["controller"]["name"] == "stateqgp"]  # A only
+    eps += [e for e in suite(targets=(50,)) if e["controller"]["name"] == "standard"]  # B only
+    eps += [e for e in suite(targets=(10,), seeds=[40, 41]) if e["controller"]["name"]
+            == "stateqgp"]                                 # unmatched seeds on the A side
+    d = report.paired_deltas(eps, metrics=["success"], n_resamples=199)
+    assert list(d["target"]) == [10] and not d["pooled"].any()
+    assert d.iloc[0]["n_pairs"] == 12 and d.iloc[0]["n_targets"] == 1
+
+
+def test_a_pair_without_matches_does_not_hide_the_pairs_after_it():
+    # pairs come as (verifier_gated - standard), (stateqgp - standard), (stateqgp -
+    # verifier_gated); a pair without any matched episode is skipped, not the end of the list
+    def shifted(ctrl, by):
+        return [{**e, "seed": e["seed"] + by, "key": f"{e['key']}|{by}"}
+                for e in suite(controllers=(ctrl,), targets=(10,))]
+
+    d = report.paired_deltas(suite(targets=(10,)) + shifted("verifier_gated", 100),
+                             metrics=["success"], n_resamples=199)
+    assert list(zip(d["controller_a"], d["controller_b"])) == [("stateqgp", "standard")]
+    d = report.paired_deltas(shifted("standard", 100) + suite(controllers=("verifier_gated",
+                                                                           "stateqgp"),
+                                                              targets=(10,)),
+                             metrics=["success"], n_resamples=199)
+    assert list(zip(d["controller_a"], d["controller_b"])) == [("stateqgp", "verifier_gated")]
+
+
+def test_delta_rows_come_in_documented_order():
+    eps = []
+    for fam in ("reposcan", "dataops"):
+        for pol in ("simulated-mid", "gpt-x"):
+            eps += suite(controllers=("stateqgp", "verifier_gated", "standard"), policy=pol,
+                         family=fam, targets=(25, 10), seeds=range(6), n_instances=3)
+    rng = np.random.default_rng(0)
+    eps = [eps[i] for i in rng.permutation(len(eps))]     # the line order must not matter
+    metrics = ["valid_count", "success"]                  # not the default order
+    d = report.paired_deltas(eps, metrics=metrics, n_resamples=199)
+    pairs = [("verifier_gated", "standard"), ("stateqgp", "standard"),
+             ("stateqgp", "verifier_gated")]
+    want = [(fam, pol, target, a, b, m)
+            for fam in ("dataops", "reposcan") for pol in ("gpt-x", "simulated-mid")
+            for target in (None, 10, 25) for a, b in pairs for m in metrics]
+    got = [(r.family, r.policy, None if r.pooled else r.target, r.controller_a,
+            r.controller_b, r.metric) for r in d.itertuples()]
+    assert got == want
+    assert list(d.columns) == report.PAIRED_COLUMNS
+    assert list(d.index) == list(range(len(d)))
+
+
+def test_frame_and_summary_rows_are_sorted_whatever_the_line_order():
+    eps = []
+    for fam in ("reposcan", "dataops"):
+        eps += suite(controllers=("stateqgp", "custom", "standard"), family=fam,
+                     targets=(25, 10), seeds=range(4), n_instances=2)
+    shuffled = [eps[i] for i in np.random.default_rng(1).permutation(len(eps))]
+    df = report.episodes_frame(shuffled)
+    crank = {"standard": 0, "stateqgp": 1, "custom": 2}    # baseline order, unknown names last
+    want = sorted(((e["family"], e["policy"]["name"], crank[e["controller"]["name"]],
+                    e["target"], e["task_id"], e["instance"], e["seed"]) for e in eps))
+    got = [(r.family, r.policy, crank[r.controller], r.target, r.task_id, r.instance, r.seed)
+           for r in df.itertuples()]
+    assert got == want and list(df.index) == list(range(len(df)))
+    s = report.summary_table(df, steps_reference=False)
+    assert [(r.family, crank[r.controller], r.target) for r in s.itertuples()] == sorted(
+        {(f, c, t) for f, _, c, t, *_ in want})
+    assert report.order_controllers(["zz", "custom", "stateqgp", "none", "standard", "zz"]) \
+        == ["none", "standard", "stateqgp", "custom", "zz"]
+
+
+# ----- the files written: read back and compared with the frames ----------------------------------
+def rich_line(ctrl, instance, seed, target=10, **kw) -> dict:
+    """A :func:`line` whose every summary column is defined somewhere (precision, proposed
+    duplicates, claims, usage), with values that vary by controller, instance and seed."""
+    k = (len(ctrl) * 7 + int(instance[-1]) * 3 + seed * 5) % 11
+    valid = target if k % 3 else max(1, target * k // 12)
+    ep = line(ctrl, instance=instance, seed=seed, target=target, valid=valid, dup=k / 40,
+              steps=12 + k, budget=30, reported=valid + (k % 4) - 1,
+              usage={"prompt_tokens": 100 * k + 7, "completion_tokens": 3 * k + 1,
+                     "cost_usd": k / 1000 + 1e-4},
+              interventions={"dedupe": k % 3, "completion_gate": k % 2}, **kw)
+    over = ep["metrics"]["over_claim"]
+    ep["metrics"].update(precision=(k + 3) / 14, proposed_duplicate_rate=k / 30, rejected=k % 5,
+                         false_claim=bool(over and over > 0 and not ep["success"]),
+                         honest_stop=False, gated_over_claim=None, invalid_actions=k % 2,
+                         anytime_steps=[2 + k, 4 + k, None, None])
+    return ep
+
+
+def rich_run() -> list[dict]:
+    return [rich_line(c, f"i{i}", s, target=t) for c in ("standard", "verifier_gated", "stateqgp")
+            for i in range(5) for s in (0, 1, 2) for t in (10, 25)]
+
+
+def assert_csv_is_the_frame(path, frame: pd.DataFrame) -> None:
+    back = pd.read_csv(path)
+    assert list(back.columns) == list(frame.columns)
+    assert len(back) == len(frame) > 0
+    for col in frame.columns:
+        f, b = frame[col], back[col]
+        if pd.api.types.is_bool_dtype(f):
+            assert b.tolist() == f.tolist(), col
+        elif pd.api.types.is_float_dtype(f) or pd.api.types.is_integer_dtype(f):
+            ff = f.astype(float).to_numpy()
+            assert np.array_equal(np.isnan(ff), b.isna().to_numpy()), col
+            # six decimals written: within half a unit of the sixth decimal, no more
+            np.testing.assert_allclose(b.astype(float).to_numpy(), ff, rtol=0, atol=5.01e-7,
+                                       err_msg=col)
+        else:
+            assert b.fillna("").astype(str).tolist() == f.fillna("").astype(str).tolist(), col
+
+
+def test_csv_files_read_back_equal_the_frames(tmp_path):
+    eps = rich_run()
+    frames = report.write_report(eps, tmp_path, seed=3, n_resamples=199,
+                                 metrics=["success", "valid_count", "precision"],
+                                 steps_reference=False, ci_method="percentile")
+    assert_csv_is_the_frame(tmp_path / "summary.csv", frames["summary"])
+    assert_csv_is_the_frame(tmp_path / "paired_deltas.csv", frames["paired_deltas"])
+    # the frames written are the ones asked for: seed, metrics and interval method included
+    want = report.paired_deltas(eps, metrics=["success", "valid_count", "precision"], seed=3,
+                                n_resamples=199, method="percentile")
+    pd.testing.assert_frame_equal(frames["paired_deltas"], want)
+    pd.testing.assert_frame_equal(frames["summary"],
+                                  report.summary_table(eps, steps_reference=False))
+    pd.testing.assert_frame_equal(frames["episodes"].drop(columns="progress"),
+                                  report.episodes_frame(eps).drop(columns="progress"))
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == frames["report_md"]
+    s = frames["summary"]
+    for col in ("precision", "proposed_duplicate_rate", "mean_prompt_tokens", "mean_cost_usd",
+                "mean_steps_to_25pct", "false_claim_rate", "mean_over_claim"):
+        assert s[col].notna().all() and s[col].nunique() > 1, col
+
+
+def test_csv_rounds_to_six_decimals_without_negative_zero():
+    df = pd.DataFrame({"x": [-1e-9, 0.1234564, 1 / 3, -2.5, math.nan], "n": [1, 2, 3, 4, 5],
+                       "s": ["a", "b,c", "", "d", "e"], "f": [True, False, True, True, False]})
+    text = report.to_csv_bytes(df).decode()
+    assert text == ("x,n,s,f\n0.000000,1,a,True\n0.123456,2,\"b,c\",False\n"
+                    "0.333333,3,,True\n-2.500000,4,d,True\n,5,e,False\n")
+    assert df["x"].iloc[0] == -1e-9                 # the caller's frame is not changed
+
+
+def test_write_report_embeds_the_figures_present_and_links_traces(tmp_path):
+    eps = rich_run()
+    (tmp_path / "target_scaling.png").write_bytes(b"\x89PNG fake")
+    assert report.existing_figures(tmp_path) == ["target_scaling.png"]
+    frames = report.write_report(eps, tmp_path, n_resamples=199, steps_reference=False)
+    assert "](target_scaling.png)" in frames["report_md"]
+    assert "](duplicate_rate.png)" not in frames["report_md"]
+    other = report.write_report(eps, tmp_path / "out", n_resamples=199, steps_reference=False,
+                                run_dir=tmp_path, figures=["duplicate_rate.png"])
+    assert "](duplicate_rate.png)" in other["report_md"]
+    assert "](target_scaling.png)" not in other["report_md"]
+    assert "(traces/" in frames["report_md"]                  # failures link their traces
+    assert "(../traces/" in other["report_md"] and "(traces/" not in other["report_md"]
+
+
+def test_steps_reference_flag_reaches_the_summary(tmp_path):
+    from pushbench.analysis import reference
+
+    assert reference.snapshots_ready()        # conftest builds the snapshots for the session
+    ep = line("standard", instance="x", seed=0, valid=10, steps=30, budget=60)
+    ep.update(task_id="RepoScan-requests-returns-N10", instance="RepoScan-requests-returns-N10")
+    on = report.write_report([ep], tmp_path / "on", n_resamples=199)["summary"]
+    off = report.write_report([ep], tmp_path / "off", n_resamples=199,
+                              steps_reference=False)["summary"]
+    assert on["steps_ratio"].notna().all() and off["steps_ratio"].isna().all()
+
+
+# ----- the printed tables: checked against the frames they print ----------------------------------
+def pct0(v) -> str:
+    return "-" if pd.isna(v) else f"{100 * v:.0f}"
+
+
+def printed(fn, *args, **kw) -> str:
+    con = Console(width=200, record=True, file=io.StringIO())
+    fn(*args, console=con, **kw)
+    return con.export_text()
+
+
+def test_printed_summary_cells_are_the_summary_frame():
+    eps = rich_run()
+    eps += [{**rich_line(c, "i0", 0, target=50), "key": f"err-{c}", "terminated_by": "error"}
+            for c in ("standard", "stateqgp")]            # cells of errors only: no numbers
+    s = report.summary_table(eps, steps_reference=False)
+    s.loc[s.index[1], "precision"] = math.nan              # an undefined mean prints "-"
+    text = printed(report.print_summary, s)
+    lines = text.splitlines()
+    assert lines[0] == "reposcan | simulated-mid | SIMULATED agent (not an LLM)"
+    assert lines[1].split() == ["controller", "N", "n", "succ", "pass^3", "valid", "dup", "pdup",
+                                "prec", "claim", "stop", "be", "over"]
+    body = lines[3:3 + len(s)]
+    assert lines[3 + len(s)].startswith("N target, n episodes")
+    last = None
+    for r, text_row in zip(s.itertuples(), body):
+        cells = text_row.split()
+        if r.controller == last:
+            assert text_row.startswith(" ")              # the name is not repeated
+        else:
+            assert cells.pop(0) == r.controller
+        last = r.controller
+        want = [str(r.target), str(r.n_episodes), pct0(r.success_rate), pct0(s.at[r.Index,
+                                                                              "pass^3"]),
+                "-" if pd.isna(r.mean_valid_count) else f"{r.mean_valid_count:.1f}",
+                pct0(r.duplicate_submit_rate), pct0(r.proposed_duplicate_rate),
+                pct0(r.precision), pct0(r.false_claim_rate), pct0(r.premature_stop_rate),
+                pct0(r.budget_exhausted_rate),
+                "-" if pd.isna(r.mean_over_claim) else f"{r.mean_over_claim:+.1f}"]
+        assert cells == want, (r.controller, r.target)
+    assert "-" in body[1].split() and any(x.split()[1] == "0" for x in body if "50" in x)
+
+
+def delta_rows(text: str) -> list[list[list[str]]]:
+    """The printed delta table as rows of three text lines, each split into cells."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("A - B")) + 2
+    cells = [re.findall(r"\[[^\]]*\]|\S+", x) for x in lines[start:]]
+    rows = []
+    while len(cells) >= 3 and cells[1] and cells[1][0] == "-":
+        rows.append(cells[:3])
+        cells = cells[3:]
+    return rows
+
+
+def p_cell(p) -> str:
+    return "p<.001" if p < 0.001 else "p=" + f"{p:.3f}".removeprefix("0")
+
+
+@pytest.mark.parametrize("metric", ["success", "valid_count"])
+def test_printed_delta_cells_are_the_delta_frame(metric):
+    from pushbench.analysis.format import delta_cell
+
+    eps = rich_run() + [rich_line(c, f"i{i}", s, target=10, policy="gpt-x", simulated=False)
+                        for c in ("standard", "stateqgp") for i in range(5) for s in (0, 1)]
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=199,
+                             confidence=0.9)
+    d.loc[d.index[0], "p_holm"] = 0.0004                 # a p below the printed precision
+    d.loc[d.index[3], "p_holm"] = 0.0123
+    text = printed(report.print_deltas, d, metric=metric)
+    unit = "points" if metric == "success" else "units"
+    assert (f"reposcan | simulated-mid | {metric} A - B ({unit}), [90% CI], Holm p | "
+            "SIMULATED agent (not an LLM)") in text.splitlines()
+    assert f"reposcan | gpt-x | {metric} A - B ({unit}), [90% CI], Holm p" in text.splitlines()
+    assert text.splitlines()[-1].startswith("const: every instance")
+    for pol, n_scopes in (("gpt-x", 1), ("simulated-mid", 3)):
+        part = text.split(f"reposcan | {pol} |")[1].split("\nreposcan | ")[0]
+        sel = d[(d["policy"] == pol) & (d["metric"] == metric)]
+        pairs = sel[["controller_a", "controller_b"]].drop_duplicates().itertuples(index=False)
+        rows = delta_rows(part)
+        head = part.splitlines()[1].split("  ")
+        assert [h.strip() for h in head if h.strip()][1:] == (
+            ["N=10"] if n_scopes == 1 else ["all N", "N=10", "N=25"])
+        for (a, b), (l1, l2, l3) in zip(pairs, rows, strict=True):
+            assert l1[0] == a and l2[:2] == ["-", b]
+            g = sel[(sel["controller_a"] == a) & (sel["controller_b"] == b)]
+            g = pd.concat([g[g["pooled"]], g[~g["pooled"]].sort_values("target")])
+            assert len(g) == n_scopes
+            est, ci, ps = l1[1:], l2[2:], l3
+            for j, r in enumerate(g.itertuples()):
+                e, c = delta_cell(r._asdict(), metric, short=True)
+                assert est[j] == e and ci[j] == c and ps[j] == p_cell(r.p_holm), (a, b, j)
+    assert ("p<.001" in text) is (metric == "success")   # row 0 is a success row
+
+
+def test_print_report_prints_each_part_once_and_only_when_there():
+    eps = rich_run()
+    frames = {"summary": report.summary_table(eps, steps_reference=False),
+              "paired_deltas": report.paired_deltas(eps, n_resamples=199)}
+    text = printed(report.print_report, frames)
+    assert text.count("SIMULATED: scripted agents") == 1
+    assert text.count("| success A - B (points), [95% CI], Holm p") == 1
+    assert text.count("N target, n episodes") == 1 and text.count("const: every instance") == 1
+    no_deltas = printed(report.print_report, {**frames, "paired_deltas": frames[
+        "paired_deltas"].iloc[:0]})
+    assert "A - B" not in no_deltas and "N target" in no_deltas
+    assert "A - B" not in printed(report.print_report, {"summary": frames["summary"]})
+    llm = [{**e, "simulated": False, "policy": {**e["policy"], "name": "gpt-x",
+                                                 "simulated": False}} for e in eps]
+    plain = printed(report.print_report, {"summary": report.summary_table(
+        llm, steps_reference=False), "paired_deltas": report.paired_deltas(llm, n_resamples=199)})
+    assert "SIMULATED" not in plain and "gpt-x" in plain
+    empty = {"summary": report.summary_table([]), "paired_deltas": report.paired_deltas([])}
+    assert printed(report.print_report, empty).strip() == "no episodes"
