@@ -22,7 +22,7 @@ from rich.console import Console
 from test_report import line, synthetic_run
 
 from pushbench import report
-from pushbench.analysis import stats
+from pushbench.analysis import frame, stats
 
 # Nine distinct cluster means: no bootstrap resample of 9 from 9 has zero spread unless all nine
 # draws hit one cluster (probability 9 / 9^9), so the studentized reference below needs no floor.
@@ -551,3 +551,209 @@ def test_print_report_prints_each_part_once_and_only_when_there():
     assert "SIMULATED" not in plain and "gpt-x" in plain
     empty = {"summary": report.summary_table([]), "paired_deltas": report.paired_deltas([])}
     assert printed(report.print_report, empty).strip() == "no episodes"
+
+
+# ----- record loading and the frame ---------------------------------------------------------------
+def test_unreadable_lines_anywhere_are_named_and_cost_only_themselves(tmp_path):
+    eps = [line(seed=s) for s in range(14)]
+    text = [json.dumps(e) for e in eps]
+    text[2] = text[2][:40]                        # torn in the middle of the file
+    text[5] = "[1, 2, 3]"                         # JSON, but not an object
+    text[6] = "\"a string\""
+    for i in (8, 9, 10, 11, 12):
+        text[i] = "{nope"
+    text.insert(4, "   ")                         # blank lines are no damage
+    (tmp_path / "episodes.jsonl").write_bytes(("\n".join(text) + "\n").encode()
+                                              + b'{"key": "\xff\xfe bad bytes"\n')
+    with pytest.warns(UserWarning) as rec:
+        got = report.load_episodes(tmp_path)
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "skipped 9 unreadable line(s) (line 3, 7, 8, 10, 11, 12, 13, 14, 16)" in msg
+    assert "..." not in msg and str(tmp_path / "episodes.jsonl") in msg
+    assert rec[0].filename == __file__                 # the warning names the caller's line
+    assert [e["seed"] for e in got] == [0, 1, 3, 4, 7, 13]
+    more = [json.dumps(line(seed=s)) for s in range(3)] + ["{x"] * 12
+    (tmp_path / "episodes.jsonl").write_text("\n".join(more) + "\n")
+    with pytest.warns(UserWarning, match=r"skipped 12 unreadable line\(s\) \(line 4, 5, 6, 7, 8, "
+                                         r"9, 10, 11, 12, 13, \.\.\.\)"):
+        assert len(report.load_episodes(tmp_path / "episodes.jsonl")) == 3
+
+
+def test_lines_without_a_key_are_deduplicated_by_what_they_ran():
+    a = line("stateqgp", seed=1)
+    del a["key"]
+    twin = {**a, "metrics": {**a["metrics"], "valid_count": 0}}        # a rerun of the same
+    other_seed = {k: v for k, v in line("stateqgp", seed=2).items() if k != "key"}
+    other_policy = {**a, "policy": {**a["policy"], "label": "mine"}}
+    other_instance = {**a, "instance": "i9"}
+    other_task = {**a, "task_id": "RS-other"}
+    other_ctrl = {**a, "controller": {"name": "standard", "components": []}}
+    keys = [frame.fallback_key(e) for e in
+            (a, twin, other_seed, other_policy, other_instance, other_task, other_ctrl)]
+    assert keys[0] == keys[1] and len(set(keys)) == 6
+    assert all(re.fullmatch(r"nokey-[0-9a-f]{16}", k) for k in keys)
+
+
+def test_load_episodes_keeps_the_first_of_lines_sharing_a_key(tmp_path):
+    first = line(seed=0)
+    again = {**first, "metrics": {**first["metrics"], "valid_count": 0}}
+    keyless = {k: v for k, v in line(seed=1).items() if k != "key"}
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in
+                                              (first, again, keyless, keyless)))
+    got = report.load_episodes(tmp_path / "e.jsonl")
+    assert got == [first, keyless]
+
+
+def test_frame_columns_from_odd_and_older_lines():
+    base = line("stateqgp", instance="i1", seed=2, components=["dedupe", "completion_gate"])
+    assert frame.controller_name({"controller": {"name": None}}) == "none"
+    assert frame.controller_name({"controller": "unitqgp"}) == "unitqgp"
+    assert frame.controller_name({}) == "none"
+    assert frame.policy_name({"policy": {"params": {}}}) == "unknown"
+    assert frame.policy_name({"policy": "diligent"}) == "diligent"
+    assert frame.policy_name({}) == "unknown"
+    assert frame.is_simulated({"simulated": 0, "policy": {"simulated": True}}) is False
+    assert frame.is_simulated({"policy": {"simulated": 1}}) is True
+    assert frame.is_simulated({"policy": "simulated-mid"}) is False
+    no_inst = {**base, "instance": None, "key": "k2"}
+    no_sim = {k: v for k, v in base.items() if k != "simulated"}
+    no_sim["key"] = "k3"
+    no_sim["policy"] = {**base["policy"], "simulated": False}
+    bb = {**base, "key": "k4", "blackbox": {"out_of_band_edits_count": 3}}
+    short_any = {**base, "key": "k5", "metrics": {**base["metrics"], "anytime_steps": [1, 2]}}
+    df = report.episodes_frame([base, no_inst, no_sim, bb, short_any]).set_index("key")
+    assert df.loc[base["key"], "components"] == "dedupe+completion_gate"
+    assert df.loc["k2", "instance"] == base["task_id"]       # instance falls back to the task id
+    assert bool(df.loc[base["key"], "simulated"]) and not bool(df.loc["k3", "simulated"])
+    assert df.loc["k4", "out_of_band_edits"] == 3 and math.isnan(df.loc["k3",
+                                                                         "out_of_band_edits"])
+    assert df.loc["k5", ["steps_to_25", "steps_to_100"]].isna().all()
+    assert str(df["seed"].dtype) == "Int64" and df.loc["k2", "seed"] == 2
+    assert df["success"].dtype == bool and df["tampered"].dtype == bool
+    assert df["valid_count"].dtype == float
+    full = {**base, "key": "full", "metrics": {**base["metrics"],
+                                               "anytime_steps": [3, 5, 8, None]}}
+    row = report.episodes_frame([full]).iloc[0]
+    assert (row["steps_to_25"], row["steps_to_50"], row["steps_to_75"]) == (3, 5, 8)
+    assert math.isnan(row["steps_to_100"])
+    assert "out_of_band_edits" not in report.episodes_frame([base]).columns
+    assert list(report.episodes_frame([base]).columns) == report.EPISODE_COLUMNS + ["progress"]
+
+
+def test_frame_computes_metrics_from_calls_or_refuses():
+    from pushbench.runner.episode import run_episode
+
+    rec = run_episode("RepoScan-requests-returns-N10", "standard", "diligent", 0)
+    with_calls = {k: v for k, v in rec.items() if k != "metrics"}
+    row = report.episodes_frame([with_calls]).iloc[0]
+    assert row["valid_count"] == rec["metrics"]["valid_count"] and bool(row["success"])
+    assert row["steps_used"] == rec["metrics"]["steps_used"]
+    bare = {k: v for k, v in with_calls.items() if k != "calls"}
+    with pytest.raises(ValueError, match="neither metrics nor calls"):
+        report.episodes_frame([bare])
+
+
+def test_scored_drops_errors_and_tampered_lines_only():
+    eps = [line(seed=0), {**line(seed=1), "terminated_by": "error"},
+           {**line(seed=2), "tampered": True}, line(seed=3, terminated_by="budget", valid=2)]
+    df = report.episodes_frame(eps)
+    assert sorted(report.scored(df)["seed"]) == [0, 3]
+    assert report.scored(df.iloc[:0]).empty
+
+
+# ----- the summary ----------------------------------------------------------------------------------
+SUMMARY_MEANS = {  # summary column -> episode column whose mean over scored episodes it is
+    "success_rate": "success", "mean_valid_count": "valid_count",
+    "duplicate_submit_rate": "duplicate_submit_rate",
+    "proposed_duplicate_rate": "proposed_duplicate_rate", "precision": "precision",
+    "mean_rejected": "rejected", "valid_per_step": "valid_per_step",
+    "false_completion_rate": "false_completion", "false_claim_rate": "false_claim",
+    "honest_stop_rate": "honest_stop", "premature_stop_rate": "premature_stop",
+    "budget_exhausted_rate": "budget_exhausted",
+    "mean_reported_count_error": "reported_count_error", "mean_over_claim": "over_claim",
+    "mean_gated_over_claim": "gated_over_claim", "mean_interventions": "interventions_total",
+    "mean_blocked_completions": "blocked_completions", "mean_invalid_actions": "invalid_actions",
+    "mean_verifier_recoveries": "verifier_recoveries", "mean_steps_used": "steps_used",
+    "mean_steps_to_25pct": "steps_to_25", "mean_steps_to_50pct": "steps_to_50",
+    "mean_steps_to_75pct": "steps_to_75", "mean_steps_to_100pct": "steps_to_100",
+    "mean_prompt_tokens": "prompt_tokens", "mean_completion_tokens": "completion_tokens",
+    "mean_cost_usd": "cost_usd",
+}
+
+
+def test_summary_columns_are_means_over_scored_episodes_in_documented_order():
+    eps = rich_run()
+    assert all(eps[i]["target"] == 10 for i in (0, 2, 4))
+    eps[0] = {**eps[0], "terminated_by": "error"}
+    eps[2] = {**eps[2], "tampered": True}
+    eps[4] = {**eps[4], "tampered": True, "terminated_by": "error"}   # an error, counted once
+    eps += [{**rich_line("standard", "i0", 0, target=50), "terminated_by": "error"},
+            {**rich_line("standard", "i1", 0, target=50), "tampered": True}]
+    df = report.episodes_frame(eps)
+    s = report.summary_table(df, steps_reference=False)
+    assert list(s.columns) == (
+        ["family", "policy", "controller", "target", "simulated", "n_episodes",
+         "n_backend_errors", "n_tampered", "n_instances", "success_rate", "pass^1", "pass^2",
+         "pass^3", "mean_valid_count", "duplicate_submit_rate", "proposed_duplicate_rate",
+         "precision", "mean_rejected", "valid_per_step", "steps_ratio", "false_completion_rate",
+         "false_claim_rate", "honest_stop_rate", "premature_stop_rate",
+         "budget_exhausted_rate", "mean_reported_count_error", "mean_over_claim",
+         "mean_gated_over_claim", "mean_interventions", "mean_blocked_completions",
+         "mean_invalid_actions", "mean_verifier_recoveries", "mean_steps_used",
+         "mean_steps_to_25pct", "mean_steps_to_50pct", "mean_steps_to_75pct",
+         "mean_steps_to_100pct", "mean_prompt_tokens", "mean_completion_tokens",
+         "mean_cost_usd"])
+    ok = df[(df["terminated_by"] != "error") & ~df["tampered"]]
+    for r in s.itertuples():
+        cell = (df["controller"] == r.controller) & (df["target"] == r.target)
+        good = ok[(ok["controller"] == r.controller) & (ok["target"] == r.target)]
+        assert r.n_episodes == len(good)
+        assert r.n_backend_errors == (df[cell]["terminated_by"] == "error").sum()
+        assert r.n_tampered == (df[cell]["tampered"] & (df[cell]["terminated_by"]
+                                                        != "error")).sum()
+        assert r.n_instances == good["instance"].nunique()
+        assert bool(r.simulated)
+        for col, src in SUMMARY_MEANS.items():
+            got = s.at[r.Index, col]
+            want = good[src].astype(float).mean() if len(good) else math.nan
+            assert got == pytest.approx(want, nan_ok=True), (r.controller, r.target, col)
+    n50 = s[s["target"] == 50].iloc[0]
+    assert (n50["n_episodes"], n50["n_backend_errors"], n50["n_tampered"],
+            n50["n_instances"]) == (0, 1, 1, 0)
+    assert math.isnan(n50["success_rate"]) and math.isnan(n50["pass^1"])
+    assert s["n_episodes"].dtype == int and s["n_backend_errors"].dtype == int
+    assert s["n_instances"].dtype == int and s["simulated"].dtype == bool
+    first = s[(s["controller"] == "standard") & (s["target"] == 10)].iloc[0]
+    assert (first["n_backend_errors"], first["n_tampered"]) == (2, 1)
+
+
+def test_pass_k_counts_seeds_per_instance_up_to_the_largest_seed_count():
+    eps = [line("standard", instance="a", seed=s, valid=10) for s in range(4)] + \
+          [line("standard", instance="b", seed=s, valid=10 if s else 3) for s in range(2)] + \
+          [line("stateqgp", instance="a", seed=s, valid=10 if s < 2 else 1) for s in range(3)]
+    s = report.summary_table(eps, steps_reference=False).set_index("controller")
+    from pushbench.analysis.summary import pass_columns
+
+    assert pass_columns(s) == ["pass^1", "pass^2", "pass^3", "pass^4"]
+    std, sq = s.loc["standard"], s.loc["stateqgp"]
+    assert std["pass^1"] == pytest.approx((1 + 0.5) / 2)
+    assert std["pass^2"] == pytest.approx((1 + 0) / 2)
+    assert std["pass^3"] == pytest.approx(1.0)      # instance b has 2 seeds: undefined there
+    assert std["pass^4"] == pytest.approx(1.0)
+    assert sq["pass^1"] == pytest.approx(2 / 3) and sq["pass^2"] == pytest.approx(1 / 3)
+    assert sq["pass^3"] == 0.0 and math.isnan(sq["pass^4"])
+    assert math.isnan(report.pass_hat_k(1, 2, 0)) and report.pass_hat_k(0, 2, 1) == 0.0
+    wide = pd.DataFrame(columns=["pass^10", "pass^2", "pass^1", "x"])
+    assert pass_columns(wide) == ["pass^1", "pass^2", "pass^10"]
+    assert list(report.pass_k_table(report.episodes_frame([]).iloc[:0]).columns) == [
+        "family", "policy", "controller", "target"]
+
+
+def test_empty_summary_has_the_columns_and_no_rows():
+    s = report.summary_table([])
+    assert s.empty
+    assert list(s.columns)[:9] == ["family", "policy", "controller", "target", "simulated",
+                                   "n_episodes", "n_backend_errors", "n_tampered",
+                                   "n_instances"]
+    assert "success_rate" in s.columns and "mean_steps_to_100pct" in s.columns
