@@ -757,3 +757,109 @@ def test_empty_summary_has_the_columns_and_no_rows():
                                    "n_episodes", "n_backend_errors", "n_tampered",
                                    "n_instances"]
     assert "success_rate" in s.columns and "mean_steps_to_100pct" in s.columns
+
+
+# ----- the engine's edges -------------------------------------------------------------------------
+def test_delta_table_rows_follow_strata_pairs_scopes_and_metrics():
+    from pushbench.analysis.deltas import STAT_COLUMNS, delta_table
+
+    eps = suite(controllers=("standard", "verifier_gated", "stateqgp"), targets=(25, 10),
+                seeds=range(6), n_instances=3)
+    df = report.episodes_frame(eps)
+    asked = []
+
+    def pairs(names):
+        asked.append(sorted(names))
+        return [("standard", "stateqgp"), ("verifier_gated", "standard")]   # any direction
+
+    out = delta_table(df, side="controller", strata=["family"], pairs=pairs,
+                      metrics=["valid_count", "success"], seed=2, n_resamples=199,
+                      a_col="left", b_col="right")
+    assert asked == [["standard", "stateqgp", "verifier_gated"]]
+    assert list(out.columns) == ["family", "pooled", "target", "n_targets", "left", "right",
+                                 *STAT_COLUMNS]
+    got = [(r.left, r.right, None if r.pooled else r.target, r.metric)
+           for r in out.itertuples()]
+    assert got == [(a, b, t, m) for a, b in (("standard", "stateqgp"),
+                                             ("verifier_gated", "standard"))
+                   for t in (None, 10, 25) for m in ("valid_count", "success")]
+    assert str(out["target"].dtype) == "Int64" and out["pooled"].dtype == bool
+    assert out["degenerate"].dtype == bool
+    assert list(out["n_targets"]) == [2, 2, 1, 1, 1, 1] * 2
+    # the reversed pair is the negated difference with its own generator
+    flip = out[(out["left"] == "standard")]
+    ref = report.paired_deltas(eps, metrics=["valid_count", "success"], seed=2, n_resamples=199)
+    ref = ref[(ref["controller_a"] == "stateqgp") & (ref["controller_b"] == "standard")]
+    assert flip["delta"].to_numpy() == pytest.approx(-ref["delta"].to_numpy())
+    assert flip["mean_a"].to_numpy() == pytest.approx(ref["mean_b"].to_numpy())
+
+
+def test_a_metric_undefined_on_every_pair_gives_an_empty_row():
+    eps = suite(targets=(10,), seeds=range(6))
+    for e in eps:
+        e["metrics"]["duplicate_submit_rate"] = None           # no submissions anywhere
+    d = report.paired_deltas(eps, metrics=["duplicate_submit_rate", "success"], n_resamples=199)
+    row = d[d["metric"] == "duplicate_submit_rate"].iloc[0]
+    assert row["n_pairs"] == 0 and row["n_clusters"] == 0
+    assert row[["delta", "ci_low", "ci_high", "p_value", "p_holm", "mean_a",
+                "mean_b"]].isna().all()
+    assert row["ci_method"] == "" and row["p_method"] == "" and not row["degenerate"]
+    assert row["confidence"] == 0.95
+    ok = d[d["metric"] == "success"].iloc[0]
+    assert ok["n_pairs"] == 6 and ok["p_holm"] == ok["p_value"]   # a family of one
+
+
+def test_rate_deltas_are_clipped_to_plus_minus_one_and_counts_are_not():
+    # success deltas per instance: seven +1, one 0 and one -1 (the bootstrap-t upper bound of
+    # such a sample lies above 1)
+    eps = []
+    for i, (a, b) in enumerate([(10, 1)] * 7 + [(10, 10), (1, 10)]):
+        eps += [line("stateqgp", instance=f"i{i}", seed=0, valid=a),
+                line("standard", instance=f"i{i}", seed=0, valid=b)]
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=1999)
+    s = d[d["metric"] == "success"].iloc[0]
+    m = np.array([1.0] * 7 + [0.0, -1.0])
+    lo, hi, _ = stats.interval(m[None, :], rng=stats.row_rng(
+        0, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success"),
+        n_resamples=1999)
+    assert hi[0] > 1.0 and s["ci_high"] == 1.0 and s["ci_low"] == lo[0]
+    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+    v = d[d["metric"] == "valid_count"].iloc[0]
+    assert v["ci_method"] == "studentized cluster bootstrap"
+    assert v["delta"] == pytest.approx((7 * 9 + 0 - 9) / 9)
+
+
+def test_empty_input_and_no_matches_give_the_columns_and_no_rows():
+    assert list(report.paired_deltas([]).columns) == report.PAIRED_COLUMNS
+    one_side = [line("standard", seed=s) for s in range(3)]
+    d = report.paired_deltas(one_side, n_resamples=199)
+    assert d.empty and list(d.columns) == report.PAIRED_COLUMNS
+    apart = [line("standard", seed=0), line("stateqgp", seed=1)]
+    d = report.paired_deltas(apart, n_resamples=199)
+    assert d.empty and list(d.columns) == report.PAIRED_COLUMNS
+
+
+def test_duplicate_error_lists_at_most_ten_keys_sorted():
+    from pushbench.analysis.deltas import matched_means
+
+    eps = [line("standard", seed=s) for s in range(12)]
+    twins = [{**e, "key": f"{e['key']}|again"} for e in eps]
+    df = report.episodes_frame(eps + twins)
+    with pytest.raises(report.DuplicateEpisodesError) as err:
+        matched_means(df, report.MATCH, ["success"])
+    msg = str(err.value)
+    assert msg.startswith("12 match key(s) hold more than one episode")
+    assert msg.endswith(" ...") and msg.count(" <- ") == 10
+    first = msg.split(": ", 1)[1].split("; ")[0]
+    assert first == ("{'target': '10', 'task_id': 'RS-i1-N10', 'instance': 'i1', 'seed': '0'}"
+                     f" <- {eps[0]['key']}, {eps[0]['key']}|again")
+    # a frame without keys names the number of rows instead
+    with pytest.raises(report.DuplicateEpisodesError, match=r"'seed': '3'\} <- 2 rows"):
+        matched_means(df[df["seed"] == 3].drop(columns="key"), report.MATCH, ["success"])
+    few = report.episodes_frame(eps[:2] + twins[:2])
+    with pytest.raises(report.DuplicateEpisodesError) as err:
+        matched_means(few, report.MATCH, ["success"])
+    assert not str(err.value).endswith("...") and str(err.value).count(" <- ") == 2
+    ok = matched_means(report.episodes_frame(eps), report.MATCH, ["success", "valid_count"])
+    assert list(ok.columns) == ["success", "valid_count"] and ok["success"].dtype == float
+    assert list(ok.index.names) == list(report.MATCH) and ok.index.is_monotonic_increasing
