@@ -827,6 +827,49 @@ def test_rate_deltas_are_clipped_to_plus_minus_one_and_counts_are_not():
     v = d[d["metric"] == "valid_count"].iloc[0]
     assert v["ci_method"] == "studentized cluster bootstrap"
     assert v["delta"] == pytest.approx((7 * 9 + 0 - 9) / 9)
+    # the mirror image is clipped from below
+    swapped = [{**e, "controller": {"name": "standard" if e["controller"]["name"] == "stateqgp"
+                                    else "stateqgp", "components": []}} for e in eps]
+    s = report.paired_deltas(swapped, metrics=["success"], n_resamples=1999).iloc[0]
+    assert s["ci_low"] == -1.0 and s["ci_high"] == pytest.approx(-lo[0])   # same draws
+    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+
+
+def test_more_than_16_instances_use_the_row_generator_for_a_monte_carlo_test():
+    eps = []
+    for i in range(20):
+        for s in (0, 1):
+            eps += [line("stateqgp", instance=f"i{i:02d}", seed=s, valid=10 if (i + s) % 3 else 4),
+                    line("standard", instance=f"i{i:02d}", seed=s, valid=10 if i % 4 else 3)]
+    df = report.episodes_frame(eps)
+    r = report.paired_deltas(eps, metrics=["success"], seed=5, n_resamples=499).iloc[0]
+    m = instance_means(df, "stateqgp", "standard", "success").to_numpy()
+    rng = stats.row_rng(5, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success")
+    stats.interval(m[None, :], rng=rng, n_resamples=499, bounds=(-1.0, 1.0))
+    p, method = stats.sign_flip_p(m[None, :], rng=rng, n_mc=499)
+    assert r["n_clusters"] == 20 and r["p_method"] == method == "Monte Carlo sign-flip (499 draws)"
+    assert r["p_value"] == p[0] and 0 < p[0] < 1
+
+
+def test_cluster_means_enter_the_bootstrap_in_instance_order():
+    # task ids sort the other way round from the instance names: the clusters are still taken
+    # in instance order (the order a direct computation over sorted instances uses)
+    eps = []
+    for i, name in enumerate(["e", "d", "c", "b", "a"]):
+        for s in (0, 1, 2):
+            for ctrl, v in (("stateqgp", 10 if (i + s) % 2 else 3 + i), ("standard", 2 + s)):
+                ep = line(ctrl, instance=name, seed=s, valid=v)
+                ep["task_id"] = f"T{i}"
+                eps.append(ep)
+    df = report.episodes_frame(eps)
+    r = report.paired_deltas(eps, metrics=["valid_count"], seed=1, n_resamples=999,
+                             method="percentile").iloc[0]
+    m = instance_means(df, "stateqgp", "standard", "valid_count")
+    assert list(m.index) == ["a", "b", "c", "d", "e"]
+    ci = scipy.stats.bootstrap((m.to_numpy(),), np.mean, method="percentile", n_resamples=999,
+                               rng=stats.row_rng(1, "reposcan", "simulated-mid", 10, "stateqgp",
+                                                 "standard", "valid_count")).confidence_interval
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
 
 
 def test_empty_input_and_no_matches_give_the_columns_and_no_rows():
@@ -856,6 +899,14 @@ def test_duplicate_error_lists_at_most_ten_keys_sorted():
     # a frame without keys names the number of rows instead
     with pytest.raises(report.DuplicateEpisodesError, match=r"'seed': '3'\} <- 2 rows"):
         matched_means(df[df["seed"] == 3].drop(columns="key"), report.MATCH, ["success"])
+    # listed in key order whatever the frame's row order
+    with pytest.raises(report.DuplicateEpisodesError) as err:
+        matched_means(df.iloc[::-1], report.MATCH, ["success"])
+    assert str(err.value).split(": ", 1)[1].split("; ")[0] == first
+    # a line without a seed is a match key too
+    seedless = [{**line("standard", seed=0), "seed": None, "key": k} for k in ("k1", "k2")]
+    with pytest.raises(report.DuplicateEpisodesError, match=r"'seed': '<NA>'\} <- k1, k2"):
+        matched_means(report.episodes_frame(seedless), report.MATCH, ["success"])
     few = report.episodes_frame(eps[:2] + twins[:2])
     with pytest.raises(report.DuplicateEpisodesError) as err:
         matched_means(few, report.MATCH, ["success"])
