@@ -914,3 +914,66 @@ def test_duplicate_error_lists_at_most_ten_keys_sorted():
     ok = matched_means(report.episodes_frame(eps), report.MATCH, ["success", "valid_count"])
     assert list(ok.columns) == ["success", "valid_count"] and ok["success"].dtype == float
     assert list(ok.index.names) == list(report.MATCH) and ok.index.is_monotonic_increasing
+
+
+# ----- the interval's corners ---------------------------------------------------------------------
+def test_studentized_inf_takes_zero_spread_resamples_as_infinite():
+    # two clusters: the resamples (a, a) and (b, b) have no spread; as +-inf they fill both
+    # 2.5% tails, so the interval is unbounded (clipped to the metric range when given)
+    x = np.array([[0.5, -1.0]])
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="studentized-inf",
+                                  n_resamples=999)
+    assert (lo[0], hi[0]) == (-math.inf, math.inf)
+    assert used[0] == "studentized (+-inf) cluster bootstrap"
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="studentized-inf",
+                                  n_resamples=999, bounds=(-1.0, 1.0))
+    assert (lo[0], hi[0]) == (-1.0, 1.0)
+    assert used[0] == "studentized (+-inf) cluster bootstrap (clipped to metric range)"
+    # the floor instead: +-1 (see test_report), a bounded interval
+    lo, hi, _ = stats.interval(x, rng=np.random.default_rng(0), n_resamples=999)
+    assert (lo[0], hi[0]) == pytest.approx((-1.0, 0.5))
+    # without zero-spread resamples the two variants agree exactly
+    a = stats.interval(SKEWED[None, :], rng=np.random.default_rng(4), n_resamples=999)
+    b = stats.interval(SKEWED[None, :], rng=np.random.default_rng(4), n_resamples=999,
+                       method="studentized-inf")
+    assert (a[0][0], a[1][0]) == (b[0][0], b[1][0])
+
+
+@pytest.mark.parametrize("n", [401, 999, 1000])
+def test_studentized_quantiles_interpolate_like_numpy(n):
+    # n = 401 puts both 2.5% quantiles on a resample exactly; 999 and 1000 between two
+    lo, hi, _ = stats.interval(SKEWED[None, :], rng=np.random.default_rng(8), n_resamples=n)
+    assert (lo[0], hi[0]) == pytest.approx(studentized_reference(SKEWED, 8, n, 0.95),
+                                           rel=1e-12)
+
+
+def test_quantile_of_sorted_values_with_infinities():
+    from pushbench.analysis.stats import _quantile_sorted
+
+    a = np.array([[-np.inf, -np.inf, 0.0, 1.0, np.inf, np.inf]])
+    assert _quantile_sorted(a, 0.1)[0] == -np.inf           # between two -inf: no NaN
+    assert _quantile_sorted(a, 0.9)[0] == np.inf
+    assert _quantile_sorted(a, 0.5)[0] == pytest.approx(0.5)
+    assert _quantile_sorted(a, 0.0)[0] == -np.inf and _quantile_sorted(a, 1.0)[0] == np.inf
+    b = np.array([[1.0, 2.0, 4.0]])
+    assert _quantile_sorted(b, 0.75)[0] == pytest.approx(3.0)
+    assert _quantile_sorted(b, 0.5)[0] == 2.0
+
+
+def test_monte_carlo_sign_flip_p_written_out():
+    m = np.r_[np.full(12, 0.5), np.full(8, -0.4), [0.1]]
+    p, method = stats.sign_flip_p(m[None, :], rng=np.random.default_rng(3), n_mc=999)
+    signs = np.random.default_rng(3).choice([-1.0, 1.0], size=(999, m.size))
+    obs = abs(m.mean())
+    hits = sum(abs((s * m).mean()) >= obs - 1e-9 for s in signs)
+    assert p[0] == (1 + hits) / 1000 and method == "Monte Carlo sign-flip (999 draws)"
+    # ties with the observed statistic count as extreme (both signs of the all-equal sample)
+    p, _ = stats.sign_flip_p(np.full((1, 3), 0.2), rng=np.random.default_rng(0))
+    assert p[0] == 2 / 8
+    p, _ = stats.sign_flip_p(np.array([[1e6, 1e6, 1e6 - 1e-4]]), rng=np.random.default_rng(0))
+    assert p[0] == 2 / 8                          # the tie tolerance scales with the statistic
+    p, method = stats.sign_flip_p(np.array([[0.3, -0.1]]), rng=np.random.default_rng(0),
+                                  max_exact=1)
+    assert method == "Monte Carlo sign-flip (9999 draws)"
+    p, method = stats.sign_flip_p(np.full((1, 16), 0.1), rng=np.random.default_rng(0))
+    assert method == "exact sign-flip (65536 assignments)" and p[0] == 2 / 65536
