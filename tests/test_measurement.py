@@ -395,6 +395,15 @@ def test_csv_files_read_back_equal_the_frames(tmp_path):
     pd.testing.assert_frame_equal(frames["episodes"].drop(columns="progress"),
                                   report.episodes_frame(eps).drop(columns="progress"))
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == frames["report_md"]
+    assert "(199 resamples, seed 3)" in " ".join(frames["report_md"].split())
+    # into a directory that does not exist yet, twice
+    deep = tmp_path / "a" / "b"
+    for _ in range(2):
+        again = report.write_report(eps, deep, seed=3, n_resamples=199, steps_reference=False,
+                                    metrics=["success", "valid_count", "precision"],
+                                    ci_method="percentile")
+        assert (deep / "summary.csv").read_bytes() == (tmp_path / "summary.csv").read_bytes()
+    pd.testing.assert_frame_equal(again["paired_deltas"], want)
     s = frames["summary"]
     for col in ("precision", "proposed_duplicate_rate", "mean_prompt_tokens", "mean_cost_usd",
                 "mean_steps_to_25pct", "false_claim_rate", "mean_over_claim"):
@@ -402,11 +411,12 @@ def test_csv_files_read_back_equal_the_frames(tmp_path):
 
 
 def test_csv_rounds_to_six_decimals_without_negative_zero():
-    df = pd.DataFrame({"x": [-1e-9, 0.1234564, 1 / 3, -2.5, math.nan], "n": [1, 2, 3, 4, 5],
-                       "s": ["a", "b,c", "", "d", "e"], "f": [True, False, True, True, False]})
+    df = pd.DataFrame({"x": [-1e-9, 0.1234564, 1 / 3, -2.5, math.nan, -4e-7],
+                       "n": [1, 2, 3, 4, 5, 6], "s": ["a", "b,c", "", "d", "e", "f"],
+                       "f": [True, False, True, True, False, False]})
     text = report.to_csv_bytes(df).decode()
     assert text == ("x,n,s,f\n0.000000,1,a,True\n0.123456,2,\"b,c\",False\n"
-                    "0.333333,3,,True\n-2.500000,4,d,True\n,5,e,False\n")
+                    "0.333333,3,,True\n-2.500000,4,d,True\n,5,e,False\n0.000000,6,f,False\n")
     assert df["x"].iloc[0] == -1e-9                 # the caller's frame is not changed
 
 
@@ -505,31 +515,69 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
     d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=199,
                              confidence=0.9)
     d.loc[d.index[0], "p_holm"] = 0.0004                 # a p below the printed precision
+    d.loc[d.index[2], "p_holm"] = 0.001                  # exactly the smallest printed p
     d.loc[d.index[3], "p_holm"] = 0.0123
+    d.loc[d.index[4], "p_holm"] = math.nan               # no p: no p line in that cell
+    drop = d[(d["controller_a"] == "stateqgp") & (d["controller_b"] == "verifier_gated")
+             & (d["target"] == 25)].index
+    d = d.drop(index=drop)                               # a pair without an N=25 row
     text = printed(report.print_deltas, d, metric=metric)
+    # the table follows the rows' targets, not the frame's row order
+    by_target = d.sort_values(["family", "policy", "target"], ascending=[True, True, False],
+                              kind="mergesort", na_position="first")
+    assert list(by_target.index) != list(d.index)
+    assert printed(report.print_deltas, by_target, metric=metric) == text
     unit = "points" if metric == "success" else "units"
     assert (f"reposcan | simulated-mid | {metric} A - B ({unit}), [90% CI], Holm p | "
             "SIMULATED agent (not an LLM)") in text.splitlines()
     assert f"reposcan | gpt-x | {metric} A - B ({unit}), [90% CI], Holm p" in text.splitlines()
     assert text.splitlines()[-1].startswith("const: every instance")
-    for pol, n_scopes in (("gpt-x", 1), ("simulated-mid", 3)):
+    for pol, scopes in (("gpt-x", [10]), ("simulated-mid", [None, 10, 25])):
         part = text.split(f"reposcan | {pol} |")[1].split("\nreposcan | ")[0]
         sel = d[(d["policy"] == pol) & (d["metric"] == metric)]
         pairs = sel[["controller_a", "controller_b"]].drop_duplicates().itertuples(index=False)
         rows = delta_rows(part)
-        head = part.splitlines()[1].split("  ")
-        assert [h.strip() for h in head if h.strip()][1:] == (
-            ["N=10"] if n_scopes == 1 else ["all N", "N=10", "N=25"])
+        header = part.splitlines()[1]
+        assert header.startswith("A - B ")
+        assert re.split(r"\s{2,}", header.strip())[1:] == [
+            "all N" if t is None else f"N={t}" for t in scopes]
         for (a, b), (l1, l2, l3) in zip(pairs, rows, strict=True):
             assert l1[0] == a and l2[:2] == ["-", b]
-            g = sel[(sel["controller_a"] == a) & (sel["controller_b"] == b)]
-            g = pd.concat([g[g["pooled"]], g[~g["pooled"]].sort_values("target")])
-            assert len(g) == n_scopes
-            est, ci, ps = l1[1:], l2[2:], l3
-            for j, r in enumerate(g.itertuples()):
-                e, c = delta_cell(r._asdict(), metric, short=True)
-                assert est[j] == e and ci[j] == c and ps[j] == p_cell(r.p_holm), (a, b, j)
+            want = [[], [], []]
+            for t in scopes:
+                g = sel[(sel["controller_a"] == a) & (sel["controller_b"] == b)
+                        & (sel["pooled"] if t is None else (sel["target"] == t).fillna(False))]
+                if g.empty:
+                    continue
+                r = g.iloc[0]
+                e, c = delta_cell(r.to_dict(), metric, short=True)
+                for lst, x in zip(want, (e, c, "" if pd.isna(r["p_holm"])
+                                         else p_cell(r["p_holm"]))):
+                    if x:
+                        lst.append(x)
+            assert (l1[1:], l2[2:], l3) == tuple(want), (a, b)
     assert ("p<.001" in text) is (metric == "success")   # row 0 is a success row
+    assert ("p=.001" in text) is (metric == "success")
+    assert printed(report.print_deltas, d, metric="no_such_metric") == ""
+
+
+def test_printed_tables_use_their_styles():
+    eps = rich_run()
+    llm = [{**e, "simulated": False, "policy": {**e["policy"], "name": "gpt-x",
+                                                 "simulated": False}} for e in eps[:20]]
+    frames = {"summary": report.summary_table(eps + llm, steps_reference=False),
+              "paired_deltas": report.paired_deltas(eps + llm, n_resamples=199)}
+    con = Console(width=200, record=True, file=io.StringIO(), force_terminal=True,
+                  color_system="standard")
+    report.print_report(frames, console=con)
+    styled = con.export_text(styles=True)
+    assert "\x1b[1mreposcan | gpt-x\x1b[0m" in styled               # bold title
+    assert "\x1b[1;33mreposcan | simulated-mid | SIMULATED" in styled  # bold yellow title
+    assert "\x1b[1;33mSIMULATED: scripted agents" in styled
+    assert "\x1b[2mN target, n episodes" in styled                   # the legend is dim
+    assert "\x1b[2mconst: every instance" in styled
+    legend = styled.split("\x1b[2mN target")[1].split("\x1b[0m")[0]
+    assert "\x1b[" not in legend                                    # not highlighted
 
 
 def test_print_report_prints_each_part_once_and_only_when_there():
@@ -977,3 +1025,24 @@ def test_monte_carlo_sign_flip_p_written_out():
     assert method == "Monte Carlo sign-flip (9999 draws)"
     p, method = stats.sign_flip_p(np.full((1, 16), 0.1), rng=np.random.default_rng(0))
     assert method == "exact sign-flip (65536 assignments)" and p[0] == 2 / 65536
+
+
+def test_printed_summary_headers_follow_each_tables_seed_count():
+    eps = rich_run()                                           # 3 seeds: pass^3
+    eps += [rich_line(c, f"i{i}", s, policy="gpt-x", simulated=False)
+            for c in ("standard", "stateqgp") for i in range(3) for s in (0, 1)]   # pass^2
+    eps += [{**rich_line("standard", "i0", s, policy="gpt-y", simulated=False),
+             "terminated_by": "error"} for s in (0, 1)]       # no scored episode at all
+    s = report.summary_table(eps, steps_reference=False)
+    text = printed(report.print_summary, s)
+    heads = [x for x in text.splitlines() if x.startswith("controller ")]
+    assert [h.split()[4] for h in heads] == ["pass^2", "pass^K", "pass^3"]
+    # no padding: one space between columns, the names from the first column
+    assert heads[0] == "controller  N n succ pass^2 valid dup pdup prec claim stop be over"
+    gy = text.split("reposcan | gpt-y\n")[1].splitlines()[2]
+    assert gy.split() == ["standard", "10", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                          "-"]
+    gx = text.split("reposcan | gpt-x\n")[1].splitlines()
+    assert gx[0].startswith("controller ") and gx[2].startswith("standard ")
+    row = s[(s["policy"] == "gpt-x") & (s["controller"] == "standard")].iloc[0]
+    assert gx[2].split()[4] == pct0(row["pass^2"])
