@@ -1055,3 +1055,40 @@ def test_printed_summary_headers_follow_each_tables_seed_count():
     assert gx[0].startswith("controller ") and gx[2].startswith("standard ")
     row = s[(s["policy"] == "gpt-x") & (s["controller"] == "standard")].iloc[0]
     assert gx[2].split()[4] == pct0(row["pass^2"])
+
+
+# ----- the defaults the signatures promise -----------------------------------------------------------
+def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
+    from pushbench.analysis.deltas import delta_stats, delta_table
+
+    eps = suite(targets=(10,), seeds=range(6), n_instances=3)
+    df = report.episodes_frame(eps)
+    explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
+    pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
+    pd.testing.assert_frame_equal(
+        delta_table(df, side="controller", strata=["family"], pairs=pairs,
+                    metrics=["success"]),
+        delta_table(df, side="controller", strata=["family"], pairs=pairs, metrics=["success"],
+                    a_col="a", b_col="b", **explicit))
+    pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
+                                  report.paired_deltas(df, metrics=["success"], **explicit))
+    assert list(report.paired_deltas(df)["metric"].unique()) == [
+        "success", "valid_count", "duplicate_submit_rate", "valid_per_step"]
+    va, vb = np.array([1.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])
+    cl = np.array(["a", "b", "c", "d"])
+    kw = dict(metric="valid_count", n_resamples=999, confidence=0.9)
+    assert delta_stats(va, vb, cl, rng=np.random.default_rng(1), **kw) == delta_stats(
+        va, vb, cl, rng=np.random.default_rng(1), method="studentized", **kw)
+    a = stats.interval(SKEWED[None, :], rng=np.random.default_rng(2))
+    b = stats.interval(SKEWED[None, :], rng=np.random.default_rng(2), method="studentized",
+                       confidence=0.95, n_resamples=9999, bounds=None)
+    assert [x.tolist() for x in a] == [x.tolist() for x in b]
+    m = np.r_[np.full(10, 0.2), np.full(7, -0.3)][None, :]
+    p1, m1 = stats.sign_flip_p(m, rng=np.random.default_rng(3))
+    p2, m2 = stats.sign_flip_p(m, rng=np.random.default_rng(3), n_mc=9999, max_exact=16)
+    assert (p1[0], m1) == (p2[0], m2) and m1 == "Monte Carlo sign-flip (9999 draws)"
+    for name, kwargs in (("d", {}), ("e", dict(seed=0, n_resamples=9999,
+                                               ci_method="studentized"))):
+        report.write_report(eps, tmp_path / name, steps_reference=False, **kwargs)
+    for f in ("summary.csv", "paired_deltas.csv", "report.md"):
+        assert (tmp_path / "d" / f).read_bytes() == (tmp_path / "e" / f).read_bytes(), f
