@@ -843,6 +843,17 @@ def test_delta_table_rows_follow_strata_pairs_scopes_and_metrics():
     assert str(out["target"].dtype) == "Int64" and out["pooled"].dtype == bool
     assert out["degenerate"].dtype == bool
     assert list(out["n_targets"]) == [2, 2, 1, 1, 1, 1] * 2
+    # strata come in sorted order whatever the frame's row order
+    two = report.episodes_frame(eps + suite(family="dataops", targets=(10,), seeds=range(4),
+                                            n_instances=2))
+    shuffled = two.iloc[np.random.default_rng(0).permutation(len(two))]
+    present = lambda names: [("stateqgp", "standard")]  # noqa: E731
+    got = delta_table(shuffled, side="controller", strata=["family"], pairs=present,
+                      metrics=["success"], n_resamples=199)
+    assert list(got["family"].drop_duplicates()) == ["dataops", "reposcan"]
+    pd.testing.assert_frame_equal(got, delta_table(two, side="controller", strata=["family"],
+                                                   pairs=present, metrics=["success"],
+                                                   n_resamples=199))
     # the reversed pair is the negated difference with its own generator
     flip = out[(out["left"] == "standard")]
     ref = report.paired_deltas(eps, metrics=["valid_count", "success"], seed=2, n_resamples=199)
