@@ -4,6 +4,7 @@
     python experiments/mutation_score.py                         # every configured module
     python experiments/mutation_score.py pushbench/families/reposcan/verifier.py   # only these
     python experiments/mutation_score.py --list                  # modules, functions, tests
+    python experiments/mutation_score.py --recheck MODULE        # survivors vs current tests
 
 The modules, the tests that judge each one and (optionally) the functions whose mutants count
 live in ``[tool.pushbench.mutation.modules]`` of pyproject.toml, next to the ``[tool.mutmut]``
@@ -157,6 +158,7 @@ class Score:
     equivalent: dict[str, str]
     stale: list[str]
     diffs: dict[str, str]
+    what: str = "mutmut run"
 
     def count(self, *statuses: str) -> int:
         return sum(s in statuses for s in self.statuses.values())
@@ -210,6 +212,66 @@ def score(target: Target, equivalents: dict[str, dict], children: int) -> Score:
     return Score(target, seconds, statuses, equivalent, stale, diffs)
 
 
+def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
+    """Re-judge the survivors of the last full run of ``target`` against the current tests.
+
+    The mutants stay as mutmut generated them in ``mutants/score/<module>/mutants``; the current
+    test files are copied in, a clean run must pass, then each survivor that is not listed as
+    equivalent is switched on through mutmut's ``MUTANT_UNDER_TEST`` and the module's tests run
+    (``-x``): a failing run kills it. Meant for iterating on tests after a full run (a full run
+    takes long); a source change needs a full run again (the script refuses a stale copy).
+    """
+    work = WORK / target.dotted
+    mdir = work / "mutants"
+    if not (mdir / target.module).exists():
+        sys.exit(f"no earlier run of {target.module} in {work}: run it without --recheck first")
+    if (ROOT / target.module).read_bytes() != (work / target.module).read_bytes():
+        sys.exit(f"{target.module} changed since its last full run: run it without --recheck")
+    for test in target.tests:
+        for dest in (work, mdir):
+            shutil.copy2(ROOT / test, dest / test)
+    mutmut_cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    cmd = [sys.executable, "-m", "pytest", *mutmut_cfg.get("pytest_add_cli_args", []),
+           *target.tests]
+    base_env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def run(mutant: str) -> int:
+        res = subprocess.run(cmd, cwd=mdir, capture_output=True, text=True,
+                             env={**base_env, "MUTANT_UNDER_TEST": mutant})
+        return res.returncode
+
+    start = time.perf_counter()
+    if run("") != 0:
+        sys.exit(f"the current tests of {target.module} fail without a mutant (in {mdir})")
+    statuses = {}
+    for line in mutmut(work, "results", "--all", "true").splitlines():
+        m = STATUS.match(line)
+        if m and target.owns(m.group(1)):
+            statuses[m.group(1)] = m.group(2).strip()
+    again = [n for n, s in sorted(statuses.items()) if s not in KILLED and n not in equivalents]
+    for name in again:
+        if run(name) != 0:
+            statuses[name] = "killed"
+    print(f"\n== {target.module}: the current tests kill "
+          f"{sum(statuses[n] == 'killed' for n in again)} of the {len(again)} survivors of the "
+          "last full run that are not listed as equivalent")
+    seconds = time.perf_counter() - start
+    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
+             if s not in KILLED or m in equivalents}
+    equivalent, stale = {}, []
+    for name, entry in equivalents.items():
+        if not target.owns(name):
+            continue
+        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
+                          if x.startswith("+") and not x.startswith("+++"))
+        if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
+            equivalent[name] = entry["reason"]
+        else:
+            stale.append(name)
+    return Score(target, seconds, statuses, equivalent, stale, diffs,
+                 what="recheck of the survivors")
+
+
 def report(s: Score) -> None:
     t = s.target
     scope = f" ({', '.join(t.functions)})" if t.functions else ""
@@ -220,7 +282,7 @@ def report(s: Score) -> None:
           f"equivalent (listed) {len(s.equivalent)}")
     print(f"   killed / total          {s.ratio(s.killed, s.total)}")
     print(f"   killed / non-equivalent {s.ratio(s.killed, s.total - len(s.equivalent))}")
-    print(f"   mutmut run took {s.seconds:.0f} s")
+    print(f"   {s.what} took {s.seconds:.0f} s")
     for name in s.stale:
         print(f"   STALE equivalent entry (mutant gone, killed or changed): {name}")
     for name in s.survivors:
@@ -235,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="show the configuration and exit")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2,
                     help="parallel mutant runs (default: CPU count)")
+    ap.add_argument("--recheck", action="store_true",
+                    help="re-judge the last run's survivors against the current tests "
+                         "(no new mutants; see recheck())")
     ap.add_argument("--fail-under", type=float, default=0.0,
                     help="exit 1 if killed / non-equivalent is below this percentage")
     args = ap.parse_args(argv)
@@ -251,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     equivalents = load_equivalents()
     failed = False
     for t in chosen:
-        s = score(t, equivalents, args.max_children)
+        s = recheck(t, equivalents) if args.recheck else score(t, equivalents,
+                                                                args.max_children)
         report(s)
         den = s.total - len(s.equivalent)
         failed |= bool(den) and 100 * s.killed / den < args.fail_under

@@ -1,0 +1,1105 @@
+"""Tests that catch wrong numbers in the measurement core (issue 20).
+
+Each test here was written against a mutant that survived the older tests: a wrong line in the
+interval, the delta engine, the frame, the CSV writer or the printed tables that nothing noticed.
+Expected values come from an independent computation (a direct ``scipy.stats.bootstrap`` call
+with the same generator, a hand-built cluster mean, the CSV read back), never from the code
+under test.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+from rich.console import Console
+from test_report import line
+
+from pushbench import report
+from pushbench.analysis import frame, stats
+
+# mutmut runs the code from its own copy, through trampoline functions (warnings name those)
+UNDER_MUTMUT = "mutants" in Path(frame.__file__).parts
+
+# Nine distinct cluster means: no bootstrap resample of 9 from 9 has zero spread unless all nine
+# draws hit one cluster (probability 9 / 9^9), so the studentized reference below needs no floor.
+SKEWED = np.array([-0.4, -0.1, 0.0, 0.05, 0.1, 0.2, 0.35, 0.8, 1.0])
+
+
+# ----- the interval, pinned against direct computations -----------------------------------------
+@pytest.mark.parametrize("method,scipy_method", [("percentile", "percentile"), ("bca", "BCa")])
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_scipy_methods_are_a_direct_scipy_bootstrap_with_the_same_generator(
+        method, scipy_method, confidence):
+    lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(11), method=method,
+                                  confidence=confidence, n_resamples=1999)
+    ref = scipy.stats.bootstrap((SKEWED,), np.mean, method=scipy_method,
+                                confidence_level=confidence, n_resamples=1999,
+                                rng=np.random.default_rng(11)).confidence_interval
+    assert (lo[0], hi[0]) == pytest.approx((ref.low, ref.high), rel=1e-12, abs=1e-12)
+    assert used[0] == ("BCa cluster bootstrap" if method == "bca"
+                       else "percentile cluster bootstrap")
+
+
+def studentized_reference(x: np.ndarray, seed: int, n: int, confidence: float):
+    """The bootstrap-t interval written out resample by resample (no zero-spread resample)."""
+    rng = np.random.default_rng(seed)
+    k = x.size
+    est, se = x.mean(), x.std(ddof=1) / math.sqrt(k)
+    idx = rng.integers(0, k, size=(1, n, k))[0]
+    t = []
+    for row in idx:
+        s = x[row]
+        se_b = s.std(ddof=1) / math.sqrt(k)
+        assert se_b > 0
+        t.append((s.mean() - est) / se_b)
+    a = 1 - confidence
+    q_lo, q_hi = np.quantile(t, [a / 2, 1 - a / 2])
+    return est - q_hi * se, est - q_lo * se
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_studentized_interval_is_the_bootstrap_t_written_out(confidence):
+    lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(5),
+                                  confidence=confidence, n_resamples=999)
+    assert (lo[0], hi[0]) == pytest.approx(studentized_reference(SKEWED, 5, 999, confidence),
+                                           rel=1e-12)
+    assert used[0] == "studentized cluster bootstrap"
+    # the same with bounds wide enough not to bite: nothing clipped, nothing renamed
+    lo2, hi2, used2 = stats.interval(SKEWED[None, :], rng=np.random.default_rng(5),
+                                     confidence=confidence, n_resamples=999, bounds=(-5, 5))
+    assert (lo2[0], hi2[0]) == (lo[0], hi[0]) and used2[0] == used[0]
+
+
+def test_t_interval_is_scipys_student_t():
+    for conf in (0.8, 0.95):
+        lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(0),
+                                      method="t", confidence=conf)
+        ref = scipy.stats.t.interval(conf, SKEWED.size - 1, loc=SKEWED.mean(),
+                                     scale=scipy.stats.sem(SKEWED))
+        assert (lo[0], hi[0]) == pytest.approx(ref, rel=1e-12)
+        assert used[0] == "t interval over clusters"
+
+
+def test_bounds_clip_only_the_side_that_crosses_and_say_so():
+    x = np.array([[1.0, 1.0, 1.0, 0.9, 1.0, 1.0, 0.2, 1.0, 1.0]])   # skewed near the ceiling
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(2), n_resamples=999)
+    lo_c, hi_c, used_c = stats.interval(x, rng=np.random.default_rng(2), n_resamples=999,
+                                        bounds=(-1.0, 1.0))
+    assert hi[0] > 1.0 and hi_c[0] == 1.0                 # the unbounded side is clipped
+    assert lo_c[0] == lo[0] and -1.0 < lo[0] < x.mean()   # the other side is untouched
+    assert used_c[0] == "studentized cluster bootstrap (clipped to metric range)"
+    assert used[0] == "studentized cluster bootstrap"
+    # clipped from below as well
+    lo_n, hi_n, _ = stats.interval(-x, rng=np.random.default_rng(2), n_resamples=999,
+                                   bounds=(-1.0, 1.0))
+    assert lo_n[0] == -1.0 and hi_n[0] == pytest.approx(-lo[0])
+
+
+@pytest.mark.parametrize("means,expected", [
+    ([0.0, 1.0], False),                 # instance means that differ by exactly 1
+    ([1.0, 2.0, 1.0], False),
+    ([-1.0, 0.0], False),
+    ([0.0, 2e-9], False),                # a difference just above the tie tolerance
+    ([0.0, 5e-10], True),                # rounding noise below it
+    ([3.0, 3.0, 3.0], True),
+    ([7.0], True),                       # one cluster
+    ([1e6, 1e6 + 1e-4], True),           # the tolerance scales with the magnitude ...
+    ([-1e6, -1e6 + 1e-4], True),         # ... of either sign
+    ([1e6, 1e6 + 1e-2], False),
+    ([2.0, 2.0 + 1.5e-9], True),         # 1.5e-9 is within 1e-9 of magnitude 2 ...
+    ([0.5, 0.5 + 1.5e-9], False),        # ... but below magnitude 1 the tolerance stays 1e-9
+])
+def test_degenerate_means_all_equal(means, expected):
+    x = np.array([means])
+    assert bool(stats.degenerate(x)[0]) is expected
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), n_resamples=199)
+    assert (used[0] == "none (degenerate)") is expected
+    assert math.isnan(lo[0]) is expected and math.isnan(hi[0]) is expected
+
+
+def test_interval_refuses_unknown_methods_and_empty_rows():
+    with pytest.raises(ValueError, match="unknown interval method 'nope'"):
+        stats.interval(SKEWED[None, :], rng=np.random.default_rng(0), method="nope")
+    with pytest.raises(ValueError, match="at least one cluster mean"):
+        stats.interval(np.zeros((1, 0)), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least one cluster mean"):
+        stats.interval(np.float64(1.0), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least one cluster mean"):
+        stats.sign_flip_p(np.zeros((1, 0)), rng=np.random.default_rng(0))
+
+
+def test_interval_keeps_the_leading_shape():
+    x = np.stack([SKEWED, SKEWED[::-1] * 2, np.full(9, 0.5)]).reshape(3, 1, 9)
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="t")
+    assert lo.shape == hi.shape == used.shape == (3, 1)
+    assert used[2, 0] == "none (degenerate)" and math.isnan(lo[2, 0])
+    assert hi[1, 0] - lo[1, 0] == pytest.approx(2 * (hi[0, 0] - lo[0, 0]))
+
+
+def test_row_rng_depends_on_seed_and_every_part_in_order():
+    draw = lambda *a: stats.row_rng(*a).integers(0, 2 ** 62, size=4).tolist()  # noqa: E731
+    base = draw(3, "reposcan", "p", 10, "a", "b", "success")
+    assert base == draw(3, "reposcan", "p", 10, "a", "b", "success")
+    others = [draw(4, "reposcan", "p", 10, "a", "b", "success"),
+              draw(3, "reposcan", "p", 10, "b", "a", "success"),
+              draw(3, "reposcan", "p", 25, "a", "b", "success"),
+              draw(3, "reposcan", "p", 10, "a", "b", "valid_count")]
+    assert all(o != base for o in others)
+
+
+# ----- the delta engine ---------------------------------------------------------------------------
+def suite(seeds=range(12), n_instances=6, targets=(10, 25), controllers=("standard", "stateqgp"),
+          policy="simulated-mid", family="reposcan", seed=4) -> list[dict]:
+    """Suite-style lines: one task id per target (``RepoScan-N10``), the seed picks one of
+    ``n_instances`` instances; success and valid counts vary by instance and controller."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for target in targets:
+        for s in seeds:
+            inst = f"inst{s % n_instances}"
+            for j, ctrl in enumerate(controllers):
+                ok = rng.random() < 0.25 + 0.25 * j
+                ep = line(ctrl, policy=policy, family=family, instance=inst, target=target,
+                          seed=s, valid=target if ok else int(target * rng.uniform(0.2, 0.9)))
+                ep["task_id"] = f"RepoScan-N{target}"
+                out.append(ep)
+    return out
+
+
+def instance_means(df: pd.DataFrame, a: str, b: str, metric: str, targets=None) -> pd.Series:
+    """Mean paired difference per instance, built by hand from the frame."""
+    if targets is not None:
+        df = df[df["target"].isin(targets)]
+    idx = ["target", "task_id", "instance", "seed"]
+    va = df[df["controller"] == a].set_index(idx)[metric].astype(float)
+    vb = df[df["controller"] == b].set_index(idx)[metric].astype(float)
+    diff = (va - vb).dropna()
+    return diff.groupby(level="instance").mean().sort_index()
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_delta_rows_are_a_direct_scipy_bootstrap_over_instance_means(confidence):
+    eps = suite()
+    df = report.episodes_frame(eps)
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9,
+                             n_resamples=999, confidence=confidence, method="percentile")
+    assert len(d) == 2 * 3 and (d["confidence"] == confidence).all()
+    for r in d.itertuples():
+        targets = None if r.pooled else [r.target]
+        m = instance_means(df, r.controller_a, r.controller_b, r.metric, targets)
+        assert len(m) == r.n_clusters == 6      # the seed picks one of 6 instances
+        assert r.delta == pytest.approx(m.mean(), abs=1e-12)
+        rng = stats.row_rng(9, r.family, r.policy, "pooled" if r.pooled else r.target,
+                            r.controller_a, r.controller_b, r.metric)
+        ci = scipy.stats.bootstrap((m.to_numpy(),), np.mean, method="percentile",
+                                   confidence_level=confidence, n_resamples=999,
+                                   rng=rng).confidence_interval
+        assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+        assert r.ci_method == "percentile cluster bootstrap"
+
+
+def test_delta_rows_use_the_studentized_interval_by_default_clipped_for_rates():
+    eps = suite()
+    df = report.episodes_frame(eps)
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9, n_resamples=999,
+                             confidence=0.9)
+    for r in d.itertuples():
+        m = instance_means(df, r.controller_a, r.controller_b, r.metric,
+                           None if r.pooled else [r.target]).to_numpy()
+        rng = stats.row_rng(9, r.family, r.policy, "pooled" if r.pooled else r.target,
+                            r.controller_a, r.controller_b, r.metric)
+        lo, hi, used = stats.interval(m[None, :], rng=rng, confidence=0.9, n_resamples=999,
+                                      bounds=(-1.0, 1.0) if r.metric == "success" else None)
+        assert (r.ci_low, r.ci_high, r.ci_method) == (lo[0], hi[0], used[0])
+        p, p_method = stats.sign_flip_p(m[None, :], rng=rng)
+        assert r.p_value == p[0] and r.p_method == p_method == "exact sign-flip (64 assignments)"
+    # valid_count differences are counts, not rates: never clipped to [-1, 1]
+    vc = d[d["metric"] == "valid_count"]
+    assert (vc["ci_high"] - vc["ci_low"] > 2).all()
+
+
+def test_instance_means_differing_by_exactly_one_give_an_interval():
+    # success deltas per instance: 1, 0, 1, 0 -> not degenerate
+    eps = []
+    for i, (va, vb) in enumerate([(10, 2), (10, 10), (10, 2), (2, 2)]):
+        for s in (0, 1):
+            eps += [line("stateqgp", instance=f"i{i}", seed=s, valid=va),
+                    line("standard", instance=f"i{i}", seed=s, valid=vb)]
+    row = report.paired_deltas(eps, metrics=["success"], n_resamples=999).iloc[0]
+    assert row["delta"] == 0.5 and not row["degenerate"]
+    assert row["ci_low"] < 0.5 < row["ci_high"] and row["n_clusters"] == 4
+
+
+def test_backend_errors_and_tampered_lines_leave_the_deltas_as_if_never_run():
+    eps = suite()
+    # a stateqgp episode that failed on the backend, and a tampered one, each reported as a
+    # failure: counted as agent outcomes they would lower stateqgp's success
+    bad = {i for i, e in enumerate(eps) if e["controller"]["name"] == "stateqgp"
+           and e["success"]}
+    bad = sorted(bad)[:4]
+    assert len(bad) == 4
+    broken = [dict(e) for e in eps]
+    for n, i in enumerate(bad):
+        e = broken[i]
+        e["metrics"] = {**e["metrics"], "success": False, "valid_count": 0}
+        e["success"] = False
+        if n % 2:
+            e["tampered"] = True
+        else:
+            e["terminated_by"] = "error"
+    kept = [e for i, e in enumerate(eps) if i not in bad]
+    got = report.paired_deltas(broken, seed=1, n_resamples=499)
+    want = report.paired_deltas(kept, seed=1, n_resamples=499)
+    pd.testing.assert_frame_equal(got, want)
+    full = report.paired_deltas(eps, seed=1, n_resamples=499)
+    assert (got["n_pairs"] < full["n_pairs"]).any()
+
+
+def test_delta_rows_carry_the_policy_simulated_flag():
+    eps = suite(policy="simulated-mid") + suite(policy="gpt-x")    # gpt-x: not simulated
+    d = report.paired_deltas(eps, metrics=["success"], n_resamples=199)
+    assert set(d["policy"]) == {"simulated-mid", "gpt-x"}
+    assert (d["simulated"] == (d["policy"] == "simulated-mid")).all()
+    assert d["simulated"].dtype == bool
+
+
+def test_only_matched_episodes_count_and_one_sided_targets_make_no_rows():
+    eps = suite(targets=(10,))
+    eps += [e for e in suite(targets=(25,)) if e["controller"]["name"] == "stateqgp"]  # A only
+    eps += [e for e in suite(targets=(50,)) if e["controller"]["name"] == "standard"]  # B only
+    eps += [e for e in suite(targets=(10,), seeds=[40, 41]) if e["controller"]["name"]
+            == "stateqgp"]                                 # unmatched seeds on the A side
+    d = report.paired_deltas(eps, metrics=["success"], n_resamples=199)
+    assert list(d["target"]) == [10] and not d["pooled"].any()
+    assert d.iloc[0]["n_pairs"] == 12 and d.iloc[0]["n_targets"] == 1
+
+
+def test_a_pair_without_matches_does_not_hide_the_pairs_after_it():
+    # pairs come as (verifier_gated - standard), (stateqgp - standard), (stateqgp -
+    # verifier_gated); a pair without any matched episode is skipped, not the end of the list
+    def shifted(ctrl, by):
+        return [{**e, "seed": e["seed"] + by, "key": f"{e['key']}|{by}"}
+                for e in suite(controllers=(ctrl,), targets=(10,))]
+
+    d = report.paired_deltas(suite(targets=(10,)) + shifted("verifier_gated", 100),
+                             metrics=["success"], n_resamples=199)
+    assert list(zip(d["controller_a"], d["controller_b"])) == [("stateqgp", "standard")]
+    d = report.paired_deltas(shifted("standard", 100) + suite(controllers=("verifier_gated",
+                                                                           "stateqgp"),
+                                                              targets=(10,)),
+                             metrics=["success"], n_resamples=199)
+    assert list(zip(d["controller_a"], d["controller_b"])) == [("stateqgp", "verifier_gated")]
+
+
+def test_delta_rows_come_in_documented_order():
+    eps = []
+    for fam in ("reposcan", "dataops"):
+        for pol in ("simulated-mid", "gpt-x"):
+            eps += suite(controllers=("stateqgp", "verifier_gated", "standard"), policy=pol,
+                         family=fam, targets=(25, 10), seeds=range(6), n_instances=3)
+    rng = np.random.default_rng(0)
+    eps = [eps[i] for i in rng.permutation(len(eps))]     # the line order must not matter
+    metrics = ["valid_count", "success"]                  # not the default order
+    d = report.paired_deltas(eps, metrics=metrics, n_resamples=199)
+    pairs = [("verifier_gated", "standard"), ("stateqgp", "standard"),
+             ("stateqgp", "verifier_gated")]
+    want = [(fam, pol, target, a, b, m)
+            for fam in ("dataops", "reposcan") for pol in ("gpt-x", "simulated-mid")
+            for target in (None, 10, 25) for a, b in pairs for m in metrics]
+    got = [(r.family, r.policy, None if r.pooled else r.target, r.controller_a,
+            r.controller_b, r.metric) for r in d.itertuples()]
+    assert got == want
+    assert list(d.columns) == report.PAIRED_COLUMNS
+    assert list(d.index) == list(range(len(d)))
+
+
+def test_frame_and_summary_rows_are_sorted_whatever_the_line_order():
+    eps = []
+    for fam in ("reposcan", "dataops"):
+        eps += suite(controllers=("stateqgp", "custom", "standard"), family=fam,
+                     targets=(25, 10), seeds=range(4), n_instances=2)
+    shuffled = [eps[i] for i in np.random.default_rng(1).permutation(len(eps))]
+    df = report.episodes_frame(shuffled)
+    crank = {"standard": 0, "stateqgp": 1, "custom": 2}    # baseline order, unknown names last
+    want = sorted(((e["family"], e["policy"]["name"], crank[e["controller"]["name"]],
+                    e["target"], e["task_id"], e["instance"], e["seed"]) for e in eps))
+    got = [(r.family, r.policy, crank[r.controller], r.target, r.task_id, r.instance, r.seed)
+           for r in df.itertuples()]
+    assert got == want and list(df.index) == list(range(len(df)))
+    s = report.summary_table(df, steps_reference=False)
+    assert [(r.family, crank[r.controller], r.target) for r in s.itertuples()] == sorted(
+        {(f, c, t) for f, _, c, t, *_ in want})
+    assert report.order_controllers(["zz", "custom", "stateqgp", "none", "standard", "zz"]) \
+        == ["none", "standard", "stateqgp", "custom", "zz"]
+
+
+# ----- the files written: read back and compared with the frames ----------------------------------
+def rich_line(ctrl, instance, seed, target=10, **kw) -> dict:
+    """A :func:`line` whose every summary column is defined somewhere (precision, proposed
+    duplicates, claims, usage), with values that vary by controller, instance and seed."""
+    k = (len(ctrl) * 7 + int(instance[-1]) * 3 + seed * 5) % 11
+    valid = target if k % 3 else max(1, target * k // 12)
+    ep = line(ctrl, instance=instance, seed=seed, target=target, valid=valid, dup=k / 40,
+              steps=12 + k, budget=30, reported=valid + (k % 4) - 1,
+              usage={"prompt_tokens": 100 * k + 7, "completion_tokens": 3 * k + 1,
+                     "cost_usd": k / 1000 + 1e-4},
+              interventions={"dedupe": k % 3, "completion_gate": k % 2}, **kw)
+    over = ep["metrics"]["over_claim"]
+    ep["metrics"].update(precision=(k + 3) / 14, proposed_duplicate_rate=k / 30, rejected=k % 5,
+                         false_claim=bool(over and over > 0 and not ep["success"]),
+                         honest_stop=False, gated_over_claim=None, invalid_actions=k % 2,
+                         anytime_steps=[2 + k, 4 + k, None, None])
+    return ep
+
+
+def rich_run() -> list[dict]:
+    return [rich_line(c, f"i{i}", s, target=t) for c in ("standard", "verifier_gated", "stateqgp")
+            for i in range(5) for s in (0, 1, 2) for t in (10, 25)]
+
+
+def assert_csv_is_the_frame(path, frame: pd.DataFrame) -> None:
+    back = pd.read_csv(path)
+    assert list(back.columns) == list(frame.columns)
+    assert len(back) == len(frame) > 0
+    for col in frame.columns:
+        f, b = frame[col], back[col]
+        if pd.api.types.is_bool_dtype(f):
+            assert b.tolist() == f.tolist(), col
+        elif pd.api.types.is_float_dtype(f) or pd.api.types.is_integer_dtype(f):
+            ff = f.astype(float).to_numpy()
+            assert np.array_equal(np.isnan(ff), b.isna().to_numpy()), col
+            # six decimals written: within half a unit of the sixth decimal, no more
+            np.testing.assert_allclose(b.astype(float).to_numpy(), ff, rtol=0, atol=5.01e-7,
+                                       err_msg=col)
+        else:
+            assert b.fillna("").astype(str).tolist() == f.fillna("").astype(str).tolist(), col
+
+
+def test_csv_files_read_back_equal_the_frames(tmp_path):
+    eps = rich_run()
+    frames = report.write_report(eps, tmp_path, seed=3, n_resamples=199,
+                                 metrics=["success", "valid_count", "precision"],
+                                 steps_reference=False, ci_method="percentile")
+    assert_csv_is_the_frame(tmp_path / "summary.csv", frames["summary"])
+    assert_csv_is_the_frame(tmp_path / "paired_deltas.csv", frames["paired_deltas"])
+    # the frames written are the ones asked for: seed, metrics and interval method included
+    want = report.paired_deltas(eps, metrics=["success", "valid_count", "precision"], seed=3,
+                                n_resamples=199, method="percentile")
+    pd.testing.assert_frame_equal(frames["paired_deltas"], want)
+    pd.testing.assert_frame_equal(frames["summary"],
+                                  report.summary_table(eps, steps_reference=False))
+    pd.testing.assert_frame_equal(frames["episodes"].drop(columns="progress"),
+                                  report.episodes_frame(eps).drop(columns="progress"))
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == frames["report_md"]
+    assert "(199 resamples, seed 3)" in " ".join(frames["report_md"].split())
+    # into a directory that does not exist yet, twice
+    deep = tmp_path / "a" / "b"
+    for _ in range(2):
+        again = report.write_report(eps, deep, seed=3, n_resamples=199, steps_reference=False,
+                                    metrics=["success", "valid_count", "precision"],
+                                    ci_method="percentile")
+        assert (deep / "summary.csv").read_bytes() == (tmp_path / "summary.csv").read_bytes()
+    pd.testing.assert_frame_equal(again["paired_deltas"], want)
+    s = frames["summary"]
+    for col in ("precision", "proposed_duplicate_rate", "mean_prompt_tokens", "mean_cost_usd",
+                "mean_steps_to_25pct", "false_claim_rate", "mean_over_claim"):
+        assert s[col].notna().all() and s[col].nunique() > 1, col
+
+
+def test_csv_rounds_to_six_decimals_without_negative_zero():
+    df = pd.DataFrame({"x": [-1e-9, 0.1234564, 1 / 3, -2.5, math.nan, -4e-7],
+                       "n": [1, 2, 3, 4, 5, 6], "s": ["a", "b,c", "", "d", "e", "f"],
+                       "f": [True, False, True, True, False, False]})
+    text = report.to_csv_bytes(df).decode()
+    assert text == ("x,n,s,f\n0.000000,1,a,True\n0.123456,2,\"b,c\",False\n"
+                    "0.333333,3,,True\n-2.500000,4,d,True\n,5,e,False\n0.000000,6,f,False\n")
+    assert df["x"].iloc[0] == -1e-9                 # the caller's frame is not changed
+
+
+def test_write_report_embeds_the_figures_present_and_links_traces(tmp_path):
+    eps = rich_run()
+    (tmp_path / "target_scaling.png").write_bytes(b"\x89PNG fake")
+    assert report.existing_figures(tmp_path) == ["target_scaling.png"]
+    frames = report.write_report(eps, tmp_path, n_resamples=199, steps_reference=False)
+    assert "](target_scaling.png)" in frames["report_md"]
+    assert "](duplicate_rate.png)" not in frames["report_md"]
+    other = report.write_report(eps, tmp_path / "out", n_resamples=199, steps_reference=False,
+                                run_dir=tmp_path, figures=["duplicate_rate.png"])
+    assert "](duplicate_rate.png)" in other["report_md"]
+    assert "](target_scaling.png)" not in other["report_md"]
+    assert "(traces/" in frames["report_md"]                  # failures link their traces
+    assert "(../traces/" in other["report_md"] and "(traces/" not in other["report_md"]
+
+
+def test_steps_reference_flag_reaches_the_summary(tmp_path):
+    from pushbench.analysis import reference
+
+    assert reference.snapshots_ready()        # conftest builds the snapshots for the session
+    ep = line("standard", instance="x", seed=0, valid=10, steps=30, budget=60)
+    ep.update(task_id="RepoScan-requests-returns-N10", instance="RepoScan-requests-returns-N10")
+    on = report.write_report([ep], tmp_path / "on", n_resamples=199)["summary"]
+    off = report.write_report([ep], tmp_path / "off", n_resamples=199,
+                              steps_reference=False)["summary"]
+    assert on["steps_ratio"].notna().all() and off["steps_ratio"].isna().all()
+
+
+# ----- the printed tables: checked against the frames they print ----------------------------------
+def pct0(v) -> str:
+    return "-" if pd.isna(v) else f"{100 * v:.0f}"
+
+
+def printed(fn, *args, **kw) -> str:
+    con = Console(width=200, record=True, file=io.StringIO())
+    fn(*args, console=con, **kw)
+    return con.export_text()
+
+
+def test_printed_summary_cells_are_the_summary_frame():
+    eps = rich_run()
+    eps += [{**rich_line(c, "i0", 0, target=50), "key": f"err-{c}", "terminated_by": "error"}
+            for c in ("standard", "stateqgp")]            # cells of errors only: no numbers
+    s = report.summary_table(eps, steps_reference=False)
+    s.loc[s.index[1], "precision"] = math.nan              # an undefined mean prints "-"
+    text = printed(report.print_summary, s)
+    lines = text.splitlines()
+    assert lines[0] == "reposcan | simulated-mid | SIMULATED agent (not an LLM)"
+    assert lines[1].split() == ["controller", "N", "n", "succ", "pass^3", "valid", "dup", "pdup",
+                                "prec", "claim", "stop", "be", "over"]
+    body = lines[3:3 + len(s)]
+    assert lines[3 + len(s)].startswith("N target, n episodes")
+    last = None
+    for r, text_row in zip(s.itertuples(), body):
+        cells = text_row.split()
+        if r.controller == last:
+            assert text_row.startswith(" ")              # the name is not repeated
+        else:
+            assert cells.pop(0) == r.controller
+        last = r.controller
+        want = [str(r.target), str(r.n_episodes), pct0(r.success_rate), pct0(s.at[r.Index,
+                                                                              "pass^3"]),
+                "-" if pd.isna(r.mean_valid_count) else f"{r.mean_valid_count:.1f}",
+                pct0(r.duplicate_submit_rate), pct0(r.proposed_duplicate_rate),
+                pct0(r.precision), pct0(r.false_claim_rate), pct0(r.premature_stop_rate),
+                pct0(r.budget_exhausted_rate),
+                "-" if pd.isna(r.mean_over_claim) else f"{r.mean_over_claim:+.1f}"]
+        assert cells == want, (r.controller, r.target)
+    assert "-" in body[1].split() and any(x.split()[1] == "0" for x in body if "50" in x)
+
+
+def delta_rows(text: str) -> list[list[list[str]]]:
+    """The printed delta table as rows of three text lines, each split into cells."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("A - B")) + 2
+    cells = [re.findall(r"\[[^\]]*\]|\S+", x) for x in lines[start:]]
+    rows = []
+    while len(cells) >= 3 and cells[1] and cells[1][0] == "-":
+        rows.append(cells[:3])
+        cells = cells[3:]
+    return rows
+
+
+def p_cell(p) -> str:
+    return "p<.001" if p < 0.001 else "p=" + f"{p:.3f}".removeprefix("0")
+
+
+@pytest.mark.parametrize("metric", ["success", "valid_count"])
+def test_printed_delta_cells_are_the_delta_frame(metric):
+    from pushbench.analysis.format import delta_cell
+
+    eps = rich_run() + [rich_line(c, f"i{i}", s, target=10, policy="gpt-x", simulated=False)
+                        for c in ("standard", "stateqgp") for i in range(5) for s in (0, 1)]
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=199,
+                             confidence=0.9)
+    d.loc[d.index[0], "p_holm"] = 0.0004                 # a p below the printed precision
+    d.loc[d.index[2], "p_holm"] = 0.001                  # exactly the smallest printed p
+    d.loc[d.index[3], "p_holm"] = 0.0123
+    d.loc[d.index[4], "p_holm"] = math.nan               # no p: no p line in that cell
+    drop = d[(d["controller_a"] == "stateqgp") & (d["controller_b"] == "verifier_gated")
+             & (d["target"] == 25)].index
+    d = d.drop(index=drop)                               # a pair without an N=25 row
+    text = printed(report.print_deltas, d, metric=metric)
+    # the table follows the rows' targets, not the frame's row order
+    by_target = d.sort_values(["family", "policy", "target"], ascending=[True, True, False],
+                              kind="mergesort", na_position="first")
+    assert list(by_target.index) != list(d.index)
+    assert printed(report.print_deltas, by_target, metric=metric) == text
+    unit = "points" if metric == "success" else "units"
+    assert (f"reposcan | simulated-mid | {metric} A - B ({unit}), [90% CI], Holm p | "
+            "SIMULATED agent (not an LLM)") in text.splitlines()
+    assert f"reposcan | gpt-x | {metric} A - B ({unit}), [90% CI], Holm p" in text.splitlines()
+    assert text.splitlines()[-1].startswith("const: every instance")
+    for pol, scopes in (("gpt-x", [10]), ("simulated-mid", [None, 10, 25])):
+        part = text.split(f"reposcan | {pol} |")[1].split("\nreposcan | ")[0]
+        sel = d[(d["policy"] == pol) & (d["metric"] == metric)]
+        pairs = sel[["controller_a", "controller_b"]].drop_duplicates().itertuples(index=False)
+        rows = delta_rows(part)
+        header = part.splitlines()[1]
+        assert header.startswith("A - B ")
+        assert re.split(r"\s{2,}", header.strip())[1:] == [
+            "all N" if t is None else f"N={t}" for t in scopes]
+        for (a, b), (l1, l2, l3) in zip(pairs, rows, strict=True):
+            assert l1[0] == a and l2[:2] == ["-", b]
+            want = [[], [], []]
+            for t in scopes:
+                g = sel[(sel["controller_a"] == a) & (sel["controller_b"] == b)
+                        & (sel["pooled"] if t is None else (sel["target"] == t).fillna(False))]
+                if g.empty:
+                    continue
+                r = g.iloc[0]
+                e, c = delta_cell(r.to_dict(), metric, short=True)
+                for lst, x in zip(want, (e, c, "" if pd.isna(r["p_holm"])
+                                         else p_cell(r["p_holm"]))):
+                    if x:
+                        lst.append(x)
+            assert (l1[1:], l2[2:], l3) == tuple(want), (a, b)
+    assert ("p<.001" in text) is (metric == "success")   # row 0 is a success row
+    assert ("p=.001" in text) is (metric == "success")
+    assert printed(report.print_deltas, d, metric="no_such_metric") == ""
+
+
+def test_printed_tables_use_their_styles():
+    eps = rich_run()
+    llm = [{**e, "simulated": False, "policy": {**e["policy"], "name": "gpt-x",
+                                                 "simulated": False}} for e in eps[:20]]
+    frames = {"summary": report.summary_table(eps + llm, steps_reference=False),
+              "paired_deltas": report.paired_deltas(eps + llm, n_resamples=199)}
+    con = Console(width=200, record=True, file=io.StringIO(), force_terminal=True,
+                  color_system="standard")
+    report.print_report(frames, console=con)
+    styled = con.export_text(styles=True)
+    assert "\x1b[1mreposcan | gpt-x\x1b[0m" in styled               # bold title
+    assert "\x1b[1;33mreposcan | simulated-mid | SIMULATED" in styled  # bold yellow title
+    assert "\x1b[1;33mSIMULATED: scripted agents" in styled
+    assert "\x1b[2mN target, n episodes" in styled                   # the legend is dim
+    assert "\x1b[2mconst: every instance" in styled
+    legend = styled.split("\x1b[2mN target")[1].split("\x1b[0m")[0]
+    assert "\x1b[" not in legend                                    # not highlighted
+
+
+def test_print_report_prints_each_part_once_and_only_when_there():
+    eps = rich_run()
+    frames = {"summary": report.summary_table(eps, steps_reference=False),
+              "paired_deltas": report.paired_deltas(eps, n_resamples=199)}
+    text = printed(report.print_report, frames)
+    assert text.count("SIMULATED: scripted agents") == 1
+    assert text.count("| success A - B (points), [95% CI], Holm p") == 1
+    assert text.count("N target, n episodes") == 1 and text.count("const: every instance") == 1
+    no_deltas = printed(report.print_report, {**frames, "paired_deltas": frames[
+        "paired_deltas"].iloc[:0]})
+    assert "A - B" not in no_deltas and "N target" in no_deltas
+    assert "A - B" not in printed(report.print_report, {"summary": frames["summary"]})
+    llm = [{**e, "simulated": False, "policy": {**e["policy"], "name": "gpt-x",
+                                                 "simulated": False}} for e in eps]
+    plain = printed(report.print_report, {"summary": report.summary_table(
+        llm, steps_reference=False), "paired_deltas": report.paired_deltas(llm, n_resamples=199)})
+    assert "SIMULATED" not in plain and "gpt-x" in plain
+    empty = {"summary": report.summary_table([]), "paired_deltas": report.paired_deltas([])}
+    assert printed(report.print_report, empty).strip() == "no episodes"
+
+
+# ----- record loading and the frame ---------------------------------------------------------------
+def test_unreadable_lines_anywhere_are_named_and_cost_only_themselves(tmp_path):
+    eps = [line(seed=s) for s in range(14)]
+    text = [json.dumps(e) for e in eps]
+    text[2] = text[2][:40]                        # torn in the middle of the file
+    text[5] = "[1, 2, 3]"                         # JSON, but not an object
+    text[6] = "\"a string\""
+    for i in (8, 9, 10, 11, 12):
+        text[i] = "{nope"
+    text.insert(4, "   ")                         # blank lines are no damage
+    (tmp_path / "episodes.jsonl").write_bytes(("\n".join(text) + "\n").encode()
+                                              + b'{"key": "\xff\xfe bad bytes"\n')
+    with pytest.warns(UserWarning) as rec:
+        got = report.load_episodes(tmp_path)
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "skipped 9 unreadable line(s) (line 3, 7, 8, 10, 11, 12, 13, 14, 16)" in msg
+    assert "..." not in msg and str(tmp_path / "episodes.jsonl") in msg
+    if not UNDER_MUTMUT:      # mutmut's trampoline would be the caller there
+        assert rec[0].filename == __file__             # the warning names the caller's line
+    assert [e["seed"] for e in got] == [0, 1, 3, 4, 7, 13]
+    ten = [json.dumps(line(seed=s)) for s in range(2)] + ["{x"] * 10
+    (tmp_path / "episodes.jsonl").write_text("\n".join(ten) + "\n")
+    with pytest.warns(UserWarning, match=r"\(line 3, 4, 5, 6, 7, 8, 9, 10, 11, 12\); a run"):
+        assert len(report.load_episodes(tmp_path)) == 2
+    more = [json.dumps(line(seed=s)) for s in range(3)] + ["{x"] * 12
+    (tmp_path / "episodes.jsonl").write_text("\n".join(more) + "\n")
+    with pytest.warns(UserWarning, match=r"skipped 12 unreadable line\(s\) \(line 4, 5, 6, 7, 8, "
+                                         r"9, 10, 11, 12, 13, \.\.\.\)"):
+        assert len(report.load_episodes(tmp_path / "episodes.jsonl")) == 3
+
+
+def test_lines_without_a_key_are_deduplicated_by_what_they_ran():
+    a = line("stateqgp", seed=1)
+    del a["key"]
+    twin = {**a, "metrics": {**a["metrics"], "valid_count": 0}}        # a rerun of the same
+    other_seed = {k: v for k, v in line("stateqgp", seed=2).items() if k != "key"}
+    other_policy = {**a, "policy": {**a["policy"], "label": "mine"}}
+    other_instance = {**a, "instance": "i9"}
+    other_task = {**a, "task_id": "RS-other"}
+    other_ctrl = {**a, "controller": {"name": "standard", "components": []}}
+    keys = [frame.fallback_key(e) for e in
+            (a, twin, other_seed, other_policy, other_instance, other_task, other_ctrl)]
+    assert keys[0] == keys[1] and len(set(keys)) == 6
+    assert all(re.fullmatch(r"nokey-[0-9a-f]{16}", k) for k in keys)
+
+
+def test_load_episodes_keeps_the_first_of_lines_sharing_a_key(tmp_path):
+    first = line(seed=0)
+    again = {**first, "metrics": {**first["metrics"], "valid_count": 0}}
+    keyless = {k: v for k, v in line(seed=1).items() if k != "key"}
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(e) + "\n" for e in
+                                              (first, again, keyless, keyless)))
+    got = report.load_episodes(tmp_path / "e.jsonl")
+    assert got == [first, keyless]
+
+
+def test_frame_columns_from_odd_and_older_lines():
+    base = line("stateqgp", instance="i1", seed=2, components=["dedupe", "completion_gate"])
+    assert frame.controller_name({"controller": {"name": None}}) == "none"
+    assert frame.controller_name({"controller": "unitqgp"}) == "unitqgp"
+    assert frame.controller_name({}) == "none"
+    assert frame.policy_name({"policy": {"params": {}}}) == "unknown"
+    assert frame.policy_name({"policy": "diligent"}) == "diligent"
+    assert frame.policy_name({}) == "unknown"
+    assert frame.is_simulated({"simulated": 0, "policy": {"simulated": True}}) is False
+    assert frame.is_simulated({"policy": {"simulated": 1}}) is True
+    assert frame.is_simulated({"policy": "simulated-mid"}) is False
+    no_inst = {**base, "instance": None, "key": "k2"}
+    no_sim = {k: v for k, v in base.items() if k != "simulated"}
+    no_sim["key"] = "k3"
+    no_sim["policy"] = {**base["policy"], "simulated": False}
+    bb = {**base, "key": "k4", "blackbox": {"out_of_band_edits_count": 3}}
+    short_any = {**base, "key": "k5", "metrics": {**base["metrics"], "anytime_steps": [1, 2]}}
+    df = report.episodes_frame([base, no_inst, no_sim, bb, short_any]).set_index("key")
+    assert df.loc[base["key"], "components"] == "dedupe+completion_gate"
+    assert df.loc["k2", "instance"] == base["task_id"]       # instance falls back to the task id
+    assert bool(df.loc[base["key"], "simulated"]) and not bool(df.loc["k3", "simulated"])
+    assert df.loc["k4", "out_of_band_edits"] == 3 and math.isnan(df.loc["k3",
+                                                                         "out_of_band_edits"])
+    assert df.loc["k5", ["steps_to_25", "steps_to_100"]].isna().all()
+    assert str(df["seed"].dtype) == "Int64" and df.loc["k2", "seed"] == 2
+    assert df["success"].dtype == bool and df["tampered"].dtype == bool
+    assert df["valid_count"].dtype == float
+    full = {**base, "key": "full", "metrics": {**base["metrics"],
+                                               "anytime_steps": [3, 5, 8, None]}}
+    row = report.episodes_frame([full]).iloc[0]
+    assert (row["steps_to_25"], row["steps_to_50"], row["steps_to_75"]) == (3, 5, 8)
+    assert math.isnan(row["steps_to_100"])
+    assert "out_of_band_edits" not in report.episodes_frame([base]).columns
+    assert list(report.episodes_frame([base]).columns) == report.EPISODE_COLUMNS + ["progress"]
+
+
+def test_frame_computes_metrics_from_calls_or_refuses():
+    from pushbench.runner.episode import run_episode
+
+    rec = run_episode("RepoScan-requests-returns-N10", "standard", "diligent", 0)
+    with_calls = {k: v for k, v in rec.items() if k != "metrics"}
+    row = report.episodes_frame([with_calls]).iloc[0]
+    assert row["valid_count"] == rec["metrics"]["valid_count"] and bool(row["success"])
+    assert row["steps_used"] == rec["metrics"]["steps_used"]
+    bare = {k: v for k, v in with_calls.items() if k != "calls"}
+    with pytest.raises(ValueError, match="neither metrics nor calls"):
+        report.episodes_frame([bare])
+
+
+def test_scored_drops_errors_and_tampered_lines_only():
+    eps = [line(seed=0), {**line(seed=1), "terminated_by": "error"},
+           {**line(seed=2), "tampered": True}, line(seed=3, terminated_by="budget", valid=2)]
+    df = report.episodes_frame(eps)
+    assert sorted(report.scored(df)["seed"]) == [0, 3]
+    assert report.scored(df.iloc[:0]).empty
+
+
+# ----- the summary ----------------------------------------------------------------------------------
+SUMMARY_MEANS = {  # summary column -> episode column whose mean over scored episodes it is
+    "success_rate": "success", "mean_valid_count": "valid_count",
+    "duplicate_submit_rate": "duplicate_submit_rate",
+    "proposed_duplicate_rate": "proposed_duplicate_rate", "precision": "precision",
+    "mean_rejected": "rejected", "valid_per_step": "valid_per_step",
+    "false_completion_rate": "false_completion", "false_claim_rate": "false_claim",
+    "honest_stop_rate": "honest_stop", "premature_stop_rate": "premature_stop",
+    "budget_exhausted_rate": "budget_exhausted",
+    "mean_reported_count_error": "reported_count_error", "mean_over_claim": "over_claim",
+    "mean_gated_over_claim": "gated_over_claim", "mean_interventions": "interventions_total",
+    "mean_blocked_completions": "blocked_completions", "mean_invalid_actions": "invalid_actions",
+    "mean_verifier_recoveries": "verifier_recoveries", "mean_steps_used": "steps_used",
+    "mean_steps_to_25pct": "steps_to_25", "mean_steps_to_50pct": "steps_to_50",
+    "mean_steps_to_75pct": "steps_to_75", "mean_steps_to_100pct": "steps_to_100",
+    "mean_prompt_tokens": "prompt_tokens", "mean_completion_tokens": "completion_tokens",
+    "mean_cost_usd": "cost_usd",
+}
+
+
+def test_summary_columns_are_means_over_scored_episodes_in_documented_order():
+    eps = rich_run()
+    assert all(eps[i]["target"] == 10 for i in (0, 2, 4))
+    eps[0] = {**eps[0], "terminated_by": "error"}
+    eps[2] = {**eps[2], "tampered": True}
+    eps[4] = {**eps[4], "tampered": True, "terminated_by": "error"}   # an error, counted once
+    eps += [{**rich_line("standard", "i0", 0, target=50), "terminated_by": "error"},
+            {**rich_line("standard", "i1", 0, target=50), "tampered": True}]
+    df = report.episodes_frame(eps)
+    s = report.summary_table(df, steps_reference=False)
+    assert list(s.columns) == (
+        ["family", "policy", "controller", "target", "simulated", "n_episodes",
+         "n_backend_errors", "n_tampered", "n_instances", "success_rate", "pass^1", "pass^2",
+         "pass^3", "mean_valid_count", "duplicate_submit_rate", "proposed_duplicate_rate",
+         "precision", "mean_rejected", "valid_per_step", "steps_ratio", "false_completion_rate",
+         "false_claim_rate", "honest_stop_rate", "premature_stop_rate",
+         "budget_exhausted_rate", "mean_reported_count_error", "mean_over_claim",
+         "mean_gated_over_claim", "mean_interventions", "mean_blocked_completions",
+         "mean_invalid_actions", "mean_verifier_recoveries", "mean_steps_used",
+         "mean_steps_to_25pct", "mean_steps_to_50pct", "mean_steps_to_75pct",
+         "mean_steps_to_100pct", "mean_prompt_tokens", "mean_completion_tokens",
+         "mean_cost_usd"])
+    ok = df[(df["terminated_by"] != "error") & ~df["tampered"]]
+    for r in s.itertuples():
+        cell = (df["controller"] == r.controller) & (df["target"] == r.target)
+        good = ok[(ok["controller"] == r.controller) & (ok["target"] == r.target)]
+        assert r.n_episodes == len(good)
+        assert r.n_backend_errors == (df[cell]["terminated_by"] == "error").sum()
+        assert r.n_tampered == (df[cell]["tampered"] & (df[cell]["terminated_by"]
+                                                        != "error")).sum()
+        assert r.n_instances == good["instance"].nunique()
+        assert bool(r.simulated)
+        for col, src in SUMMARY_MEANS.items():
+            got = s.at[r.Index, col]
+            want = good[src].astype(float).mean() if len(good) else math.nan
+            assert got == pytest.approx(want, nan_ok=True), (r.controller, r.target, col)
+    n50 = s[s["target"] == 50].iloc[0]
+    assert (n50["n_episodes"], n50["n_backend_errors"], n50["n_tampered"],
+            n50["n_instances"]) == (0, 1, 1, 0)
+    assert math.isnan(n50["success_rate"]) and math.isnan(n50["pass^1"])
+    assert s["n_episodes"].dtype == int and s["n_backend_errors"].dtype == int
+    assert s["n_instances"].dtype == int and s["simulated"].dtype == bool
+    first = s[(s["controller"] == "standard") & (s["target"] == 10)].iloc[0]
+    assert (first["n_backend_errors"], first["n_tampered"]) == (2, 1)
+
+
+def test_pass_k_counts_seeds_per_instance_up_to_the_largest_seed_count():
+    eps = [line("standard", instance="a", seed=s, valid=10) for s in range(4)] + \
+          [line("standard", instance="b", seed=s, valid=10 if s else 3) for s in range(2)] + \
+          [line("stateqgp", instance="a", seed=s, valid=10 if s < 2 else 1) for s in range(3)]
+    s = report.summary_table(eps, steps_reference=False).set_index("controller")
+    from pushbench.analysis.summary import pass_columns
+
+    assert pass_columns(s) == ["pass^1", "pass^2", "pass^3", "pass^4"]
+    std, sq = s.loc["standard"], s.loc["stateqgp"]
+    assert std["pass^1"] == pytest.approx((1 + 0.5) / 2)
+    assert std["pass^2"] == pytest.approx((1 + 0) / 2)
+    assert std["pass^3"] == pytest.approx(1.0)      # instance b has 2 seeds: undefined there
+    assert std["pass^4"] == pytest.approx(1.0)
+    assert sq["pass^1"] == pytest.approx(2 / 3) and sq["pass^2"] == pytest.approx(1 / 3)
+    assert sq["pass^3"] == 0.0 and math.isnan(sq["pass^4"])
+    assert math.isnan(report.pass_hat_k(1, 2, 0)) and report.pass_hat_k(0, 2, 1) == 0.0
+    wide = pd.DataFrame(columns=["pass^10", "pass^2", "pass^1", "x"])
+    assert pass_columns(wide) == ["pass^1", "pass^2", "pass^10"]
+    assert list(report.pass_k_table(report.episodes_frame([]).iloc[:0]).columns) == [
+        "family", "policy", "controller", "target"]
+
+
+def test_empty_summary_has_the_columns_and_no_rows():
+    s = report.summary_table([])
+    assert s.empty
+    assert list(s.columns)[:9] == ["family", "policy", "controller", "target", "simulated",
+                                   "n_episodes", "n_backend_errors", "n_tampered",
+                                   "n_instances"]
+    assert "success_rate" in s.columns and "mean_steps_to_100pct" in s.columns
+
+
+# ----- the engine's edges -------------------------------------------------------------------------
+def test_delta_table_rows_follow_strata_pairs_scopes_and_metrics():
+    from pushbench.analysis.deltas import STAT_COLUMNS, delta_table
+
+    eps = suite(controllers=("standard", "verifier_gated", "stateqgp"), targets=(25, 10),
+                seeds=range(6), n_instances=3)
+    df = report.episodes_frame(eps)
+    asked = []
+
+    def pairs(names):
+        asked.append(sorted(names))
+        return [("standard", "stateqgp"), ("verifier_gated", "standard")]   # any direction
+
+    out = delta_table(df, side="controller", strata=["family"], pairs=pairs,
+                      metrics=["valid_count", "success"], seed=2, n_resamples=199,
+                      a_col="left", b_col="right")
+    assert asked == [["standard", "stateqgp", "verifier_gated"]]
+    assert list(out.columns) == ["family", "pooled", "target", "n_targets", "left", "right",
+                                 *STAT_COLUMNS]
+    got = [(r.left, r.right, None if r.pooled else r.target, r.metric)
+           for r in out.itertuples()]
+    assert got == [(a, b, t, m) for a, b in (("standard", "stateqgp"),
+                                             ("verifier_gated", "standard"))
+                   for t in (None, 10, 25) for m in ("valid_count", "success")]
+    assert str(out["target"].dtype) == "Int64" and out["pooled"].dtype == bool
+    assert out["degenerate"].dtype == bool
+    assert list(out["n_targets"]) == [2, 2, 1, 1, 1, 1] * 2
+    # strata come in sorted order whatever the frame's row order
+    two = report.episodes_frame(eps + suite(family="dataops", targets=(10,), seeds=range(4),
+                                            n_instances=2))
+    shuffled = two.iloc[np.random.default_rng(0).permutation(len(two))]
+    present = lambda names: [("stateqgp", "standard")]  # noqa: E731
+    got = delta_table(shuffled, side="controller", strata=["family"], pairs=present,
+                      metrics=["success"], n_resamples=199)
+    assert list(got["family"].drop_duplicates()) == ["dataops", "reposcan"]
+    pd.testing.assert_frame_equal(got, delta_table(two, side="controller", strata=["family"],
+                                                   pairs=present, metrics=["success"],
+                                                   n_resamples=199))
+    # the reversed pair is the negated difference with its own generator
+    flip = out[(out["left"] == "standard")]
+    ref = report.paired_deltas(eps, metrics=["valid_count", "success"], seed=2, n_resamples=199)
+    ref = ref[(ref["controller_a"] == "stateqgp") & (ref["controller_b"] == "standard")]
+    assert flip["delta"].to_numpy() == pytest.approx(-ref["delta"].to_numpy())
+    assert flip["mean_a"].to_numpy() == pytest.approx(ref["mean_b"].to_numpy())
+
+
+def test_a_metric_undefined_on_every_pair_gives_an_empty_row():
+    eps = suite(targets=(10,), seeds=range(6))
+    for e in eps:
+        e["metrics"]["duplicate_submit_rate"] = None           # no submissions anywhere
+    d = report.paired_deltas(eps, metrics=["duplicate_submit_rate", "success"], n_resamples=199)
+    row = d[d["metric"] == "duplicate_submit_rate"].iloc[0]
+    assert row["n_pairs"] == 0 and row["n_clusters"] == 0
+    assert row[["delta", "ci_low", "ci_high", "p_value", "p_holm", "mean_a",
+                "mean_b"]].isna().all()
+    assert row["ci_method"] == "" and row["p_method"] == "" and not row["degenerate"]
+    assert row["confidence"] == 0.95
+    ok = d[d["metric"] == "success"].iloc[0]
+    assert ok["n_pairs"] == 6 and ok["p_holm"] == ok["p_value"]   # a family of one
+
+
+def test_rate_deltas_are_clipped_to_plus_minus_one_and_counts_are_not():
+    # success deltas per instance: seven +1, one 0 and one -1 (the bootstrap-t upper bound of
+    # such a sample lies above 1)
+    eps = []
+    for i, (a, b) in enumerate([(10, 1)] * 7 + [(10, 10), (1, 10)]):
+        eps += [line("stateqgp", instance=f"i{i}", seed=0, valid=a),
+                line("standard", instance=f"i{i}", seed=0, valid=b)]
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=1999)
+    s = d[d["metric"] == "success"].iloc[0]
+    m = np.array([1.0] * 7 + [0.0, -1.0])
+    lo, hi, _ = stats.interval(m[None, :], rng=stats.row_rng(
+        0, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success"),
+        n_resamples=1999)
+    assert hi[0] > 1.0 and s["ci_high"] == 1.0 and s["ci_low"] == lo[0]
+    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+    v = d[d["metric"] == "valid_count"].iloc[0]
+    assert v["ci_method"] == "studentized cluster bootstrap"
+    assert v["delta"] == pytest.approx((7 * 9 + 0 - 9) / 9)
+    # the mirror image is clipped from below
+    swapped = [{**e, "controller": {"name": "standard" if e["controller"]["name"] == "stateqgp"
+                                    else "stateqgp", "components": []}} for e in eps]
+    s = report.paired_deltas(swapped, metrics=["success"], n_resamples=1999).iloc[0]
+    assert s["ci_low"] == -1.0 and s["ci_high"] == pytest.approx(-lo[0])   # same draws
+    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+
+
+def test_more_than_16_instances_use_the_row_generator_for_a_monte_carlo_test():
+    eps = []
+    for i in range(20):
+        for s in (0, 1):
+            eps += [line("stateqgp", instance=f"i{i:02d}", seed=s, valid=10 if (i + s) % 3 else 4),
+                    line("standard", instance=f"i{i:02d}", seed=s, valid=10 if i % 4 else 3)]
+    df = report.episodes_frame(eps)
+    r = report.paired_deltas(eps, metrics=["success"], seed=5, n_resamples=499).iloc[0]
+    m = instance_means(df, "stateqgp", "standard", "success").to_numpy()
+    rng = stats.row_rng(5, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success")
+    stats.interval(m[None, :], rng=rng, n_resamples=499, bounds=(-1.0, 1.0))
+    p, method = stats.sign_flip_p(m[None, :], rng=rng, n_mc=499)
+    assert r["n_clusters"] == 20 and r["p_method"] == method == "Monte Carlo sign-flip (499 draws)"
+    assert r["p_value"] == p[0] and 0 < p[0] < 1
+
+
+def test_cluster_means_enter_the_bootstrap_in_instance_order():
+    # task ids sort the other way round from the instance names: the clusters are still taken
+    # in instance order (the order a direct computation over sorted instances uses)
+    eps = []
+    for i, name in enumerate(["e", "d", "c", "b", "a"]):
+        for s in (0, 1, 2):
+            for ctrl, v in (("stateqgp", 10 if (i + s) % 2 else 3 + i), ("standard", 2 + s)):
+                ep = line(ctrl, instance=name, seed=s, valid=v)
+                ep["task_id"] = f"T{i}"
+                eps.append(ep)
+    df = report.episodes_frame(eps)
+    r = report.paired_deltas(eps, metrics=["valid_count"], seed=1, n_resamples=999,
+                             method="percentile").iloc[0]
+    m = instance_means(df, "stateqgp", "standard", "valid_count")
+    assert list(m.index) == ["a", "b", "c", "d", "e"]
+    ci = scipy.stats.bootstrap((m.to_numpy(),), np.mean, method="percentile", n_resamples=999,
+                               rng=stats.row_rng(1, "reposcan", "simulated-mid", 10, "stateqgp",
+                                                 "standard", "valid_count")).confidence_interval
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_empty_input_and_no_matches_give_the_columns_and_no_rows():
+    assert list(report.paired_deltas([]).columns) == report.PAIRED_COLUMNS
+    one_side = [line("standard", seed=s) for s in range(3)]
+    d = report.paired_deltas(one_side, n_resamples=199)
+    assert d.empty and list(d.columns) == report.PAIRED_COLUMNS
+    apart = [line("standard", seed=0), line("stateqgp", seed=1)]
+    d = report.paired_deltas(apart, n_resamples=199)
+    assert d.empty and list(d.columns) == report.PAIRED_COLUMNS
+
+
+def test_duplicate_error_lists_at_most_ten_keys_sorted():
+    from pushbench.analysis.deltas import matched_means
+
+    eps = [line("standard", seed=s) for s in range(12)]
+    twins = [{**e, "key": f"{e['key']}|again"} for e in eps]
+    df = report.episodes_frame(eps + twins)
+    with pytest.raises(report.DuplicateEpisodesError) as err:
+        matched_means(df, report.MATCH, ["success"])
+    msg = str(err.value)
+    assert msg.startswith("12 match key(s) hold more than one episode")
+    assert msg.endswith(" ...") and msg.count(" <- ") == 10
+    first = msg.split(": ", 1)[1].split("; ")[0]
+    assert first == ("{'target': '10', 'task_id': 'RS-i1-N10', 'instance': 'i1', 'seed': '0'}"
+                     f" <- {eps[0]['key']}, {eps[0]['key']}|again")
+    # a frame without keys names the number of rows instead
+    with pytest.raises(report.DuplicateEpisodesError, match=r"'seed': '3'\} <- 2 rows"):
+        matched_means(df[df["seed"] == 3].drop(columns="key"), report.MATCH, ["success"])
+    # listed in key order whatever the frame's row order
+    with pytest.raises(report.DuplicateEpisodesError) as err:
+        matched_means(df.iloc[::-1], report.MATCH, ["success"])
+    assert str(err.value).split(": ", 1)[1].split("; ")[0] == first
+    # a line without a seed is a match key too
+    seedless = [{**line("standard", seed=0), "seed": None, "key": k} for k in ("k1", "k2")]
+    with pytest.raises(report.DuplicateEpisodesError, match=r"'seed': '<NA>'\} <- k1, k2"):
+        matched_means(report.episodes_frame(seedless), report.MATCH, ["success"])
+    few = report.episodes_frame(eps[:2] + twins[:2])
+    with pytest.raises(report.DuplicateEpisodesError) as err:
+        matched_means(few, report.MATCH, ["success"])
+    assert not str(err.value).endswith("...") and str(err.value).count(" <- ") == 2
+    ok = matched_means(report.episodes_frame(eps), report.MATCH, ["success", "valid_count"])
+    assert list(ok.columns) == ["success", "valid_count"] and ok["success"].dtype == float
+    assert list(ok.index.names) == list(report.MATCH) and ok.index.is_monotonic_increasing
+
+
+# ----- the interval's corners ---------------------------------------------------------------------
+def test_studentized_inf_takes_zero_spread_resamples_as_infinite():
+    # two clusters: the resamples (a, a) and (b, b) have no spread; as +-inf they fill both
+    # 2.5% tails, so the interval is unbounded (clipped to the metric range when given)
+    x = np.array([[0.5, -1.0]])
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="studentized-inf",
+                                  n_resamples=999)
+    assert (lo[0], hi[0]) == (-math.inf, math.inf)
+    assert used[0] == "studentized (+-inf) cluster bootstrap"
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="studentized-inf",
+                                  n_resamples=999, bounds=(-1.0, 1.0))
+    assert (lo[0], hi[0]) == (-1.0, 1.0)
+    assert used[0] == "studentized (+-inf) cluster bootstrap (clipped to metric range)"
+    # the floor instead: +-1 (see test_report), a bounded interval
+    lo, hi, _ = stats.interval(x, rng=np.random.default_rng(0), n_resamples=999)
+    assert (lo[0], hi[0]) == pytest.approx((-1.0, 0.5))
+    # without zero-spread resamples the two variants agree exactly
+    a = stats.interval(SKEWED[None, :], rng=np.random.default_rng(4), n_resamples=999)
+    b = stats.interval(SKEWED[None, :], rng=np.random.default_rng(4), n_resamples=999,
+                       method="studentized-inf")
+    assert (a[0][0], a[1][0]) == (b[0][0], b[1][0])
+
+
+@pytest.mark.parametrize("n", [401, 999, 1000])
+def test_studentized_quantiles_interpolate_like_numpy(n):
+    # n = 401 puts both 2.5% quantiles on a resample exactly; 999 and 1000 between two
+    lo, hi, _ = stats.interval(SKEWED[None, :], rng=np.random.default_rng(8), n_resamples=n)
+    assert (lo[0], hi[0]) == pytest.approx(studentized_reference(SKEWED, 8, n, 0.95),
+                                           rel=1e-12)
+
+
+def test_quantile_of_sorted_values_with_infinities():
+    from pushbench.analysis.stats import _quantile_sorted
+
+    a = np.array([[-np.inf, -np.inf, 0.0, 1.0, np.inf, np.inf]])
+    assert _quantile_sorted(a, 0.1)[0] == -np.inf           # between two -inf: no NaN
+    assert _quantile_sorted(a, 0.9)[0] == np.inf
+    assert _quantile_sorted(a, 0.5)[0] == pytest.approx(0.5)
+    assert _quantile_sorted(a, 0.0)[0] == -np.inf and _quantile_sorted(a, 1.0)[0] == np.inf
+    b = np.array([[1.0, 2.0, 4.0]])
+    assert _quantile_sorted(b, 0.75)[0] == pytest.approx(3.0)
+    assert _quantile_sorted(b, 0.5)[0] == 2.0
+
+
+def test_monte_carlo_sign_flip_p_written_out():
+    m = np.r_[np.full(12, 0.5), np.full(8, -0.4), [0.1]]
+    p, method = stats.sign_flip_p(m[None, :], rng=np.random.default_rng(3), n_mc=999)
+    signs = np.random.default_rng(3).choice([-1.0, 1.0], size=(999, m.size))
+    obs = abs(m.mean())
+    hits = sum(abs((s * m).mean()) >= obs - 1e-9 for s in signs)
+    assert p[0] == (1 + hits) / 1000 and method == "Monte Carlo sign-flip (999 draws)"
+    # ties with the observed statistic count as extreme (both signs of the all-equal sample)
+    p, _ = stats.sign_flip_p(np.full((1, 3), 0.2), rng=np.random.default_rng(0))
+    assert p[0] == 2 / 8
+    p, _ = stats.sign_flip_p(np.array([[1e6, 1e6, 1e6 - 1e-4]]), rng=np.random.default_rng(0))
+    assert p[0] == 2 / 8                          # the tie tolerance scales with the statistic
+    p, method = stats.sign_flip_p(np.array([[0.3, -0.1]]), rng=np.random.default_rng(0),
+                                  max_exact=1)
+    assert method == "Monte Carlo sign-flip (9999 draws)"
+    p, method = stats.sign_flip_p(np.full((1, 16), 0.1), rng=np.random.default_rng(0))
+    assert method == "exact sign-flip (65536 assignments)" and p[0] == 2 / 65536
+
+
+def test_printed_summary_headers_follow_each_tables_seed_count():
+    eps = rich_run()                                           # 3 seeds: pass^3
+    eps += [rich_line(c, f"i{i}", s, policy="gpt-x", simulated=False)
+            for c in ("standard", "stateqgp") for i in range(3) for s in (0, 1)]   # pass^2
+    eps += [{**rich_line("standard", "i0", s, policy="gpt-y", simulated=False),
+             "terminated_by": "error"} for s in (0, 1)]       # no scored episode at all
+    s = report.summary_table(eps, steps_reference=False)
+    text = printed(report.print_summary, s)
+    heads = [x for x in text.splitlines() if x.startswith("controller ")]
+    assert [h.split()[4] for h in heads] == ["pass^2", "pass^K", "pass^3"]
+    # no padding: one space between columns, the names from the first column
+    assert heads[0] == "controller  N n succ pass^2 valid dup pdup prec claim stop be over"
+    gy = text.split("reposcan | gpt-y\n")[1].splitlines()[2]
+    assert gy.split() == ["standard", "10", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                          "-"]
+    gx = text.split("reposcan | gpt-x\n")[1].splitlines()
+    assert gx[0].startswith("controller ") and gx[2].startswith("standard ")
+    row = s[(s["policy"] == "gpt-x") & (s["controller"] == "standard")].iloc[0]
+    assert gx[2].split()[4] == pct0(row["pass^2"])
+
+
+# ----- the defaults the signatures promise -----------------------------------------------------------
+def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
+    from pushbench.analysis.deltas import delta_stats, delta_table
+
+    eps = suite(targets=(10,), seeds=range(6), n_instances=3)
+    df = report.episodes_frame(eps)
+    explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
+    pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
+    pd.testing.assert_frame_equal(
+        delta_table(df, side="controller", strata=["family"], pairs=pairs,
+                    metrics=["success"]),
+        delta_table(df, side="controller", strata=["family"], pairs=pairs, metrics=["success"],
+                    a_col="a", b_col="b", **explicit))
+    pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
+                                  report.paired_deltas(df, metrics=["success"], **explicit))
+    assert list(report.paired_deltas(df)["metric"].unique()) == [
+        "success", "valid_count", "duplicate_submit_rate", "valid_per_step"]
+    va, vb = np.array([1.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])
+    cl = np.array(["a", "b", "c", "d"])
+    kw = dict(metric="valid_count", n_resamples=999, confidence=0.9)
+    assert delta_stats(va, vb, cl, rng=np.random.default_rng(1), **kw) == delta_stats(
+        va, vb, cl, rng=np.random.default_rng(1), method="studentized", **kw)
+    a = stats.interval(SKEWED[None, :], rng=np.random.default_rng(2))
+    b = stats.interval(SKEWED[None, :], rng=np.random.default_rng(2), method="studentized",
+                       confidence=0.95, n_resamples=9999, bounds=None)
+    assert [x.tolist() for x in a] == [x.tolist() for x in b]
+    m = np.r_[np.full(10, 0.2), np.full(7, -0.3)][None, :]
+    p1, m1 = stats.sign_flip_p(m, rng=np.random.default_rng(3))
+    p2, m2 = stats.sign_flip_p(m, rng=np.random.default_rng(3), n_mc=9999, max_exact=16)
+    assert (p1[0], m1) == (p2[0], m2) and m1 == "Monte Carlo sign-flip (9999 draws)"
+    for name, kwargs in (("d", {}), ("e", dict(seed=0, n_resamples=9999,
+                                               ci_method="studentized"))):
+        report.write_report(eps, tmp_path / name, steps_reference=False, **kwargs)
+    for f in ("summary.csv", "paired_deltas.csv", "report.md"):
+        assert (tmp_path / "d" / f).read_bytes() == (tmp_path / "e" / f).read_bytes(), f
