@@ -85,6 +85,18 @@ def server_command(task: str, seed: int, condition: str, agent: str, run_dir: Pa
     return cmd + (["--budget", str(budget)] if budget is not None else [])
 
 
+def server_env() -> dict[str, str]:
+    """What ``pushbench mcp`` needs from the environment: the built cache.
+
+    Codex starts MCP servers with a short default environment (not the client's own), and the
+    client's HOME is temporary, so without this the server would look for the cache in the
+    temporary home and build every snapshot again.
+    """
+    from . import paths
+
+    return {"PUSHBENCH_HOME": str(paths.home())}
+
+
 def _base_env(home: Path, endpoint: Endpoint) -> dict[str, str]:
     from . import paths
 
@@ -102,7 +114,7 @@ def claude_code(binary: str, ep: Path, prompt: str, server_cmd: list[str],
     agent_dir, home = ep / "agent", ep / "client-home"
     home.mkdir(parents=True, exist_ok=True)
     mcp = {"mcpServers": {SERVER: {"type": "stdio", "command": server_cmd[0],
-                                   "args": server_cmd[1:], "env": {}}}}
+                                   "args": server_cmd[1:], "env": server_env()}}}
     cfg = agent_dir / ".mcp.json"
     cfg.write_text(json.dumps(mcp, indent=1) + "\n")
     tools = ",".join(f"mcp__{SERVER}__{t}" for t in ("search", "submit", "status", "final",
@@ -139,7 +151,9 @@ def codex(binary: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: E
              f"args = [{', '.join(_toml(a) for a in server_cmd[1:])}]",
              "startup_timeout_sec = 120", "tool_timeout_sec = 300",
              'startup_readiness = "catalog"', "required = true",
-             'default_tools_approval_mode = "approve"', ""]
+             'default_tools_approval_mode = "approve"', "",
+             f"[mcp_servers.{SERVER}.env]",
+             *[f"{k} = {_toml(v)}" for k, v in server_env().items()], ""]
     cfg = codex_home / "config.toml"
     cfg.write_text("\n".join(lines))
     env = _base_env(home, endpoint)
