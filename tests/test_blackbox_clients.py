@@ -78,3 +78,37 @@ def test_real_client_runs_diligent_like_in_process(agent, tmp_path):
     assert len(mine) == 1 and float(mine[0]["success_rate"]) == 1.0, mine
     assert float(mine[0]["mean_valid_count"]) == ref["valid_count"]
     assert float(mine[0]["mean_steps_used"]) == len(ref["calls"])
+
+
+def test_claude_mcp_list_health_checks_then_the_agent_run(tmp_path):
+    """The issue's sequence: ``claude mcp add``, ``claude mcp list`` twice (each starts the
+    server), then the headless run: the checks must not use up or refuse the episode."""
+    from pushbench import modelserver
+    from pushbench.blackbox_prompt import episode_prompt
+
+    claude = binary("claude-code")
+    ep, task = tmp_path / "ep", "RepoScan-requests-docstring-N10"
+    (ep / "agent").mkdir(parents=True)
+    cmd = blackbox_clients.server_command(task, 0, "default", "claude-code", ep / "run",
+                                          ep / "agent" / "repo", "standard", None)
+    with modelserver.running(modelserver.PolicyBackend("diligent", None, 0)) as url:
+        launch = blackbox_clients.claude_code(claude, ep, episode_prompt("default", task, 0),
+                                              cmd, blackbox_clients.Endpoint(base_url=url))
+        env = {**launch.env, **blackbox_clients.server_env()}
+        run = lambda *args: subprocess.run([claude, *args], cwd=ep / "agent", env=env,  # noqa: E731
+                                           capture_output=True, text=True, timeout=300,
+                                           stdin=subprocess.DEVNULL)
+        added = run("mcp", "add", "--transport", "stdio", "pushbench", "--", *cmd)
+        assert added.returncode == 0, added.stderr
+        for _ in range(2):
+            listed = run("mcp", "list")
+            assert "pushbench" in listed.stdout and "Connected" in listed.stdout, listed.stdout
+        i = launch.argv.index("--mcp-config")  # now the local-scope server `claude mcp add` wrote
+        agent = run(*launch.argv[1:i], *launch.argv[i + 3:])
+    assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-2000:]
+    rec = json.loads((ep / "run" / "episode.json").read_text())
+    ref = run_episode(task, "standard", "diligent", 0)
+    strip = lambda r: [{k: c.get(k) for k in CALL_FIELDS} for c in r["calls"]]  # noqa: E731
+    assert strip(rec) == strip(ref) and rec["success"]
+    run_json = json.loads((ep / "run" / "run.json").read_text())
+    assert len(run_json["reattached"]) >= 2  # both health checks and the run share the episode
