@@ -1,4 +1,4 @@
-"""Run the black-box protocol of experiments/blackbox_protocol.yaml and evaluate it as one batch.
+"""Run the black-box protocol of experiments/blackbox/protocol.yaml and evaluate it as one batch.
 
     python experiments/blackbox_protocol.py --out runs/bb --model-server diligent
     python experiments/blackbox_protocol.py --out runs/bb --base-url URL --api-key-env VAR \
@@ -31,7 +31,7 @@ def tasks(protocol: dict, targets: list[int]) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--protocol", default=str(HERE / "blackbox_protocol.yaml"))
+    ap.add_argument("--protocol", default=str(HERE / "blackbox" / "protocol.yaml"))
     ap.add_argument("--out", required=True)
     ap.add_argument("--model-server", dest="policy")
     ap.add_argument("--params", default=None, help="policy parameters (JSON)")

@@ -3,7 +3,7 @@
     python experiments/harness_comparison.py --out runs/harness [--policies diligent,simulated-mid]
         [--targets 50,100] [--agents claude-code,codex]
 
-Runs the black-box protocol's tasks (experiments/blackbox_protocol.yaml, default prompt) with
+Runs the black-box protocol's tasks (experiments/blackbox/protocol.yaml, default prompt) with
 each policy behind the loopback model server through Claude Code and Codex CLI, pairs every
 episode with the in-process run of the same policy, task and seed, and prints a Markdown table
 (also written to OUT/harness_comparison.md): how many episodes had identical calls, success,
