@@ -28,19 +28,23 @@ import blackbox_protocol  # noqa: E402
 def table(rows: list[dict]) -> str:
     head = ("| policy | harness | episodes | identical calls | success in-process | success "
             "via harness | mean verified in-process / harness | mean steps in-process / "
-            "harness | client failures | timeouts | median s / episode |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "harness | model requests (repeated, failed, history lost) | client failures | "
+            "timeouts | median s / episode |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     out = []
     for (pol, agent) in sorted({(r["policy"], r["agent"]) for r in rows}):
         rs = [r for r in rows if (r["policy"], r["agent"]) == (pol, agent)]
         n = len(rs)
         t = lambda k: sum(r[k] == "True" for r in rs)  # noqa: E731
         m = lambda k: statistics.mean(float(r[k] or 0) for r in rs)  # noqa: E731
+        s = lambda k: sum(int(r.get(k) or 0) for r in rs)  # noqa: E731
         label = pol + (" (simulated)" if pol.startswith("simulated") else "")
         out.append(f"| {label} | {agent} | {n} | {t('calls_equal')} | {t('success_in_process')} "
                    f"| {t('success_harness')} | {m('valid_in_process'):.1f} / "
                    f"{m('valid_harness'):.1f} | {m('steps_in_process'):.1f} / "
-                   f"{m('steps_harness'):.1f} | {sum(r['client_rc'] not in ('0', '') for r in rs)}"
+                   f"{m('steps_harness'):.1f} | {s('model_requests')} ({s('repeated_requests')}, "
+                   f"{s('failed_requests')}, {s('history_shrank')}) | "
+                   f"{sum(r['client_rc'] not in ('0', '') for r in rs)}"
                    f" | {t('timed_out')} | "
                    f"{statistics.median(float(r['seconds'] or 0) for r in rs):.1f} |")
     return head + "\n".join(out) + "\n"

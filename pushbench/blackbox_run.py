@@ -12,8 +12,9 @@ With ``policy`` set, each episode gets its own loopback model server
 (:mod:`pushbench.modelserver`) running that offline policy with the episode's seed, and the
 batch also runs the same policy **in-process** on the same (task, seed): ``harness.csv`` pairs
 the two episode by episode (calls equal or the first differing step, steps, verified count,
-success, end reason, extra or missing calls, client exit and time), so what the harness itself
-adds or loses is measured, not guessed.
+success, end reason, client exit and time, and from the model server's log: requests,
+repeated requests, failed requests, requests that carried less history than the one before),
+so what the harness itself adds or loses is measured, not guessed.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
 HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", "timed_out",
                    "seconds", "calls_equal", "first_difference", "steps_in_process",
                    "steps_harness", "valid_in_process", "valid_harness", "success_in_process",
-                   "success_harness", "ended_in_process", "ended_harness"]
+                   "success_harness", "ended_in_process", "ended_harness", "model_requests",
+                   "repeated_requests", "failed_requests", "history_shrank"]
 
 
 @dataclass
@@ -133,6 +135,24 @@ def compare(in_process: dict, harness: dict) -> dict:
             "ended_harness": harness.get("terminated_by")}
 
 
+def request_stats(log_path: Path) -> dict:
+    """What the model server saw of the client: requests, repeats, failures, lost history.
+
+    A repeated request carries as many tool results as the one before it (the client retried
+    or re-sent); a request with fewer than before means the client dropped history (context
+    compaction or truncation).
+    """
+    if not log_path.exists():
+        return {"model_requests": 0, "repeated_requests": 0, "failed_requests": 0,
+                "history_shrank": 0}
+    entries = [json.loads(x) for x in log_path.read_text().splitlines() if x.strip()]
+    seen = [e.get("tool_results") for e in entries if e.get("status") == 200]
+    return {"model_requests": len(entries),
+            "repeated_requests": sum(a == b for a, b in zip(seen, seen[1:])),
+            "failed_requests": sum(e.get("status") != 200 for e in entries),
+            "history_shrank": sum(b < a for a, b in zip(seen, seen[1:]))}
+
+
 def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
     """One row per episode pairing the in-process policy with the same policy via the client."""
     from .runner.episode import run_episode as in_process
@@ -150,7 +170,7 @@ def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
         rows.append({"agent": b.agent, "task": task, "seed": seed, "condition": b.condition,
                      "policy": b.policy, "client_rc": client.get("rc"),
                      "timed_out": client.get("timed_out"), "seconds": client.get("seconds"),
-                     **compare(ref, rec)})
+                     **compare(ref, rec), **request_stats(ep / "model-server.jsonl")})
     return rows
 
 

@@ -4,7 +4,7 @@ Routes (each also without the ``/v1`` prefix): ``POST /v1/messages`` and
 ``/v1/messages/count_tokens`` (Anthropic), ``POST /v1/responses`` (OpenAI Responses),
 ``POST /v1/chat/completions`` (Chat Completions), ``GET /v1/models``, ``GET /health``. The server
 binds loopback addresses only. Every request is logged as one JSON line (API, path, status,
-bytes in and out, the client's tool count, the PushBench tools found, tool results seen, the
+bytes in and out, the client's tool names, the PushBench tools found, tool results seen, the
 decision, latency, the error if any); the server never holds the hidden set, so it cannot log it.
 """
 
@@ -120,6 +120,7 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
                 except RecursionError:
                     raise RequestProblem("the request is nested too deeply") from None
                 entry.update(stream=conv.stream, client_tools=len(conv.tools),
+                             client_tool_names=conv.tools[:100],
                              tool_results=sum(s.result is not None for s in conv.steps))
                 decision = await run_in_threadpool(backend.decide, conv)
                 entry["decision"] = decision.as_log()
