@@ -29,8 +29,8 @@ def table(rows: list[dict]) -> str:
     head = ("| policy | harness | episodes | identical calls | success in-process | success "
             "via harness | mean verified in-process / harness | mean steps in-process / "
             "harness | model requests (repeated, failed, history lost) | client failures | "
-            "timeouts | median s / episode |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "timeouts | median s / episode | model server ms per request (median, max) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     out = []
     for (pol, agent) in sorted({(r["policy"], r["agent"]) for r in rows}):
         rs = [r for r in rows if (r["policy"], r["agent"]) == (pol, agent)]
@@ -46,7 +46,9 @@ def table(rows: list[dict]) -> str:
                    f"{s('failed_requests')}, {s('history_shrank')}) | "
                    f"{sum(r['client_rc'] not in ('0', '') for r in rs)}"
                    f" | {t('timed_out')} | "
-                   f"{statistics.median(float(r['seconds'] or 0) for r in rs):.1f} |")
+                   f"{statistics.median(float(r['seconds'] or 0) for r in rs):.1f} | "
+                   f"{statistics.median(float(r['server_ms_median'] or 0) for r in rs):.1f}, "
+                   f"{max(float(r['server_ms_max'] or 0) for r in rs):.1f} |")
     return head + "\n".join(out) + "\n"
 
 

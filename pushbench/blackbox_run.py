@@ -37,7 +37,8 @@ HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", 
                    "seconds", "calls_equal", "first_difference", "steps_in_process",
                    "steps_harness", "valid_in_process", "valid_harness", "success_in_process",
                    "success_harness", "ended_in_process", "ended_harness", "model_requests",
-                   "repeated_requests", "failed_requests", "history_shrank"]
+                   "repeated_requests", "failed_requests", "history_shrank",
+                   "server_ms_median", "server_ms_max"]
 
 
 @dataclass
@@ -144,10 +145,13 @@ def request_stats(log_path: Path) -> dict:
     """
     if not log_path.exists():
         return {"model_requests": 0, "repeated_requests": 0, "failed_requests": 0,
-                "history_shrank": 0}
+                "history_shrank": 0, "server_ms_median": None, "server_ms_max": None}
     entries = [json.loads(x) for x in log_path.read_text().splitlines() if x.strip()]
     seen = [e.get("tool_results") for e in entries if e.get("status") == 200]
+    ms = sorted(float(e.get("latency_ms") or 0) for e in entries)
     return {"model_requests": len(entries),
+            "server_ms_median": ms[len(ms) // 2] if ms else None,
+            "server_ms_max": ms[-1] if ms else None,
             "repeated_requests": sum(a == b for a, b in zip(seen, seen[1:])),
             "failed_requests": sum(e.get("status") != 200 for e in entries),
             "history_shrank": sum(b < a for a, b in zip(seen, seen[1:]))}
