@@ -174,3 +174,21 @@ def test_torn_last_trace_line_is_cut_and_the_run_continues(tmp_path):
     rec, _ = load(run_dir)
     assert env_part(rec) == env_part(replay(CALLS))
     assert blackbox.records_from_run_dirs([run_dir])[0]["tampered"] is False
+
+
+def test_oversized_call_is_replayed_by_its_size(tmp_path):
+    """A call refused by its size alone (its text is not kept whole) still replays."""
+    from test_mcp_server import MAX_ACTION_BYTES  # noqa: F401 - the limit the env applies
+
+    run_dir = tmp_path / "run"
+    calls = [("search", {"query": "x" * (MAX_ACTION_BYTES + 10)}), ("status", {})]
+    with _session(run_dir) as s:
+        for name, args in calls[:1]:
+            text, err = s.call(name, args)
+        assert err and "limit" in text
+    with _session(run_dir) as s:
+        assert s.base.steps_used == 1
+        s.call(*calls[1])
+    rec, trace = load(run_dir)
+    assert rec["steps_used"] == 2 and len(trace) == 2
+    assert blackbox.records_from_run_dirs([run_dir])[0]["tampered"] is False
