@@ -411,13 +411,65 @@ def mcp_cmd(
 @app.command("mcp-prompt")
 def mcp_prompt_cmd(
     condition: str = typer.Argument("default", help="default | checklist"),
+    task: Optional[str] = typer.Option(None, help="append this task's first observation (the "
+                                       "episode `pushbench mcp` serves with the same options)"),
+    seed: int = typer.Option(0, min=0, help="with --task: the episode's seed"),
+    controller: str = typer.Option("standard", help="with --task: the episode's controller"),
+    instance: Optional[str] = typer.Option(None, help="with --task: instance of a suite task"),
+    budget: Optional[int] = typer.Option(None, min=1, help="with --task: step-budget override"),
 ) -> None:
     """Print the prompt to give a black-box agent under CONDITION."""
     from .blackbox.prompts import PROMPTS
 
     if condition not in PROMPTS:
         _fail(f"unknown condition {condition!r}; known: {', '.join(PROMPTS)}")
-    print(PROMPTS[condition])
+    if task is None:
+        print(PROMPTS[condition])
+        return
+    from .blackbox_prompt import episode_prompt
+
+    try:
+        print(episode_prompt(condition, task, seed, controller, instance, budget), end="")
+    except (KeyError, ValueError) as e:
+        _fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))
+
+
+@app.command("model-server")
+def model_server_cmd(
+    policy: str = typer.Option(..., "--policy", help="offline policy: diligent, exhaustive, "
+                               "random, simulated-weak|mid|strong"),
+    params: Optional[str] = typer.Option(None, "--params", help="policy parameters as JSON"),
+    seed: int = typer.Option(0, min=0, help="policy seed (same seed, same answers)"),
+    port: int = typer.Option(..., "--port", min=0, max=65535, help="TCP port (0: any free)"),
+    host: str = typer.Option("127.0.0.1", help="loopback address to bind"),
+    log_file: Optional[Path] = typer.Option(None, "--log", help="append one JSON line per "
+                                            "request here"),
+    port_file: Optional[Path] = typer.Option(None, "--port-file", help="write the bound port "
+                                             "here once listening"),
+    server_name: str = typer.Option("pushbench", help="the MCP server name the client uses"),
+) -> None:
+    """Serve an offline policy as a model (Anthropic Messages, OpenAI Responses and Chat
+    Completions APIs) on loopback, for driving Claude Code or Codex CLI offline."""
+    import json as _json
+
+    from .modelserver import PolicyBackend, serve
+    from .modelserver.app import check_loopback
+
+    try:
+        parsed = _json.loads(params) if params else {}
+        if not isinstance(parsed, dict):
+            raise ValueError("--params must be a JSON object")
+        backend = PolicyBackend(policy, parsed, seed, server_name)
+        check_loopback(host)
+    except (KeyError, ValueError) as e:
+        _fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))
+    try:
+        serve(backend, host, port, str(log_file) if log_file else None,
+              str(port_file) if port_file else None,
+              on_ready=lambda url: console.print(f"model server ({policy}, seed {seed}) "
+                                                 f"listening on {url}", highlight=False))
+    except OSError as e:
+        _fail(f"cannot listen on {host}:{port}: {e.strerror or e}")
 
 
 @app.command("evaluate")
@@ -452,6 +504,77 @@ def evaluate_cmd(
                          out=out)
     except OSError as e:
         _fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
+
+
+bb_app = typer.Typer(no_args_is_help=True, help="Run black-box agents (Claude Code, Codex CLI) "
+                     "on PushBench episodes.")
+app.add_typer(bb_app, name="blackbox")
+
+
+@bb_app.command("run")
+def blackbox_run_cmd(
+    agent: str = typer.Option(..., "--agent", help="claude-code | codex"),
+    tasks: list[str] = typer.Option(..., "--tasks", help="task ids (repeat or comma-separate)"),
+    seeds: list[str] = typer.Option(["0"], "--seeds", help="seeds (repeat or comma-separate)"),
+    condition: str = typer.Option("default", help="prompt condition: default | checklist"),
+    out_dir: Path = typer.Option(..., "--out", help="batch folder (episodes, report)"),
+    policy: Optional[str] = typer.Option(None, "--model-server", help="drive the client with "
+                                         "this offline policy behind a loopback model server"),
+    params: Optional[str] = typer.Option(None, "--params", help="policy parameters as JSON"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="a real model endpoint "
+                                           "instead of --model-server (no /v1)"),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="with --base-url: "
+                                              "the environment variable holding the key"),
+    model: Optional[str] = typer.Option(None, "--model", help="with --base-url: model name"),
+    controller: str = typer.Option("standard", help="controller wrapping the environment"),
+    budget: Optional[int] = typer.Option(None, min=1, help="step-budget override"),
+    timeout: float = typer.Option(600.0, min=1, help="seconds per episode before the client "
+                                  "is killed"),
+    client_bin: Optional[str] = typer.Option(None, "--client-bin", help="path of the client"),
+) -> None:
+    """Run a batch of episodes through a real client headless, then evaluate it."""
+    import json as _json
+
+    from . import blackbox_clients, blackbox_run
+    from .blackbox import PROMPTS
+
+    if agent not in blackbox_clients.LAUNCHERS:
+        _fail(f"--agent {agent!r}: choose claude-code or codex")
+    if condition not in PROMPTS:
+        _fail(f"--condition {condition!r}: choose {' or '.join(PROMPTS)}")
+    if (policy is None) == (base_url is None):
+        _fail("give exactly one of --model-server POLICY and --base-url URL")
+    try:
+        seed_list = [int(x) for x in _split(seeds)]
+    except ValueError:
+        _fail("--seeds takes integers")
+    endpoint = None
+    parsed = None
+    try:
+        parsed = _json.loads(params) if params else None
+        if policy is not None:
+            from .modelserver import PolicyBackend
+
+            PolicyBackend(policy, parsed, 0)  # validates name and params before any episode
+        else:
+            key = os.environ.get(api_key_env or "", "") if api_key_env else ""
+            if api_key_env and not key:
+                _fail(f"--api-key-env {api_key_env}: the variable is not set")
+            endpoint = blackbox_clients.Endpoint(base_url=base_url, api_key=key or "none",
+                                                 model=model or "default", offline=False)
+    except (KeyError, ValueError) as e:
+        _fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))
+    _writable_dir(out_dir, "--out")
+    batch = blackbox_run.Batch(agent=agent, tasks=_split(tasks), seeds=seed_list,
+                               condition=condition, out=out_dir, policy=policy, params=parsed,
+                               endpoint=endpoint, controller=controller, budget=budget,
+                               timeout=timeout, client_bin=client_bin)
+    try:
+        summary = blackbox_run.run_batch(batch, log=lambda m: console.print(m, highlight=False),
+                                         console=console, out=out)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    console.print(_json.dumps(summary, indent=1), highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -536,9 +536,11 @@ def test_run_dir_in_use_or_reused_is_refused(tmp_path):
             assert second.stdout == ""
 
     run(main)
-    again = subprocess.run([sys.executable, *server_args(run_dir)], stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=60)
-    assert again.returncode == 2 and "already holds a run" in again.stderr
+    # the same configuration re-attaches (tests/test_reattach.py); another one is refused
+    again = subprocess.run([sys.executable, *server_args(run_dir, "--seed", "1")],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "already holds a run of another configuration" \
+        in again.stderr and "seed 0 there, 1 now" in again.stderr
     assert again.stdout == ""
 
 

@@ -195,9 +195,10 @@ class BlackBoxSession:
                              "server its own --run-dir") from None
         existing = [n for n in (EPISODE_FILE, TRACE_FILE, RUN_FILE)
                     if (self.run_dir / n).exists()]
-        if existing and not self.overwrite:
-            raise SetupError(f"{self.run_dir} already holds a run ({', '.join(existing)}); use a "
-                             "new --run-dir per episode (or --overwrite to discard it)")
+        if existing and not self.overwrite:  # the same run started again: continue it
+            from . import reattach
+
+            return reattach.resume(self)
         for n in existing:
             (self.run_dir / n).unlink()
         self._setup_logging()
@@ -207,6 +208,9 @@ class BlackBoxSession:
         self.reset_result = json.loads(obs)["result"]
         self.tool_schemas = self.env.unwrapped.tool_schemas()
         self.workspace_files = self._prepare_workspace() if self.workspace else None
+        from .reattach import write_workspace_marker
+
+        write_workspace_marker(self, self.workspace_files)  # how a restart knows its copy
         self._start_watch()
         self._trace_fh = os.fdopen(paths.open_private(self.run_dir / TRACE_FILE), "ab")
         write_json_atomic(self.run_dir / RUN_FILE, self._run_manifest())

@@ -1,0 +1,215 @@
+"""``pushbench blackbox run``: a batch of black-box episodes through a real client, evaluated.
+
+For every (task, seed) it prepares ``OUT/<agent>/<task>/<condition>/seed<S>/`` with ``agent/``
+(the client's working directory; the workspace copy lands in ``agent/repo``), ``run/`` (the
+record, out of the agent's view), ``client-home/`` (the client's own HOME and configuration),
+writes the client's configuration (:mod:`pushbench.blackbox_clients`), runs the client headless
+with a per-episode timeout (its whole process group is killed at the deadline), keeps its
+output (``client.out``, ``client.err``, ``client.json``) and finally evaluates the batch like
+``pushbench evaluate`` into ``OUT/<agent>/report``.
+
+With ``policy`` set, each episode gets its own loopback model server
+(:mod:`pushbench.modelserver`) running that offline policy with the episode's seed, and the
+batch also runs the same policy **in-process** on the same (task, seed): ``harness.csv`` pairs
+the two episode by episode (calls equal or the first differing step, steps, verified count,
+success, end reason, client exit and time, and from the model server's log: requests,
+repeated requests, failed requests, requests that carried less history than the one before),
+so what the harness itself adds or loses is measured, not guessed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import blackbox_clients as clients
+from .blackbox_prompt import episode_prompt
+
+CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
+HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", "timed_out",
+                   "seconds", "calls_equal", "first_difference", "steps_in_process",
+                   "steps_harness", "valid_in_process", "valid_harness", "success_in_process",
+                   "success_harness", "ended_in_process", "ended_harness", "model_requests",
+                   "repeated_requests", "failed_requests", "history_shrank",
+                   "server_ms_median", "server_ms_max"]
+
+
+@dataclass
+class Batch:
+    agent: str
+    tasks: list[str]
+    seeds: list[int]
+    condition: str
+    out: Path
+    policy: str | None = None
+    params: dict | None = None
+    endpoint: clients.Endpoint | None = None
+    controller: str = "standard"
+    budget: int | None = None
+    timeout: float = 600.0
+    client_bin: str | None = None
+
+
+def episode_dir(b: Batch, task: str, seed: int) -> Path:
+    return b.out / b.agent / task / b.condition / f"seed{seed}"
+
+
+def _run_client(launch: clients.Launch, ep: Path, timeout: float) -> dict:
+    t0 = time.monotonic()
+    with open(ep / "client.out", "wb") as out, open(ep / "client.err", "wb") as err:
+        proc = subprocess.Popen(launch.argv, cwd=launch.cwd, env=launch.env, stdout=out,
+                                stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        timed_out = False
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc = proc.wait()
+    return {"rc": rc, "timed_out": timed_out, "seconds": round(time.monotonic() - t0, 2)}
+
+
+def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
+                log=print) -> Path:
+    """One episode through the client; returns its run dir (the record may be incomplete)."""
+    from . import modelserver
+
+    ep = episode_dir(b, task, seed)
+    run_dir = ep / "run"
+    if (run_dir / "episode.json").exists():
+        rec = json.loads((run_dir / "episode.json").read_text())
+        if rec.get("terminated_by") is not None:
+            log(f"{task} seed {seed}: already done, kept")
+            return run_dir
+    (ep / "agent").mkdir(parents=True, exist_ok=True)
+    prompt = episode_prompt(b.condition, task, seed, b.controller, None, b.budget)
+    cmd = clients.server_command(task, seed, b.condition, b.agent, run_dir,
+                                 ep / "agent" / "repo", b.controller, b.budget)
+    with ExitStack() as stack:
+        endpoint = b.endpoint
+        if b.policy is not None:
+            backend = modelserver.PolicyBackend(b.policy, b.params, seed)
+            url = stack.enter_context(modelserver.running(backend, str(ep / "model-server.jsonl")))
+            endpoint = clients.Endpoint(base_url=url)
+        launch = clients.LAUNCHERS[b.agent](binary, ep, prompt, cmd, endpoint)
+        result = _run_client(launch, ep, b.timeout)
+    argv = [a if a != prompt else "<prompt: see prompt.txt>" for a in launch.argv]
+    (ep / "prompt.txt").write_text(prompt)
+    (ep / "client.json").write_text(json.dumps(
+        {"agent": b.agent, "client_version": version, "argv": argv, "cwd": str(launch.cwd),
+         "endpoint": endpoint.base_url if endpoint else None,
+         "offline": bool(endpoint and endpoint.offline), "policy": b.policy,
+         "params": b.params, **result}, indent=1) + "\n")
+    log(f"{task} seed {seed}: client exit {result['rc']}"
+        f"{' (timed out)' if result['timed_out'] else ''} in {result['seconds']} s")
+    return run_dir
+
+
+def _calls(record: dict) -> list[dict]:
+    return [{k: c.get(k) for k in CALL_FIELDS} for c in record.get("calls") or ()]
+
+
+def compare(in_process: dict, harness: dict) -> dict:
+    """How the harness episode differs from the in-process one (same policy, task, seed)."""
+    a, h = _calls(in_process), _calls(harness)
+    first = next((i + 1 for i, (x, y) in enumerate(zip(a, h)) if x != y), None)
+    if first is None and len(a) != len(h):
+        first = min(len(a), len(h)) + 1
+    return {"calls_equal": a == h, "first_difference": first,
+            "steps_in_process": len(a), "steps_harness": len(h),
+            "valid_in_process": in_process.get("valid_count"),
+            "valid_harness": harness.get("valid_count"),
+            "success_in_process": in_process.get("success"),
+            "success_harness": harness.get("success"),
+            "ended_in_process": in_process.get("terminated_by"),
+            "ended_harness": harness.get("terminated_by")}
+
+
+def request_stats(log_path: Path) -> dict:
+    """What the model server saw of the client: requests, repeats, failures, lost history.
+
+    A repeated request carries as many tool results as the one before it (the client retried
+    or re-sent); a request with fewer than before means the client dropped history (context
+    compaction or truncation).
+    """
+    if not log_path.exists():
+        return {"model_requests": 0, "repeated_requests": 0, "failed_requests": 0,
+                "history_shrank": 0, "server_ms_median": None, "server_ms_max": None}
+    entries = [json.loads(x) for x in log_path.read_text().splitlines() if x.strip()]
+    seen = [e.get("tool_results") for e in entries if e.get("status") == 200]
+    ms = sorted(float(e.get("latency_ms") or 0) for e in entries)
+    return {"model_requests": len(entries),
+            "server_ms_median": ms[len(ms) // 2] if ms else None,
+            "server_ms_max": ms[-1] if ms else None,
+            "repeated_requests": sum(a == b for a, b in zip(seen, seen[1:])),
+            "failed_requests": sum(e.get("status") != 200 for e in entries),
+            "history_shrank": sum(b < a for a, b in zip(seen, seen[1:]))}
+
+
+def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
+    """One row per episode pairing the in-process policy with the same policy via the client."""
+    from .runner.episode import run_episode as in_process
+
+    rows = []
+    for rd in run_dirs:
+        ep = rd.parent
+        seed, task = int(ep.name.removeprefix("seed")), ep.parent.parent.name
+        client = json.loads((ep / "client.json").read_text()) \
+            if (ep / "client.json").exists() else {}
+        rec = json.loads((rd / "episode.json").read_text()) \
+            if (rd / "episode.json").exists() else {}
+        ref = in_process(task, b.controller, b.policy, seed, budget=b.budget,
+                         policy_params=b.params)
+        rows.append({"agent": b.agent, "task": task, "seed": seed, "condition": b.condition,
+                     "policy": b.policy, "client_rc": client.get("rc"),
+                     "timed_out": client.get("timed_out"), "seconds": client.get("seconds"),
+                     **compare(ref, rec), **request_stats(ep / "model-server.jsonl")})
+    return rows
+
+
+def write_rows(rows: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HARNESS_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
+    """Run every episode of ``b``, evaluate them, and (with a policy) pair them in-process."""
+    from .blackbox import full_records_from_run_dirs, write_evaluation
+
+    binary = clients.find_binary(b.agent, b.client_bin)
+    version = clients.client_version(binary)
+    log(f"{b.agent} {version}: {len(b.tasks)} task(s) x {len(b.seeds)} seed(s), condition "
+        f"{b.condition}, {'policy ' + b.policy if b.policy else 'endpoint ' + str(b.endpoint)}")
+    run_dirs = [run_episode(b, t, s, binary, version, log) for t in b.tasks for s in b.seeds]
+    present = [rd for rd in run_dirs if (rd / "episode.json").exists()]
+    missing = [str(rd) for rd in run_dirs if rd not in present]
+    report = b.out / b.agent / "report"
+    records = full_records_from_run_dirs(present) if present else []
+    if records:
+        write_evaluation(records, report, console=console, out=out)
+    summary = {"agent": b.agent, "client_version": version, "episodes": len(run_dirs),
+               "recorded": len(present), "never_started": missing, "report": str(report)}
+    if b.policy is not None and present:
+        rows = harness_rows(b, present)
+        write_rows(rows, b.out / b.agent / "harness.csv")
+        summary["harness"] = {"episodes": len(rows),
+                              "calls_equal": sum(bool(r["calls_equal"]) for r in rows),
+                              "success_in_process": sum(bool(r["success_in_process"])
+                                                        for r in rows),
+                              "success_harness": sum(bool(r["success_harness"]) for r in rows)}
+    (b.out / b.agent).mkdir(parents=True, exist_ok=True)
+    (b.out / b.agent / "batch.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary

@@ -1,0 +1,285 @@
+"""The HTTP side: routes, body limits, validation, error shapes, per-request log, serving.
+
+Routes (each also without the ``/v1`` prefix): ``POST /v1/messages`` and
+``/v1/messages/count_tokens`` (Anthropic), ``POST /v1/responses`` (OpenAI Responses),
+``POST /v1/chat/completions`` (Chat Completions), ``GET /v1/models``, ``GET /health``. The server
+binds loopback addresses only. Every request is logged as one JSON line (API, path, status,
+bytes in and out, the client's tool names, the PushBench tools found, tool results seen, the
+decision, latency, the error if any); the server never holds the hidden set, so it cannot log it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import json
+import logging
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from . import anthropic_api, openai_api
+from .core import Conversation, PolicyBackend, RequestProblem
+
+log = logging.getLogger("pushbench.modelserver")
+MAX_BODY = 32 << 20  # bytes; a longer body is refused (413) without being read whole
+STATUS = {"invalid_request": 400, "not_found": 404, "too_large": 413, "internal": 500,
+          "method": 405}
+
+
+class RequestLog:
+    """Appends one JSON line per request to ``path`` (thread-safe); also logs a summary."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path else None
+        self._lock = threading.Lock()
+        self.entries = 0
+
+    def write(self, entry: dict) -> None:
+        with self._lock:
+            self.entries += 1
+            if self.path is not None:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry, ensure_ascii=True, default=repr) + "\n")
+        log.info("%s %s -> %s in %.1f ms", entry.get("api"), entry.get("path"),
+                 entry.get("status"), entry.get("latency_ms", 0.0))
+
+
+async def _read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY:
+        raise RequestProblem(f"request body of {declared} bytes exceeds the limit of "
+                             f"{MAX_BODY} bytes", "too_large", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise RequestProblem(f"request body exceeds the limit of {MAX_BODY} bytes",
+                                 "too_large", 413)
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    enc = request.headers.get("content-encoding", "identity").lower()
+    if enc == "gzip":
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError) as e:
+            raise RequestProblem(f"cannot decompress the gzip body: {e}") from None
+        if len(body) > MAX_BODY:
+            raise RequestProblem("decompressed body exceeds the limit", "too_large", 413)
+    elif enc not in ("identity", ""):
+        raise RequestProblem(f"unsupported content-encoding {enc!r} (send identity or gzip)")
+    return body
+
+
+def _decode(body: bytes) -> dict:
+    try:
+        obj = json.loads(body)
+    except RecursionError:
+        raise RequestProblem("the JSON body is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RequestProblem(f"the body is not valid JSON: {str(e)[:200]}") from None
+    if not isinstance(obj, dict):
+        raise RequestProblem(f"the body must be a JSON object, not {type(obj).__name__}")
+    return obj
+
+
+def _validation_message(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:3]:
+        loc = ".".join(str(x) for x in err["loc"]) or "body"
+        parts.append(f"{loc}: {err['msg']}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> Starlette:
+    """The Starlette app answering all three APIs with ``backend``'s decisions."""
+    rlog = request_log or RequestLog(None)
+
+    def handler(api: str, parse: Callable, render: Callable, error: Callable):
+        async def endpoint(request: Request) -> Response:
+            t0 = time.perf_counter()
+            entry: dict = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "api": api, "path": request.url.path, "bytes_in": 0}
+            try:
+                body = await _read_body(request)
+                entry["bytes_in"] = len(body)
+                try:
+                    conv, extra = parse(_decode(body))
+                except ValidationError as e:
+                    raise RequestProblem(_validation_message(e)) from None
+                except RecursionError:
+                    raise RequestProblem("the request is nested too deeply") from None
+                entry.update(stream=conv.stream, client_tools=len(conv.tools),
+                             client_tool_names=conv.tools[:100],
+                             tool_results=sum(s.result is not None for s in conv.steps))
+                decision = await run_in_threadpool(backend.decide, conv)
+                entry["decision"] = decision.as_log()
+                entry["pushbench_tools"] = sorted(
+                    t for t in conv.tools if backend.server_name in t)
+                chunks = render(decision, conv, extra, len(body))
+                status = 200
+            except RequestProblem as e:
+                status = e.status
+                entry["error"] = str(e)
+                payload = json.dumps(error(e.kind, str(e))).encode()
+                entry.update(status=status, bytes_out=len(payload),
+                             latency_ms=round(1000 * (time.perf_counter() - t0), 3))
+                rlog.write(entry)
+                return Response(payload, status_code=status, media_type="application/json")
+            except Exception as e:  # noqa: BLE001 - a server bug: answer in the API's shape
+                log.exception("internal error answering %s", api)
+                payload = json.dumps(error("internal", f"internal error: {type(e).__name__}"))
+                entry.update(status=500, error=f"internal: {e!r}"[:300])
+                rlog.write(entry)
+                return Response(payload.encode(), status_code=500, media_type="application/json")
+            entry.update(status=status, bytes_out=sum(len(c) for c in chunks),
+                         latency_ms=round(1000 * (time.perf_counter() - t0), 3))
+            rlog.write(entry)
+            if conv.stream:
+                async def gen():
+                    for c in chunks:
+                        yield c
+                return StreamingResponse(gen(), media_type="text/event-stream",
+                                         headers={"cache-control": "no-cache"})
+            return Response(chunks[0], media_type="application/json")
+        return endpoint
+
+    def parse_messages(obj):
+        return anthropic_api.conversation(anthropic_api.MessagesRequest.model_validate(obj)), None
+
+    def render_messages(d, conv: Conversation, extra, n):
+        if conv.stream:
+            return anthropic_api.stream(d, conv.model, n)
+        return [json.dumps(anthropic_api.response(d, conv.model, n)).encode()]
+
+    def parse_responses(obj):
+        return openai_api.responses_conversation(openai_api.ResponsesRequest.model_validate(obj))
+
+    def render_responses(d, conv: Conversation, namespaced, n):
+        if conv.stream:
+            return openai_api.responses_stream(d, conv.model, n, namespaced)
+        return [json.dumps(openai_api.responses_response(d, conv.model, n, namespaced)).encode()]
+
+    def parse_chat(obj):
+        return openai_api.chat_conversation(openai_api.ChatRequest.model_validate(obj)), None
+
+    def render_chat(d, conv: Conversation, extra, n):
+        if conv.stream:
+            return openai_api.chat_stream(d, conv.model, n)
+        return [json.dumps(openai_api.chat_response(d, conv.model, n)).encode()]
+
+    async def count_tokens(request: Request) -> Response:
+        try:
+            body = await _read_body(request)
+            _decode(body)
+        except RequestProblem as e:
+            return JSONResponse(anthropic_api.error(e.kind, str(e)), status_code=e.status)
+        return JSONResponse(anthropic_api.count_tokens(len(body)))
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [
+            {"id": "pushbench-policy", "object": "model", "created": 0,
+             "owned_by": "pushbench"}]})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"ok": True, **backend.describe()})
+
+    async def not_found(request: Request, exc) -> Response:
+        anthropic = "messages" in request.url.path
+        err = (anthropic_api.error if anthropic else openai_api.error)
+        code = getattr(exc, "status_code", 404)
+        kind = "method" if code == 405 else "not_found"
+        msg = (f"{request.method} {request.url.path} is not served here; use POST /v1/messages, "
+               "/v1/responses or /v1/chat/completions")
+        rlog.write({"api": "anthropic" if anthropic else "openai", "path": request.url.path,
+                    "status": code, "error": msg, "bytes_in": 0, "latency_ms": 0.0})
+        return JSONResponse(err(kind, msg), status_code=code)
+
+    routes = []
+    for prefix in ("/v1", ""):
+        routes += [
+            Route(f"{prefix}/messages", handler("anthropic", parse_messages, render_messages,
+                                                anthropic_api.error), methods=["POST"]),
+            Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route(f"{prefix}/responses", handler("responses", parse_responses,
+                                                 render_responses, openai_api.error),
+                  methods=["POST"]),
+            Route(f"{prefix}/chat/completions", handler("chat", parse_chat, render_chat,
+                                                        openai_api.error), methods=["POST"]),
+            Route(f"{prefix}/models", models, methods=["GET"]),
+        ]
+    routes.append(Route("/health", health, methods=["GET"]))
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+
+
+def check_loopback(host: str) -> str:
+    """``host`` if it is a loopback address (or ``localhost``); else ``ValueError``."""
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return host
+    except ValueError:
+        pass
+    raise ValueError(f"--host {host!r} is not a loopback address; the model server serves "
+                     "this machine only (use 127.0.0.1 or ::1)")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port)."""
+    host = check_loopback(host)
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(fam, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+def _server(app, sock):
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_keep_alive=30)
+    return uvicorn.Server(config)
+
+
+def serve(backend: PolicyBackend, host: str = "127.0.0.1", port: int = 0,
+          log_path: str | None = None, port_file: str | None = None,
+          on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve in the foreground until interrupted."""
+    sock = bind(host, port)
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
+    if port_file:
+        Path(port_file).write_text(str(sock.getsockname()[1]))
+    if on_ready:
+        on_ready(url)
+    _server(build_app(backend, RequestLog(log_path)), sock).run(sockets=[sock])
+
+
+@contextmanager
+def running(backend: PolicyBackend, log_path: str | None = None) -> Iterator[str]:
+    """Serve in a background thread on a free loopback port; yields the base URL."""
+    sock = bind("127.0.0.1", 0)
+    server = _server(build_app(backend, RequestLog(log_path)), sock)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

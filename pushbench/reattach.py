@@ -1,0 +1,184 @@
+"""Re-attaching ``pushbench mcp`` to a run dir that already holds an episode of the same run.
+
+MCP clients start servers more than once: ``claude mcp list`` health checks, reconnects, and
+Codex CLI starts its servers at every ``codex exec``. A server started on a run dir that holds
+an episode of the **same configuration** (task, instance, seed, controller, condition, budget,
+agent label) continues that episode instead of refusing:
+
+- no calls yet: the episode is reused as it is (same run id, same trace chain);
+- calls made: a fresh environment is reset with the same seed and every counted call of the
+  trace is replayed into it; each replayed observation must equal the recorded one byte for
+  byte, else the server refuses, naming the first differing step. The trace chain, call counts
+  and out-of-band edit log continue where they stopped.
+
+The workspace copy is recognised through a marker in the run dir (``workspace.json``: its path
+and the run id), which the agent cannot see; an empty or missing workspace is prepared afresh,
+any other non-empty one is refused. A different configuration is refused as before, and
+``--overwrite`` still discards the old run. A server killed between writing ``episode.json`` and
+the trace line of a call (the call was never answered) loses that call: the trace is the
+account of answered calls, and the resumed record follows it (``blackbox.dropped_unanswered``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import audit, paths
+from .blackbox import EPISODE_FILE, RUN_FILE, TRACE_FILE
+
+log = logging.getLogger("pushbench.mcp")
+WORKSPACE_MARKER = "workspace.json"
+
+
+
+def _setup_error(msg: str) -> Exception:
+    from .mcp_server import SetupError
+
+    return SetupError(msg)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise _setup_error(f"{path.parent} holds a run that cannot be read ({path.name}: {e}); "
+                           "use a new --run-dir (or --overwrite to discard it)") from None
+
+
+def differences(session, run: dict) -> list[str]:
+    """The configuration fields in which ``run`` (a run.json) differs from ``session``."""
+    name = session.controller_opt if session.controller_opt not in (None, "none") else "none"
+    mine = {"task": session.task_id, "instance": session.instance_opt, "seed": session.seed,
+            "controller": name, "condition": session.condition, "budget": session.budget_opt,
+            "agent": session.agent}
+    return [f"{k} {run.get(k)!r} there, {v!r} now" for k, v in mine.items() if run.get(k) != v]
+
+
+def _trace_lines(run_dir: Path) -> list[bytes]:
+    """The whole lines of the trace; a torn last line (server killed mid-write) is cut off."""
+    path = run_dir / TRACE_FILE
+    raw = path.read_bytes() if path.exists() else b""
+    keep = raw[:raw.rfind(b"\n") + 1] if not raw.endswith(b"\n") else raw
+    if len(keep) != len(raw):
+        log.warning("re-attach: cut a torn last trace line (%d bytes)", len(raw) - len(keep))
+        with open(path, "r+b") as f:
+            f.truncate(len(keep))
+            os.fsync(f.fileno())
+    return keep.splitlines(keepends=True)
+
+
+def _action(proposed: dict) -> Any:
+    """The ``env.step`` action a trace line's ``proposed`` call stands for."""
+    name = proposed.get("tool")
+    if proposed.get("oversized"):  # refused by its size alone: any text past the limit will do
+        from .envs.spaces import MAX_ACTION_BYTES
+
+        return proposed.get("head", "") + " " * (MAX_ACTION_BYTES + 1)
+    if "unreadable" in proposed:
+        return proposed.get("action", proposed.get("head", ""))
+    call: dict[str, Any] = {"tool": name}
+    for k, v in (proposed.get("arguments") or {}).items():
+        call["tool (argument)" if k == "tool" else k] = v
+    return call
+
+
+def resume(session) -> Any:
+    """Continue the episode in ``session.run_dir`` (already locked by ``session.open``).
+
+    Raises ``SetupError`` for a different configuration, an unreadable run, a replay that
+    disagrees with the record, or a workspace that is not this run's.
+    """
+    run_dir = session.run_dir
+    if not (run_dir / RUN_FILE).exists():
+        raise _setup_error(f"{run_dir} holds part of a run without its run.json; use a new "
+                           "--run-dir (or --overwrite to discard it)")
+    run = _read(run_dir / RUN_FILE)
+    diff = differences(session, run)
+    if diff:
+        raise _setup_error(f"{run_dir} already holds a run of another configuration "
+                           f"({'; '.join(diff)}); use a new --run-dir per episode (or "
+                           "--overwrite to discard it)")
+    record = _read(run_dir / EPISODE_FILE) if (run_dir / EPISODE_FILE).exists() else {}
+    bb = record.get("blackbox") or {}
+    lines = _trace_lines(run_dir)
+    session.run_id = run["run_id"]
+    session._setup_logging()
+    session.env, session.controller = session._make_env()
+    options = {session.env.unwrapped._instance_option: session.instance_opt} \
+        if session.instance_opt else None
+    obs, _ = session.env.reset(seed=session.seed, options=options)
+    session.reset_result = json.loads(obs)["result"]
+    session.tool_schemas = session.env.unwrapped.tool_schemas()
+    head, after_end = audit.genesis(session.run_id), 0
+    for i, raw in enumerate(lines, 1):
+        line = json.loads(raw)
+        if line.get("prev") != head:
+            raise _setup_error(f"cannot re-attach to {run_dir}: its trace chain is broken at "
+                               f"line {i}; use a new --run-dir (or --overwrite)")
+        head = audit.line_digest(raw)
+        if line.get("step") is None:
+            after_end += 1
+            continue
+        replayed, *_ = session.env.step(_action(line.get("proposed") or {}))
+        if replayed != line.get("observation"):
+            raise _setup_error(
+                f"cannot re-attach to {run_dir}: replaying step {line.get('step')} "
+                f"({(line.get('proposed') or {}).get('tool')}) gave a different observation "
+                "than the recorded one (the snapshot, cache or PushBench version changed?); "
+                "use a new --run-dir (or --overwrite to discard the old run)")
+    session._trace_head, session._trace_lines = head, len(lines)
+    session.mcp_calls, session.after_end_calls = len(lines), after_end
+    session.out_of_band_edits = list(bb.get("out_of_band_edits") or [])
+    session.out_of_band_count = sum(json.loads(r).get("out_of_band_count") or 0 for r in lines)
+    dropped = max(0, int(bb.get("mcp_calls") or 0) - len(lines))
+    if dropped:
+        log.warning("re-attach: %d call(s) the previous server ran but never answered are not "
+                    "part of the resumed episode", dropped)
+    session.workspace_files = _workspace(session, run)
+    session._start_watch()
+    session._trace_fh = os.fdopen(paths.open_private(run_dir / TRACE_FILE), "ab")
+    attach = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "pid": os.getpid(), "replayed_steps": session.base.steps_used,
+              "dropped_unanswered": dropped}
+    run["reattached"] = list(run.get("reattached") or []) + [attach]
+    from .mcp_server import write_json_atomic
+
+    write_json_atomic(run_dir / RUN_FILE, run)
+    session.reattached = run["reattached"]
+    session._persist()
+    log.info("run %s re-attached: %d step(s) replayed, %d trace line(s)", session.run_id,
+             session.base.steps_used, len(lines))
+    return session
+
+
+def _workspace(session, run: dict) -> int | None:
+    """Keep this run's workspace copy, prepare a missing one, refuse anyone else's."""
+    ws = session.workspace
+    if ws is None:
+        return None
+    marker = session.run_dir / WORKSPACE_MARKER
+    mine = _read(marker) if marker.exists() else {}
+    if ws.exists() and ws.is_dir() and any(ws.iterdir()):
+        if mine.get("path") == str(ws) and mine.get("run_id") == session.run_id:
+            return mine.get("files")
+        raise _setup_error(f"workspace {ws} is not empty and is not the copy this run made; "
+                           "give an empty or new --workspace")
+    n = session._prepare_workspace()
+    write_workspace_marker(session, n)
+    return n
+
+
+def write_workspace_marker(session, files: int | None) -> None:
+    """Record in the run dir which workspace this run prepared (out of the agent's view)."""
+    if session.workspace is None:
+        return
+    from .mcp_server import write_json_atomic
+
+    write_json_atomic(session.run_dir / WORKSPACE_MARKER,
+                      {"path": str(session.workspace), "run_id": session.run_id,
+                       "files": files})

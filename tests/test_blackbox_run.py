@@ -1,0 +1,109 @@
+"""``pushbench blackbox run`` pieces that need no real client: client configuration, offline
+environment, the in-process pairing, the per-episode timeout and the command's input errors.
+The real clients run in tests/test_blackbox_clients.py (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tomllib
+
+import pytest
+from typer.testing import CliRunner
+
+from pushbench import blackbox_clients as bc
+from pushbench import blackbox_run
+from pushbench.cli import app
+
+TASK = "RepoScan-requests-docstring-N10"
+
+
+def test_client_configs_are_written_the_documented_way(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-real-key-must-not-leak")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-key-must-not-leak")
+    ep = tmp_path / "ep"
+    (ep / "agent").mkdir(parents=True)
+    cmd = bc.server_command(TASK, 3, "checklist", "codex", ep / "run", ep / "agent" / "repo",
+                            "standard", 40)
+    end = bc.Endpoint(base_url="http://127.0.0.1:5555")
+    cc = bc.claude_code("/bin/true", ep, "PROMPT", cmd, end)
+    mcp = json.loads((ep / "agent" / ".mcp.json").read_text())["mcpServers"]["pushbench"]
+    assert [mcp["command"], *mcp["args"]] == cmd and mcp["env"]["PUSHBENCH_HOME"]
+    assert cc.argv[cc.argv.index("--mcp-config") + 2] == "--strict-mcp-config"
+    assert cc.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:5555"
+    assert cc.env["ENABLE_TOOL_SEARCH"] == "false" and cc.env["HOME"].startswith(str(ep))
+    assert cc.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    cx = bc.codex("/bin/true", ep, "PROMPT", cmd, end)
+    cfg = tomllib.loads((ep / "client-home" / ".codex" / "config.toml").read_text())
+    assert cfg["model_providers"]["pushbench"]["base_url"] == "http://127.0.0.1:5555/v1"
+    assert cfg["model_providers"]["pushbench"]["wire_api"] == "responses"
+    srv = cfg["mcp_servers"]["pushbench"]
+    assert [srv["command"], *srv["args"]] == cmd and srv["required"] is True
+    assert srv["startup_readiness"] == "catalog" and srv["env"]["PUSHBENCH_HOME"]
+    assert cfg["features"]["incremental_tools"] is False and cfg["analytics"]["enabled"] is False
+    assert cx.env["CODEX_HOME"] == str(ep / "client-home" / ".codex")
+    for launch in (cc, cx):  # offline: no inherited keys, every non-loopback route closed
+        assert "sk-real-key-must-not-leak" not in json.dumps(launch.env)
+        assert launch.env["HTTPS_PROXY"] == bc.DEAD_PROXY and "127.0.0.1" in launch.env["NO_PROXY"]
+    real = bc.Endpoint(base_url="https://models.invalid", api_key="k", model="m", offline=False)
+    assert "HTTPS_PROXY" not in bc.claude_code("/bin/true", ep, "P", cmd, real).env
+
+
+def test_compare_names_the_first_difference():
+    a = {"calls": [{"tool": "search", "args": {"q": 1}, "ok": True, "valid_count": 0},
+                   {"tool": "final", "args": {}, "ok": True, "valid_count": 0}],
+         "success": False, "valid_count": 0, "terminated_by": "final"}
+    assert blackbox_run.compare(a, a)["calls_equal"]
+    b = json.loads(json.dumps(a))
+    b["calls"][1]["tool"] = "status"
+    assert blackbox_run.compare(a, b)["first_difference"] == 2
+    c = {**a, "calls": a["calls"][:1], "terminated_by": None}
+    row = blackbox_run.compare(a, c)
+    assert row["first_difference"] == 2 and row["steps_harness"] == 1
+    assert row["ended_harness"] is None
+
+
+def test_a_client_that_hangs_is_killed_at_the_timeout(tmp_path):
+    script = tmp_path / "claude"
+    script.write_text("#!/bin/sh\necho started\nsleep 300 &\nwait\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    b = blackbox_run.Batch(agent="claude-code", tasks=[TASK], seeds=[0], condition="default",
+                           out=tmp_path / "out", policy="diligent", timeout=2,
+                           client_bin=str(script))
+    summary = blackbox_run.run_batch(b, log=lambda m: None)
+    ep = blackbox_run.episode_dir(b, TASK, 0)
+    client = json.loads((ep / "client.json").read_text())
+    assert client["timed_out"] and client["rc"] != 0 and client["seconds"] < 60
+    assert (ep / "client.out").read_text() == "started\n"
+    assert summary["recorded"] == 0 and summary["never_started"]  # the client never started it
+    assert (ep / "prompt.txt").read_text().count('"tool":"reset"') == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--agent", "cursor"], "choose claude-code or codex"),
+    (["--agent", "codex", "--condition", "nagging"], "--condition 'nagging'"),
+    (["--agent", "codex"], "exactly one of --model-server"),
+    (["--agent", "codex", "--model-server", "llm"], "not an offline policy"),
+    (["--agent", "codex", "--model-server", "diligent", "--params", "{\"x\": 1}"],
+     "unknown parameter"),
+    (["--agent", "codex", "--model-server", "diligent", "--seeds", "a"], "integers"),
+    (["--agent", "codex", "--base-url", "http://x", "--api-key-env", "PB_UNSET_KEY_VAR"],
+     "not set"),
+])
+def test_blackbox_run_input_errors(tmp_path, args, message):
+    os.environ.pop("PB_UNSET_KEY_VAR", None)
+    r = CliRunner().invoke(app, ["blackbox", "run", "--tasks", TASK, "--out", str(tmp_path),
+                                 *args])
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_mcp_prompt_with_task_ends_with_the_first_observation():
+    r = CliRunner().invoke(app, ["mcp-prompt", "checklist", "--task", TASK, "--seed", "1"])
+    assert r.exit_code == 0
+    first = r.output.split("```json\n", 1)[1].split("\n```", 1)[0]
+    obs = json.loads(first)
+    assert obs["tool"] == "reset" and obs["result"]["target"] == 10
+    assert r.output.startswith("You are connected") and "Keep this checklist" in r.output
+    bad = CliRunner().invoke(app, ["mcp-prompt", "default", "--task", "RepoScan-nope-N10"])
+    assert bad.exit_code == 2 and "RepoScan-nope-N10" in bad.output
