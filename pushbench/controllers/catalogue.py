@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from .. import paths
 
 KNOWN_COMPONENTS = ("progress_state", "dedupe", "page_memory", "buffered_submit",
-                    "completion_gate", "unit_tracker", "unit_redirect")
+                    "completion_gate", "unit_tracker", "unit_redirect", "placebo")
 
 
 class Composition(BaseModel):

@@ -29,14 +29,14 @@ _PROPOSED_LIMIT = 2000
 
 def _load_components() -> None:
     # Family-specific component modules register themselves on import.
-    from . import units  # noqa: F401
+    from . import placebo, units  # noqa: F401
 
 
 class Controller(gym.Wrapper):
     """Wrap ``env`` with the components named in ``components`` (order fixed by ORDER)."""
 
     ORDER = ("buffered_submit", "dedupe", "page_memory", "unit_tracker", "unit_redirect",
-             "completion_gate", "progress_state")
+             "completion_gate", "progress_state", "placebo")
 
     def __init__(self, env: gym.Env, name: str, components: tuple[str, ...]) -> None:
         super().__init__(env)
@@ -102,7 +102,8 @@ class Controller(gym.Wrapper):
 
     def _decorate(self, obs: str, labels: list[str], messages, decoded: dict | None = None) -> str:
         shows_progress = any(c.shows_progress for c in self.components)
-        if not shows_progress and not messages:
+        extra = [c for c in self.components if hasattr(c, "extra_block")]
+        if not shows_progress and not messages and not extra:
             return obs
         decoded = dict(decoded if decoded is not None else json.loads(obs))
         if shows_progress:
@@ -110,6 +111,9 @@ class Controller(gym.Wrapper):
             for c in self.components:
                 c.decorate(progress, self.state, self.family)
             decoded["progress"] = progress
+        for c in extra:  # blocks other than progress (the placebo)
+            key, block = c.extra_block(self.state, self.family)
+            decoded[key] = block
         if messages:
             decoded["controller"] = {"interventions": labels, "message": " | ".join(messages)}
         return json.dumps(decoded, ensure_ascii=True, separators=(",", ":"))

@@ -15,9 +15,11 @@ POLICIES: dict[str, str] = {
     "diligent": "pushbench.policies.diligent:DiligentPolicy",
     # the no-judgement floor (scripted, not simulated; describe() says floor: true)
     "exhaustive": "pushbench.policies.exhaustive:ExhaustivePolicy",
-    "simulated-weak": "pushbench.policies.simulated:SimulatedWeak",
-    "simulated-mid": "pushbench.policies.simulated:SimulatedMid",
-    "simulated-strong": "pushbench.policies.simulated:SimulatedStrong",
+    # competent base + named mechanisms, and the presets (documented mechanism combinations)
+    "simulated-base": "pushbench.policies.mechanisms.policy:SimulatedPolicy",
+    "simulated-weak": "pushbench.policies.mechanisms.policy:SimulatedWeak",
+    "simulated-mid": "pushbench.policies.mechanisms.policy:SimulatedMid",
+    "simulated-strong": "pushbench.policies.mechanisms.policy:SimulatedStrong",
     # SWE-lite only; knows the reference fixes (describe(): oracle/simulated), never an agent row
     "diligent-oracle": "pushbench.policies.swelite_agents:DiligentOraclePolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
@@ -29,7 +31,7 @@ POLICIES: dict[str, str] = {
 
 # Policies that need no network or model and are deterministic per seed.
 OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "simulated-mid",
-                                     "simulated-strong", "exhaustive")
+                                     "simulated-strong", "exhaustive", "simulated-base")
 
 
 def policy_class(name: str) -> type[Policy]:
