@@ -278,3 +278,11 @@ def test_presets_are_documented_combinations():
     assert rec["policy"]["label"] == "simulated-weak" and rec["simulated"]
     rec = run_episode(REPO, "standard", "simulated-base", 0, policy_params={"window": 4})
     assert rec["policy"]["label"] == "simulated-base[window=4]"
+
+
+def test_dataops_window_forgets_finished_units_unless_noted():
+    """A finished unit is known from its verdict while that is in view, and from notes after."""
+    full, _, _ = drive(DATA, "standard", {"notes_loss": 1.0})
+    assert verdicts(full)["duplicate"] == 0  # no notes, but every verdict is still in view
+    short, _, _ = drive(DATA, "standard", {"notes_loss": 1.0, "window": 6})
+    assert verdicts(short)["duplicate"] > 0  # no notes and the verdicts fell out of view

@@ -46,6 +46,13 @@ class DataOpsAgent:
         self.tally = 0
         self.verified = True
         self.last_action: dict | None = None
+        self.read_at: dict[str, dict] = {}  # unit -> the observation it was read done in
+
+    @property
+    def read_done(self) -> set[str]:
+        """Units read as done in an observation that is still in view."""
+        ids = {id(o) for o in self.history}
+        return {u for u, o in self.read_at.items() if id(o) in ids}
 
     # ----- views of what is in memory -----------------------------------------------------
     def listed(self) -> tuple[list[str], int, int | None]:
@@ -63,7 +70,9 @@ class DataOpsAgent:
         return order, (missing[0] if missing or pages is None else 0), pages
 
     def done(self) -> set[str]:
-        out = set(self.notes)
+        """Units it believes finished: accepted or duplicate verdicts (as it read them) still in
+        view, its notes, and units an added block lists as submitted/accepted."""
+        out = set(self.notes) | self.read_done
         for o in self.history:
             out |= reading.units_under(o, DONE_WORDS)
         return out
@@ -115,6 +124,7 @@ class DataOpsAgent:
             for uid, verdict in read:
                 if verdict in ("accepted", "duplicate"):
                     self._finished(uid)
+                    self.read_at[uid] = obs
                 elif verdict == "rejected":
                     self._failed(uid)
             if bump is not None:
