@@ -124,7 +124,7 @@ def test_run_bad_overrides(tmp_path, args, needle):
     ({"policies": [{"name": "simulated-weak", "params": {"window": "4"}}]}, "'window'"),
     ({"policies": [{"name": "random", "params": {"stop_rate": 1.5}}]}, "'stop_rate'"),
     ({"policies": [{"name": "diligent", "params": {"care": 1}}]}, "'care'"),
-    ({"policies": [{"name": "simulated-mid", "params": {"attention": 0.5}}],
+    ({"policies": [{"name": "simulated-mid", "params": {"overbatch": 0.5}}],
       "tasks": ["DataOps-N3"]}, "no effect on dataops"),
     ({"policies": [{"name": "random", "params": {"stop_rate": 0.1}}], "tasks": ["DataOps-N3"]},
      "no effect on dataops"),

@@ -75,7 +75,7 @@ def llama_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("llama") / "server.log"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
            "--chat_format", "chatml-function-calling", "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "3072", "--n_threads", "2"]
+           "--port", str(port), "--n_ctx", "8192", "--n_threads", "2"]  # room for full context
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
@@ -200,3 +200,24 @@ def test_local_model_concurrent_async(llama_server, tmp_path):
         keep(record)
         check(record, eps[i]["policy"])
         assert record["controller"]["name"] == "stateqgp"
+
+
+@pytest.mark.parametrize("context", [None, 256])
+def test_local_model_context_arms(llama_server, context, tmp_path):
+    """Both arms of the context factor against the real model: ``context_tokens: null`` sends
+    the whole conversation (up to the model's own window), 256 keeps only the newest turn; the
+    record stores the budget and the turns dropped, and the labels tell the arms apart."""
+    budget = 3
+    params = {**local_params(llama_server, "llm", tmp_path), "context_tokens": context}
+    record = run_episode(TASK, "standard", "llm", 0, budget=budget, policy_params=params)
+    keep(record)
+    assert record["terminated_by"] in ("budget", "final", "ask_user"), record.get("error")
+    assert record["metrics"] == metrics.episode_metrics(record)
+    assert record["llm"]["context_tokens"] == context
+    calls = record["llm"]["model_calls"]
+    if context is None:
+        assert record["llm"]["dropped_turns"] == 0
+        assert record["policy"]["label"].endswith("context=full]")
+    else:  # the pinned messages alone exceed 256: from the third call on, old turns go
+        assert record["llm"]["dropped_turns"] >= (calls - 2 if calls >= 3 else 0)
+        assert record["policy"]["label"].endswith("context=256]")

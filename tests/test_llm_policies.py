@@ -420,3 +420,35 @@ def test_cli_concurrency_runs_the_async_executor(params, tmp_path):
     assert (manifest["experiment"]["executor"], manifest["experiment"]["workers"]) == ("async", 3)
     summary = manifest["invocations"][-1]["summary"]
     assert (summary["executor"], summary["workers"], summary["ran"]) == ("async", 3, 3)
+
+
+@pytest.mark.parametrize("policy", BACKENDS)
+def test_full_context_arm_sends_everything_and_pairs_with_the_trimmed_one(stub, params, policy):
+    """``context_tokens: null`` drops nothing; the record says so, the labels tell the arms
+    apart and the report pairs them (trimmed - full) on matched episodes."""
+    from pushbench.analysis.context_deltas import context_deltas
+
+    full = episode(policy, params, budget=8, context_tokens=None)
+    n_full = len(stub.requests)
+    assert full["llm"]["context_tokens"] is None and full["llm"]["dropped_turns"] == 0
+    sizes = [len(req["messages"]) for req in stub.requests]
+    assert sizes == sorted(sizes) and sizes[-1] > sizes[0]  # the history only grows
+    trimmed = episode(policy, params, budget=8, context_tokens=2500)
+    assert trimmed["llm"]["context_tokens"] == 2500 and trimmed["llm"]["dropped_turns"] > 0
+    assert max(len(req["messages"]) for req in stub.requests[n_full:]) < sizes[-1]
+    assert full["policy"]["label"].endswith("context=full]")
+    assert trimmed["policy"]["label"].endswith("context=2500]")
+    rows = context_deltas([full, trimmed], n_resamples=99)
+    drop = rows[(rows["metric"] == "dropped_turns")]
+    assert len(drop) == 1 and drop.iloc[0]["context_a"] == "2500" \
+        and drop.iloc[0]["context_b"] == "full"
+    assert drop.iloc[0]["delta"] == trimmed["llm"]["dropped_turns"]
+
+
+def test_report_writes_context_deltas(stub, params, tmp_path):
+    from pushbench.analysis.output import write_report
+
+    eps = [episode("llm", params, budget=8, context_tokens=c) for c in (None, 2500)]
+    frames = write_report(eps, tmp_path / "rep", n_resamples=99)
+    assert (tmp_path / "rep" / "context_deltas.csv").is_file()
+    assert set(frames["context_deltas"]["context_b"]) == {"full"}

@@ -53,7 +53,7 @@ def test_different_seeds_differ_for_simulated_agents():
 def test_simulated_records_are_labelled():
     rec = run_episode("RepoScan-N10", "standard", "simulated-mid", 0)
     assert rec["simulated"] is True and rec["policy"]["simulated"] is True
-    assert rec["policy"]["params"]["window"] == 8
+    assert rec["policy"]["mechanisms"]["window"] == 8
     assert run_episode("RepoScan-N10", "standard", "diligent", 0)["simulated"] is False
 
 

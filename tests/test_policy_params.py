@@ -12,8 +12,9 @@ from pydantic import BaseModel
 
 from pushbench.policies import (POLICIES, PolicyParamsError, UnsupportedFamily, make_policy,
                                 policy_class, validate_params)
-from pushbench.policies.dataops.agents import PRESETS as DATAOPS_PRESETS
-from pushbench.policies.reposcan.simulated import PRESETS as REPOSCAN_PRESETS
+from pushbench.policies.simulated import FAMILY_PRESETS
+
+DATAOPS_PRESETS, REPOSCAN_PRESETS = FAMILY_PRESETS["dataops"], FAMILY_PRESETS["reposcan"]
 from pushbench.runner.episode import run_episode
 
 
@@ -35,9 +36,9 @@ def test_every_policy_has_a_strict_params_model(name):
     ("simulated-weak", {"window": 0}, "'window'"),
     ("simulated-weak", {"window": True}, "'window'"),
     ("simulated-weak", {"window": 4.5}, "'window'"),
-    ("simulated-mid", {"accuracy": 1.5}, "'accuracy'"),
+    ("simulated-mid", {"misjudge": 1.5}, "'misjudge'"),
     ("simulated-mid", {"give_up": -0.1}, "'give_up'"),
-    ("simulated-strong", {"patience": -1}, "'patience'"),
+    ("simulated-strong", {"stuck": -1}, "'stuck'"),
     ("random", {"stop_rate": "0.1"}, "'stop_rate'"),
     ("diligent", {"window": 4}, "'window'"),
     ("diligent-oracle", {"solve_all": "yes"}, "'solve_all'"),
@@ -53,7 +54,7 @@ def test_bad_params_name_policy_and_param(name, params, needle):
 @pytest.mark.parametrize("name, params, family, ok", [
     ("simulated-weak", {"window": 4}, "reposcan", True),
     ("simulated-weak", {"window": 4}, "dataops", True),
-    ("simulated-weak", {"attention": 0.5}, "dataops", False),
+    ("simulated-weak", {"overbatch": 0.5}, "dataops", False),
     ("simulated-weak", {"skip_verify": 0.5}, "reposcan", False),
     ("simulated-weak", {"skip_verify": 0.5}, "dataops", True),
     ("simulated-weak", {}, "swelite", False),
@@ -81,8 +82,9 @@ def test_dataops_simulated_window_is_forwarded_for_real():
     task = "DataOps-b1-N5"
     base = run_episode(task, "standard", "simulated-mid", 3)
     small = run_episode(task, "standard", "simulated-mid", 3, policy_params={"window": 2})
-    assert base["policy"]["params"] == DATAOPS_PRESETS["mid"]  # what the DataOps agent used
-    assert small["policy"]["params"] == {**DATAOPS_PRESETS["mid"], "window": 2}
+    assert base["policy"]["mechanisms"] == DATAOPS_PRESETS["mid"]  # what the DataOps agent used
+    assert small["policy"]["mechanisms"] == {**DATAOPS_PRESETS["mid"], "window": 2}
+    assert small["policy"]["params"] == {"window": 2}  # as given: the label's part
     assert small["calls"] != base["calls"]  # the override changed the behaviour
 
 
@@ -93,14 +95,14 @@ def test_dataops_agent_keeps_the_window_it_was_given():
     env = pushbench.make("DataOps-b1-N3")
     obs, _ = env.reset(seed=0)
     pol.reset(obs)
-    assert pol._delegate.memory.maxlen == 3 and pol.describe()["params"]["window"] == 3
+    assert pol.agent.history.maxlen == 3 and pol.describe()["mechanisms"]["window"] == 3
     env.close()
 
 
 def test_reposcan_records_keep_the_reposcan_preset():
     rec = run_episode("RepoScan-N10", "standard", "simulated-weak", 0,
                       policy_params={"window": 6})
-    assert rec["policy"]["params"] == {**REPOSCAN_PRESETS["weak"], "window": 6}
+    assert rec["policy"]["mechanisms"] == {**REPOSCAN_PRESETS["weak"], "window": 6}
 
 
 def test_random_on_dataops_records_no_params():
@@ -113,9 +115,9 @@ def test_random_on_dataops_records_no_params():
 def test_reset_refuses_a_param_without_effect_on_the_family():
     import pushbench
 
-    pol = make_policy("simulated-weak", seed=0, attention=0.5)  # fine for RepoScan
+    pol = make_policy("simulated-weak", seed=0, overbatch=0.5)  # fine for RepoScan
     env = pushbench.make("DataOps-b1-N3")
     obs, _ = env.reset(seed=0)
-    with pytest.raises(PolicyParamsError, match="'attention'.*dataops"):
+    with pytest.raises(PolicyParamsError, match="'overbatch'.*dataops"):
         pol.reset(obs)
     env.close()

@@ -36,7 +36,9 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
                  info: dict | None = None, run_dir: str | Path | None = None,
                  figures: Sequence[str] | None = None, steps_reference: bool = True,
                  ci_method: str = DEFAULT_METHOD) -> dict[str, pd.DataFrame]:
-    """Write ``summary.csv``, ``paired_deltas.csv`` and ``report.md`` into ``out_dir``.
+    """Write ``summary.csv``, ``paired_deltas.csv`` and ``report.md`` into ``out_dir`` (and
+    ``context_deltas.csv`` when LLM episodes ran a full and a trimmed context arm:
+    :mod:`.context_deltas`).
 
     ``info`` is the run's :func:`~pushbench.runner.runinfo.run_info` (what ran, planned and
     missing episodes); ``run_dir`` where the traces live (default ``out_dir``); ``figures``
@@ -45,6 +47,8 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
     ``episodes``, ``summary``, ``paired_deltas`` and, under ``"report_md"``, the markdown text.
     The same input and ``seed`` give byte-identical files.
     """
+    if not isinstance(episodes, pd.DataFrame):
+        episodes = list(episodes)
     df = as_frame(episodes)
     summary = summary_table(df, steps_reference=steps_reference)
     deltas = paired_deltas(df, metrics=metrics, seed=seed, n_resamples=n_resamples,
@@ -54,6 +58,13 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
     (out / "summary.csv").write_bytes(to_csv_bytes(summary))
     (out / "paired_deltas.csv").write_bytes(to_csv_bytes(deltas))
     frames = {"episodes": df, "summary": summary, "paired_deltas": deltas}
+    if not isinstance(episodes, pd.DataFrame):  # LLM context arms: context_deltas.csv
+        from .context_deltas import context_deltas
+
+        ctx = context_deltas(episodes, seed=seed, n_resamples=n_resamples)
+        if not ctx.empty:
+            (out / "context_deltas.csv").write_bytes(to_csv_bytes(ctx))
+            frames["context_deltas"] = ctx
     traces = Path(run_dir) / "traces" if run_dir is not None else out / "traces"
     prefix = Path(os.path.relpath(traces, out)).as_posix() + "/"
     text = report_md.render(frames, info, seed=seed, n_resamples=n_resamples,

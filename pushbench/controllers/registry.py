@@ -7,7 +7,7 @@ this module imports them all, so the catalogue (which names a YAML file may use)
 
 from __future__ import annotations
 
-from . import units  # noqa: F401  (registers the DataOps / SWE-lite components)
+from . import placebo, units  # noqa: F401  (register the placebo and DataOps / SWE-lite components)
 from .components import REGISTRY, Component
 
 

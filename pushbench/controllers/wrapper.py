@@ -93,7 +93,8 @@ class Controller(gym.Wrapper):
 
     def _decorate(self, obs: str, labels: list[str], messages, decoded: dict | None = None) -> str:
         shows_progress = any(c.shows_progress for c in self.components)
-        if not shows_progress and not messages:
+        extra = [c for c in self.components if hasattr(c, "extra_block")]
+        if not shows_progress and not messages and not extra:
             return obs
         decoded = dict(decoded if decoded is not None else json.loads(obs))
         if shows_progress:
@@ -101,6 +102,9 @@ class Controller(gym.Wrapper):
             for c in self.components:
                 c.decorate(progress, self.state, self.family)
             decoded["progress"] = progress
+        for c in extra:  # blocks other than progress (the placebo)
+            key, block = c.extra_block(self.state, self.family)
+            decoded[key] = block
         if messages:
             decoded["controller"] = {"interventions": labels, "message": " | ".join(messages)}
         return json.dumps(decoded, ensure_ascii=True, separators=(",", ":"))

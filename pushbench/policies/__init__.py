@@ -20,9 +20,11 @@ POLICIES: dict[str, str] = {
     "diligent": "pushbench.policies.offline:DiligentPolicy",
     # the no-judgement floor (scripted, not simulated; describe() says floor: true)
     "exhaustive": "pushbench.policies.offline:ExhaustivePolicy",
-    "simulated-weak": "pushbench.policies.offline:SimulatedWeak",
-    "simulated-mid": "pushbench.policies.offline:SimulatedMid",
-    "simulated-strong": "pushbench.policies.offline:SimulatedStrong",
+    # competent base + named mechanisms, and the presets (documented mechanism combinations)
+    "simulated-base": "pushbench.policies.mechanisms.policy:SimulatedPolicy",
+    "simulated-weak": "pushbench.policies.mechanisms.policy:SimulatedWeak",
+    "simulated-mid": "pushbench.policies.mechanisms.policy:SimulatedMid",
+    "simulated-strong": "pushbench.policies.mechanisms.policy:SimulatedStrong",
     # SWE-lite only; knows the reference fixes (describe(): oracle/simulated), never an agent row
     "diligent-oracle": "pushbench.policies.offline:DiligentOraclePolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
@@ -34,7 +36,7 @@ POLICIES: dict[str, str] = {
 
 # Policies that need no network or model and are deterministic per seed.
 OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "simulated-mid",
-                                     "simulated-strong", "exhaustive")
+                                     "simulated-strong", "exhaustive", "simulated-base")
 
 
 def policy_class(name: str) -> type[Policy]:

@@ -7,7 +7,9 @@ labels. The label is, in order of precedence:
 * an explicit label (an experiment's ``label:`` field of a policy entry);
 * for a policy that talks to a model (its params have ``model``): the name plus the model and,
   when set, the base URL: ``llm[model=gpt-4.1-mini]``,
-  ``llm[model=qwen,base_url=http://localhost:8000/v1]``; prices, timeouts and retries do not
+  ``llm[model=qwen,base_url=http://localhost:8000/v1]``, plus the context budget when it is
+  given (``llm[model=gpt-4.1,context=16000]``, ``llm[model=gpt-4.1,context=full]`` for
+  ``context_tokens: null``: two arms of a context experiment); prices, timeouts and retries do not
   name a different agent (entries of one experiment that differ only there need explicit
   labels, which :mod:`pushbench.runner.experiment` enforces);
 * for a black-box agent (``blackbox-mcp[:agent]:condition``): the name, which already carries
@@ -59,6 +61,8 @@ def derived_label(name: str, params: dict | None = None) -> str:
         return name
     if "model" in params:
         shown = [(k, params[k]) for k in MODEL_PARAMS if params.get(k) is not None]
+        if "context_tokens" in params:  # a context budget names an arm of a context experiment
+            shown.append(("context", params["context_tokens"] or "full"))
     else:
         defaults = json.loads(_defaults(name)) if params else {}
         shown = sorted((k, v) for k, v in params.items()

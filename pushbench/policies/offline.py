@@ -1,6 +1,6 @@
 """The named offline policies: one name, one agent per task family.
 
-``diligent``, ``random``, ``exhaustive``, ``simulated-*`` and ``diligent-oracle`` are the names
+``diligent``, ``random``, ``exhaustive`` and ``diligent-oracle`` are the names
 experiments use. Each is the RepoScan agent of :mod:`.reposcan` (its parameters, schema and
 behaviour) and, on another family, hands the episode at ``reset`` to that family's agent from
 :data:`AGENTS`, the table ``(policy, family) -> agent factory``. Factories take the policy's
@@ -21,7 +21,7 @@ from pydantic import Field
 
 from .base import NoParams, Policy, UnsupportedFamily, parse_observation
 from .dataops import agents as dataops_agents, floor as dataops_floor
-from .reposcan import diligent, exhaustive, random_policy, simulated
+from .reposcan import diligent, exhaustive, random_policy
 from .swelite import agents as swelite_agents
 
 NO_SWELITE_FLOOR = (
@@ -129,35 +129,6 @@ class ExhaustivePolicy(_PerFamily, exhaustive.ExhaustivePolicy):
     def reset(self, first_observation: str) -> None:
         if not self._hand_over(first_observation, "exhaustive", check=False):
             super().reset(first_observation)
-
-
-class SimulatedAgent(_PerFamily, simulated.SimulatedAgent):
-    """A simulated preset (SIMULATED: mechanisms, not a model); on DataOps the overrides go to
-    the DataOps simulated agent and the record's ``params`` are the ones in effect there."""
-
-    def _delegate_args(self) -> tuple[tuple, dict]:
-        return (self.preset,), dict(self.overrides)
-
-    def reset(self, first_observation: str) -> None:
-        if self._hand_over(first_observation, "simulated"):
-            self.params = dict(self._delegate.params)  # what is in effect (and recorded)
-        else:
-            super().reset(first_observation)
-
-
-class SimulatedWeak(SimulatedAgent):
-    name = "simulated-weak"
-    preset = "weak"
-
-
-class SimulatedMid(SimulatedAgent):
-    name = "simulated-mid"
-    preset = "mid"
-
-
-class SimulatedStrong(SimulatedAgent):
-    name = "simulated-strong"
-    preset = "strong"
 
 
 class OracleParams(NoParams):

@@ -43,7 +43,9 @@ class LLMConfig(BaseModel):
     max_tokens: int = Field(default=512, ge=1)
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     tool_choice: Literal["auto", "required", "none"] | None = "auto"
-    context_tokens: int = Field(default=8000, ge=256)
+    # None: no trimming, the whole conversation is sent (up to the model's own window): the
+    # full-context arm of a context experiment (docs/llm.md, "Context as a factor").
+    context_tokens: int | None = Field(default=8000, ge=256)
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=8, ge=0)
     backoff_base: float = Field(default=1.0, ge=0)

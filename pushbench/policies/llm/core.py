@@ -184,7 +184,10 @@ class AgentCore:
         block = self.memory.context_block() if self.memory else None
         if block:
             system["content"] += "\n\n" + block
-        kept, dropped = trim([system, *messages[1:]], self.cfg.context_tokens)
+        if self.cfg.context_tokens is None:  # full context: nothing is dropped
+            kept, dropped = [system, *messages[1:]], 0
+        else:
+            kept, dropped = trim([system, *messages[1:]], self.cfg.context_tokens)
         stats.dropped_turns += dropped
         stats.max_view_tokens_est = max(stats.max_view_tokens_est, view_tokens(kept))
         return kept, [messages[0], *kept[1:]]
