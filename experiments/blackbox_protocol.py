@@ -19,7 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from pushbench import blackbox_clients, blackbox_run
+from pushbench import blackbox_run
+from pushbench.blackbox import clients as blackbox_clients
 from pushbench.blackbox import full_records_from_run_dirs, write_evaluation
 
 HERE = Path(__file__).resolve().parent

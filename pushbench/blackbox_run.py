@@ -3,7 +3,7 @@
 For every (task, seed) it prepares ``OUT/<agent>/<task>/<condition>/seed<S>/`` with ``agent/``
 (the client's working directory; the workspace copy lands in ``agent/repo``), ``run/`` (the
 record, out of the agent's view), ``client-home/`` (the client's own HOME and configuration),
-writes the client's configuration (:mod:`pushbench.blackbox_clients`), runs the client headless
+writes the client's configuration (:mod:`pushbench.blackbox.clients`), runs the client headless
 with a per-episode timeout (its whole process group is killed at the deadline), keeps its
 output (``client.out``, ``client.err``, ``client.json``) and finally evaluates the batch like
 ``pushbench evaluate`` into ``OUT/<agent>/report``.
@@ -29,8 +29,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import blackbox_clients as clients
-from .blackbox_prompt import episode_prompt
+from .blackbox import clients
+from .blackbox.episode_prompt import episode_prompt
 
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
 HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", "timed_out",

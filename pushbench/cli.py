@@ -426,7 +426,7 @@ def mcp_prompt_cmd(
     if task is None:
         print(PROMPTS[condition])
         return
-    from .blackbox_prompt import episode_prompt
+    from .blackbox.episode_prompt import episode_prompt
 
     try:
         print(episode_prompt(condition, task, seed, controller, instance, budget), end="")
@@ -535,7 +535,8 @@ def blackbox_run_cmd(
     """Run a batch of episodes through a real client headless, then evaluate it."""
     import json as _json
 
-    from . import blackbox_clients, blackbox_run
+    from . import blackbox_run
+    from .blackbox import clients as blackbox_clients
     from .blackbox import PROMPTS
 
     if agent not in blackbox_clients.LAUNCHERS:

@@ -21,7 +21,8 @@ import pytest
 pytest.importorskip("mcp", reason="needs the 'mcp' extra")
 pytest.importorskip("starlette", reason="needs the 'modelserver' extra")
 
-from pushbench import blackbox_clients, blackbox_run  # noqa: E402
+from pushbench import blackbox_run  # noqa: E402
+from pushbench.blackbox import clients as blackbox_clients  # noqa: E402
 from pushbench.runner.episode import run_episode  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -84,7 +85,7 @@ def test_claude_mcp_list_health_checks_then_the_agent_run(tmp_path):
     """The issue's sequence: ``claude mcp add``, ``claude mcp list`` twice (each starts the
     server), then the headless run: the checks must not use up or refuse the episode."""
     from pushbench import modelserver
-    from pushbench.blackbox_prompt import episode_prompt
+    from pushbench.blackbox.episode_prompt import episode_prompt
 
     claude = binary("claude-code")
     ep, task = tmp_path / "ep", "RepoScan-requests-docstring-N10"

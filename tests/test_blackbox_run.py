@@ -12,7 +12,7 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
-from pushbench import blackbox_clients as bc
+from pushbench.blackbox import clients as bc
 from pushbench import blackbox_run
 from pushbench.cli import app
 

@@ -22,7 +22,7 @@ import scipy.stats
 from rich.console import Console
 from test_report import line
 
-from pushbench import report
+from pushbench.analysis import report
 from pushbench.analysis import frame, stats
 
 # mutmut runs the code from its own copy, through trampoline functions (warnings name those)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 import pushbench  # noqa: E402
-from pushbench.blackbox_prompt import episode_prompt  # noqa: E402
+from pushbench.blackbox.episode_prompt import episode_prompt  # noqa: E402
 from pushbench.modelserver import PolicyBackend, build_app  # noqa: E402
 from pushbench.modelserver import app as app_mod  # noqa: E402
 from pushbench.modelserver.app import RequestLog, check_loopback  # noqa: E402

@@ -19,7 +19,8 @@ pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra
 import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from pushbench import audit, blackbox  # noqa: E402
+from pushbench import blackbox  # noqa: E402
+from pushbench.blackbox import audit  # noqa: E402
 from test_mcp_server import (TASK, env_part, load, params, replay, server_args,  # noqa: E402
                              _session)
 
@@ -115,7 +116,7 @@ def _rechain(run_dir, edit):
 
 
 def test_replay_that_disagrees_is_refused_naming_the_step(tmp_path):
-    from pushbench.mcp_server import SetupError
+    from pushbench.blackbox.session import SetupError
 
     run_dir = tmp_path / "run"
     with _session(run_dir) as s:
@@ -138,7 +139,7 @@ def test_replay_that_disagrees_is_refused_naming_the_step(tmp_path):
 
 
 def test_workspace_recognised_refused_or_prepared_again(tmp_path):
-    from pushbench.mcp_server import SetupError
+    from pushbench.blackbox.session import SetupError
 
     run_dir, ws, other = tmp_path / "run", tmp_path / "ws", tmp_path / "other"
     with _session(run_dir, workspace=ws) as s:

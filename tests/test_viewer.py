@@ -215,7 +215,7 @@ def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_pat
     """Real black-box sessions (the MCP server's session object), one edited after the fact."""
     pytest.importorskip("mcp")
     from pushbench.blackbox import full_records_from_run_dirs, write_evaluation
-    from pushbench.mcp_server import BlackBoxSession
+    from pushbench.blackbox.session import BlackBoxSession
 
     def session(name, calls, **kw):
         with BlackBoxSession("RepoScan-requests-docstring-N10", tmp_path / name, argv=["test"],

@@ -52,7 +52,7 @@ def small_run(out: Path, report: bool = False) -> Path:
     from pushbench.runner.executors import EpisodeResult, encode_trace, episode_line
     from pushbench.runner.experiment import load_experiment
     from pushbench.runner.sweep import report_and_plot, run_experiment
-    from pushbench.runner.writer import RunDir
+    from pushbench.runner.rundir import RunDir
 
     run_experiment(load_experiment(EXPERIMENT), out, progress=False)
     records = [run_episode(HOSTILE_TASK, "standard", MarkupInFinal(seed=0), seed=0)]

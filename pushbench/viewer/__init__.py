@@ -8,7 +8,7 @@ licence (``static/LICENSE``).
 
 Data flow: episode lines through the analysis frame (:mod:`pushbench.analysis.frame`), failure
 classes from :mod:`pushbench.analysis.failures`, run facts from
-:mod:`pushbench.runner.runinfo`, full records from :func:`pushbench.runner.writer.load_trace`.
+:mod:`pushbench.runner.runinfo`, full records from :func:`pushbench.runner.rundir.load_trace`.
 One data file per episode (``data/ep/<key>.js``) is loaded only when that episode is opened, so
 the overview of a 10,000-episode run loads a few small files.
 """

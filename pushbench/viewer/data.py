@@ -5,7 +5,7 @@ of our own): episode lines via :func:`pushbench.analysis.frame.load_episodes` an
 :func:`~pushbench.analysis.frame.episodes_frame`, outcome classes via
 :func:`pushbench.analysis.failures.failure_class`, run facts via
 :func:`pushbench.runner.runinfo.run_info`, full records via
-:func:`pushbench.runner.writer.load_trace`. The summary table and paired deltas are the run's
+:func:`pushbench.runner.rundir.load_trace`. The summary table and paired deltas are the run's
 own ``summary.csv`` / ``paired_deltas.csv`` when they are at least as new as
 ``episodes.jsonl`` (what ``pushbench run``/``report``/``evaluate`` wrote), else computed here by
 :func:`~pushbench.analysis.summary.summary_table` and

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import paths
 from ..analysis.frame import controller_rank
-from ..runner.writer import TRACES, load_trace
+from ..runner.rundir import TRACES, load_trace
 from .data import file_stem, gather, plain
 
 STATIC = ("index.html", "viewer.js", "viewer.css", "LICENSE")

@@ -2,7 +2,7 @@
 
 **Base** (:class:`DataOpsAgent`): lists the backlog, then per unit in list order ``inspect``,
 reads every file of the unit, computes the answer or edit from the contents
-(:mod:`~pushbench.policies.dataops_solvers`), ``answer``/``write_file``, ``run_verifier``,
+(:mod:`~pushbench.policies.dataops.solvers`), ``answer``/``write_file``, ``run_verifier``,
 ``submit`` when it passed; a unit whose check fails twice is abandoned. Units it has seen
 accepted are written to its notes. Its tally is the verified count it reads in each result; it
 calls ``final`` once that tally reaches the target (an unverified tally is confirmed with
@@ -252,7 +252,7 @@ class StaleReinspection(_DataOps):
 @register
 class AnswerErrors(_DataOps):
     """Answer errors: the model computes a wrong value or a wrong edit (a plausible slip:
-    off-by-one, wrong column, a typo; :func:`~pushbench.policies.dataops_solvers.perturb`).
+    off-by-one, wrong column, a typo; :func:`~pushbench.policies.dataops.solvers.perturb`).
 
     ``answer_error`` = p: each computed answer/edit is such a mistake with probability p.
     """

@@ -1,7 +1,7 @@
 """The competent RepoScan base agent and the RepoScan-only mechanisms.
 
 **Base** (:class:`RepoScanAgent`): reads the property from the objective, works through its
-queries (:func:`~pushbench.policies.judge.queries_for`) page by page, judges each hit from its
+queries (:func:`~pushbench.policies.reposcan.judge.queries_for`) page by page, judges each hit from its
 snippet (``yes``/``maybe`` are submitted), submits what a page gave (at most 10 ids a call),
 never resubmits an id it remembers sending, never re-reads a page it remembers, and keeps its
 tally at the verified count it reads in each result. It calls ``final`` once that tally reaches

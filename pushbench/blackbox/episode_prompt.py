@@ -8,7 +8,7 @@ policy from the conversation alone. The observation is public (no verdict, nothi
 
 from __future__ import annotations
 
-from .blackbox import prompt_text
+from .prompts import prompt_text
 
 FIRST_OBSERVATION_HEADER = ("The episode's first observation (the JSON an in-process agent gets "
                             "from reset):")
@@ -17,7 +17,7 @@ FIRST_OBSERVATION_HEADER = ("The episode's first observation (the JSON an in-pro
 def first_observation(task: str, seed: int = 0, controller: str | None = "standard",
                       instance: str | None = None, budget: int | None = None) -> str:
     """The reset observation text of the episode ``pushbench mcp`` serves with these options."""
-    from . import make
+    from .. import make
 
     kwargs = {"budget": budget} if budget is not None else {}
     env = make(task, **kwargs) if controller in (None, "none") else \

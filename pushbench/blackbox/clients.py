@@ -92,13 +92,13 @@ def server_env() -> dict[str, str]:
     client's HOME is temporary, so without this the server would look for the cache in the
     temporary home and build every snapshot again.
     """
-    from . import paths
+    from .. import paths
 
     return {"PUSHBENCH_HOME": str(paths.home())}
 
 
 def _base_env(home: Path, endpoint: Endpoint) -> dict[str, str]:
-    from . import paths
+    from .. import paths
 
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
     env.update(HOME=str(home), PUSHBENCH_HOME=str(paths.home()), NO_COLOR="1")
