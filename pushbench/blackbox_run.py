@@ -187,7 +187,7 @@ def write_rows(rows: list[dict], path: Path) -> None:
 
 def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
     """Run every episode of ``b``, evaluate them, and (with a policy) pair them in-process."""
-    from .blackbox import full_records_from_run_dirs, write_evaluation
+    from .blackbox.evaluate import full_records_from_run_dirs, write_evaluation
 
     binary = clients.find_binary(b.agent, b.client_bin)
     version = clients.client_version(binary)

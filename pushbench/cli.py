@@ -537,7 +537,7 @@ def blackbox_run_cmd(
 
     from . import blackbox_run
     from .blackbox import clients as blackbox_clients
-    from .blackbox import PROMPTS
+    from .blackbox.prompts import PROMPTS
 
     if agent not in blackbox_clients.LAUNCHERS:
         _fail(f"--agent {agent!r}: choose claude-code or codex")

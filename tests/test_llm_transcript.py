@@ -14,7 +14,7 @@ pytest.importorskip("openai")
 
 from pushbench.policies.llm.stub import StubServer  # noqa: E402
 from pushbench.runner.episode import run_episode  # noqa: E402
-from pushbench.runner.executors import episode_line  # noqa: E402
+from pushbench.records import episode_line  # noqa: E402
 
 
 def _episode(policy: str, tmp_path, budget: int = 8) -> dict:

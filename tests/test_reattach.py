@@ -19,7 +19,7 @@ pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra
 import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from pushbench import blackbox  # noqa: E402
+from pushbench.blackbox import evaluate as blackbox  # noqa: E402
 from pushbench.blackbox import audit  # noqa: E402
 from test_mcp_server import (TASK, env_part, load, params, replay, server_args,  # noqa: E402
                              _session)

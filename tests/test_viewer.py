@@ -214,7 +214,7 @@ def test_server_listens_on_loopback_only_and_serves_the_site(site):
 def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_path):
     """Real black-box sessions (the MCP server's session object), one edited after the fact."""
     pytest.importorskip("mcp")
-    from pushbench.blackbox import full_records_from_run_dirs, write_evaluation
+    from pushbench.blackbox.evaluate import full_records_from_run_dirs, write_evaluation
     from pushbench.blackbox.session import BlackBoxSession
 
     def session(name, calls, **kw):

@@ -49,7 +49,8 @@ def small_run(out: Path, report: bool = False) -> Path:
 
     from pushbench.policies.llm.stub import StubServer
     from pushbench.runner.episode import run_episode
-    from pushbench.runner.executors import EpisodeResult, encode_trace, episode_line
+    from pushbench.records import encode_trace, episode_line
+    from pushbench.runner.spec import EpisodeResult
     from pushbench.runner.experiment import load_experiment
     from pushbench.runner.sweep import report_and_plot, run_experiment
     from pushbench.runner.rundir import RunDir

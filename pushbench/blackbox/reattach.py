@@ -77,7 +77,7 @@ def _action(proposed: dict) -> Any:
     """The ``env.step`` action a trace line's ``proposed`` call stands for."""
     name = proposed.get("tool")
     if proposed.get("oversized"):  # refused by its size alone: any text past the limit will do
-        from .envs.spaces import MAX_ACTION_BYTES
+        from ..envs.spaces import MAX_ACTION_BYTES
 
         return proposed.get("head", "") + " " * (MAX_ACTION_BYTES + 1)
     if "unreadable" in proposed:
