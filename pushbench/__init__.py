@@ -12,8 +12,8 @@ from .registration import list_tasks, make, register_all
 
 def make_vec(task_id: str, num_envs: int, controller: str | None = None, **kwargs):
     """``num_envs`` copies of ``make(task_id, controller)`` as a Gymnasium vector env
-    (:func:`pushbench.adapters.vector.make_vec`)."""
-    from .adapters.vector import make_vec as _make_vec
+    (:func:`pushbench.vector.make_vec`)."""
+    from .vector import make_vec as _make_vec
 
     return _make_vec(task_id, num_envs, controller=controller, **kwargs)
 

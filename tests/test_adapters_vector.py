@@ -1,4 +1,4 @@
-"""The vector-env contract (pushbench.adapters.vector): every family, sync and async, bare and
+"""The vector-env contract (pushbench.vector): every family, sync and async, bare and
 controller-wrapped; NEXT_STEP autoreset as documented; records equal the runner's."""
 
 from __future__ import annotations

@@ -14,6 +14,6 @@ controller and seed. Only :mod:`.vector` is imported here: the others need their
 
 from __future__ import annotations
 
-from .vector import make_vec
+from ..vector import make_vec
 
 __all__ = ["make_vec"]

@@ -38,7 +38,7 @@ WORKSPACE_MARKER = "workspace.json"
 
 
 def _setup_error(msg: str) -> Exception:
-    from .session import SetupError
+    from .files import SetupError
 
     return SetupError(msg)
 
@@ -147,7 +147,7 @@ def resume(session) -> Any:
               "pid": os.getpid(), "replayed_steps": session.base.steps_used,
               "dropped_unanswered": dropped}
     run["reattached"] = list(run.get("reattached") or []) + [attach]
-    from .session import write_json_atomic
+    from .files import write_json_atomic
 
     write_json_atomic(run_dir / RUN_FILE, run)
     session.reattached = run["reattached"]
@@ -178,7 +178,7 @@ def write_workspace_marker(session, files: int | None) -> None:
     """Record in the run dir which workspace this run prepared (out of the agent's view)."""
     if session.workspace is None:
         return
-    from .session import write_json_atomic
+    from .files import write_json_atomic
 
     write_json_atomic(session.run_dir / WORKSPACE_MARKER,
                       {"path": str(session.workspace), "run_id": session.run_id,

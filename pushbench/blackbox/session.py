@@ -48,29 +48,7 @@ _WORKSPACE_SKIP_FILES = re.compile(r"(^\.pushbench.*|\.py[co]$|\.json\.gz$|\.git
                                    r"|\.gitignore$|^\.coverage.*)")
 
 
-class SetupError(RuntimeError):
-    """The server cannot start as asked (the message says what to do)."""
-
-
-# ----- small file helpers -----------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: Path, obj: Any, sync_dir: bool = True) -> None:
-    """Write ``obj`` as JSON to ``path`` via a temporary file, ``fsync`` and ``os.replace``.
-
-    Readers (and a killed process) always see a whole file. ``sync_dir`` also makes the rename
-    itself survive a power cut; per-call rewrites skip it (the fsync'd trace covers that case).
-    """
-    data = json.dumps(obj, ensure_ascii=True, indent=1, default=repr).encode()
-    paths.write_private(path, data, fsync=True)  # 0600: the agent must not read the record
-    if sync_dir:
-        _fsync_dir(path.parent)
+from .files import SetupError, write_json_atomic  # noqa: E402,F401  (one home; re-exported)
 
 
 def _inside(a: Path, b: Path) -> bool:

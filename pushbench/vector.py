@@ -53,8 +53,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from ..registration import make
-from ..tasks import get_task
+from .registration import make
+from .tasks import get_task
 
 MODES = ("sync", "async")
 AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
