@@ -58,7 +58,7 @@ from ..controllers import components_of
 from ..envs.base import check_budget
 from ..policies.llm.config import LLMConfig
 from ..policies.llm.core import PLAIN_TEXT_NOTE, AgentCore, call_action, text_action
-from ..policies.llm.driver import _serialised
+from ..runner.episode import serialised
 from ..registration import make
 from ..tasks import get_task, manifests
 
@@ -174,7 +174,7 @@ def pushbench_agent() -> Solver:
         # Building and resetting fill shared caches on first use: off the event loop and one at
         # a time, as the runner's asyncio driver does it.
         env = await anyio.to_thread.run_sync(functools.partial(
-            _serialised, make, meta["task_id"], controller=meta["controller"],
+            serialised, make, meta["task_id"], controller=meta["controller"],
             **({"budget": meta["budget_override"]} if meta["budget_override"] else {})))
         model = get_model()
         record: dict | None = None
@@ -182,7 +182,7 @@ def pushbench_agent() -> Solver:
             options = ({env.unwrapped._instance_option: meta["instance"]}
                        if meta["pinned_instance"] else None)
             obs, _ = await anyio.to_thread.run_sync(functools.partial(
-                _serialised, env.reset, seed=meta["seed"], options=options))
+                serialised, env.reset, seed=meta["seed"], options=options))
             meta["instance"] = env.unwrapped.instance
             core = AgentCore(_PROMPT_CONFIG)
             system, user = core.start(obs)

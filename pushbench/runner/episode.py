@@ -91,7 +91,7 @@ def run_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
 _ENV_LOCK = threading.Lock()
 
 
-def _serialised(fn, *args, **kwargs):
+def serialised(fn, *args, **kwargs):
     """Run ``fn`` holding the environment-construction lock (first loads fill shared caches)."""
     with _ENV_LOCK:
         return fn(*args, **kwargs)
@@ -105,13 +105,13 @@ async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed
     Uses the policy's ``adrive`` (a policy owning its loop) or ``aact`` when it has them, else
     its ``act`` inline.
     """
-    env = await asyncio.to_thread(_serialised, _make_env, task_id, controller, budget)
+    env = await asyncio.to_thread(serialised, _make_env, task_id, controller, budget)
     pol: Policy | None = None
     failure: PolicyError | None = None
     try:
         pol = _make_policy(policy, seed, policy_params)
         # The first reset of an instance loads its index (tens of ms): keep it off the loop.
-        obs, _ = await asyncio.to_thread(_serialised, env.reset, seed=seed,
+        obs, _ = await asyncio.to_thread(serialised, env.reset, seed=seed,
                                          options=env.unwrapped.reset_options(instance))
         pol.reset(obs)
         try:
