@@ -959,7 +959,14 @@ def test_duplicate_error_lists_at_most_ten_keys_sorted():
     with pytest.raises(report.DuplicateEpisodesError) as err:
         matched_means(df, report.MATCH, ["success"])
     msg = str(err.value)
-    assert msg.startswith("12 match key(s) hold more than one episode")
+    assert msg.startswith(
+        "12 match key(s) hold more than one episode; a paired delta needs one episode per key "
+        "and side (were two runs or two differently parametrised agents mixed under one label?): ")
+    for n, more in ((10, False), (11, True)):
+        with pytest.raises(report.DuplicateEpisodesError) as err:
+            matched_means(report.episodes_frame(eps[:n] + twins[:n]), report.MATCH, ["success"])
+        assert str(err.value).endswith(" ...") is more
+        assert more or str(err.value).endswith(f"<- {eps[9]['key']}, {eps[9]['key']}|again")
     assert msg.endswith(" ...") and msg.count(" <- ") == 10
     first = msg.split(": ", 1)[1].split("; ")[0]
     assert first == ("{'target': '10', 'task_id': 'RS-i1-N10', 'instance': 'i1', 'seed': '0'}"
