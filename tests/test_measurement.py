@@ -1079,8 +1079,9 @@ def test_printed_summary_headers_follow_each_tables_seed_count():
 def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
     from pushbench.analysis.deltas import delta_stats, delta_table
 
-    eps = suite(targets=(10,), seeds=range(6), n_instances=3)
+    eps = suite(targets=(10,), seeds=range(12), n_instances=6)
     df = report.episodes_frame(eps)
+    assert not report.paired_deltas(df, metrics=["success"], n_resamples=199)["degenerate"].any()
     explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
     pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
     pd.testing.assert_frame_equal(
