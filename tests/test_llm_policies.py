@@ -380,7 +380,7 @@ def test_async_executor_through_the_runner(params, tmp_path):
     assert len(lines) == 8 and all(x["usage"]["calls"] == 3 for x in lines)
 
 
-@pytest.mark.parametrize("name,episodes", [("llm_ablation", 1944),
+@pytest.mark.parametrize("name,episodes", [("llm_ablation", 3888),
                                            ("llm_memory_baselines", 648)])
 def test_llm_experiment_templates_load(name, episodes):
     from pathlib import Path
@@ -395,6 +395,10 @@ def test_llm_experiment_templates_load(name, episodes):
         assert cfg.model and (cfg.price() is not None or cfg.model == "gpt-5.4")
     if name == "llm_memory_baselines":
         assert exp.controllers == ["standard"]
+    if name == "llm_ablation":  # both context arms of every agent (context as a factor)
+        contexts = {p.params["context_tokens"] for p in exp.policies}
+        assert contexts == {16000, None}
+        assert len({p.report_label for p in exp.policies}) == len(exp.policies)
 
 
 def test_cli_concurrency_runs_the_async_executor(params, tmp_path):
