@@ -36,8 +36,6 @@ AGENTS: dict[tuple[str, str], Callable[..., Any]] = {
     ("random", "dataops"): dataops_agents.random,
     ("random", "swelite"): swelite_agents.random,
     ("exhaustive", "dataops"): dataops_floor.guessing,
-    ("simulated", "dataops"): dataops_agents.simulated,
-    ("simulated", "swelite"): swelite_agents.simulated,  # raises: no simulated SWE-lite agent
 }
 
 
@@ -64,11 +62,6 @@ def random_for(family: str, rng, **params):
 def exhaustive_for(family: str, rng, **params):
     """The no-judgement floor of ``family`` (see :mod:`.reposcan.exhaustive`): DataOps guesses."""
     return agent_for("exhaustive", family, rng, **params)
-
-
-def simulated_for(family: str, rng, preset: str, **params):
-    """``preset`` is the preset name (weak / mid / strong); the family maps it to parameters."""
-    return agent_for("simulated", family, rng, preset, **params)
 
 
 def _family(first_observation: str) -> str:

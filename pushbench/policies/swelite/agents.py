@@ -16,7 +16,7 @@
   ``final`` reporting the verified count (0 unless a unit already passes). A floor, not a solver.
 * :class:`SWELiteRandom` (``random``): uniformly random calls over the SWE-lite tools.
 
-There is no simulated SWE-lite agent; ``simulated-*`` policies raise ``NotImplementedError``.
+There is no simulated SWE-lite agent; ``simulated-*`` policies raise ``UnsupportedFamily``.
 """
 
 from __future__ import annotations
@@ -213,8 +213,3 @@ def diligent(rng, **params) -> SWELiteTriage:
 
 def random(rng, **params) -> SWELiteRandom:
     return SWELiteRandom(rng=rng, **params)
-
-
-def simulated(rng, preset="mid", **params):
-    raise NotImplementedError("there is no simulated SWE-lite agent; use diligent-oracle to "
-                              "prove solvability or an LLM policy")
