@@ -354,3 +354,11 @@ def test_whole_report_is_byte_identical_for_a_fixed_seed(tmp_path):
     other = _report(tmp_path / "a", tmp_path / "seed1", seed=1)
     assert other["summary.csv"] == a["summary.csv"]
     assert other["paired_deltas.csv"] != a["paired_deltas.csv"]
+
+
+def test_make_executor_names_close_matches_for_an_unknown_name():
+    from pushbench.errors import UnknownNameError
+    from pushbench.runner.registry import make_executor
+
+    with pytest.raises(UnknownNameError, match=r"unknown executor 'procss'\. Did you mean: process"):
+        make_executor("procss")

@@ -6,6 +6,7 @@ experiment validates ``executor`` and ``executor_options`` against this table.
 
 from __future__ import annotations
 
+from ..errors import unknown
 from .executors.async_ import AsyncExecutor
 from .executors.base import Executor
 from .executors.local import InProcessExecutor, LocalPoolExecutor
@@ -19,16 +20,16 @@ EXECUTORS: dict[str, type[Executor]] = {
 }
 
 
-
 def make_executor(name: str = "auto", workers: int = 1, **options) -> Executor:
     """Executor ``name`` (``auto``: a process pool when ``workers > 1``, else in-process).
 
     ``options`` (the experiment's ``executor_options``) go to the executor's constructor.
+    An unknown name raises :class:`~pushbench.errors.UnknownNameError` (close matches named).
     """
     if name == "auto":
         name = "process" if workers > 1 else "inprocess"
     if name not in EXECUTORS:
-        raise ValueError(f"unknown executor {name!r}; known: auto, {', '.join(EXECUTORS)}")
+        raise unknown("executor", name, ["auto", *EXECUTORS])
     return EXECUTORS[name](workers=workers, **options)
 
 
