@@ -64,7 +64,8 @@ def test_inspect_eval_cli_with_the_openai_compatible_provider(llama_server, tmp_
         values = sample.scores["qgp_scorer"].value
         expected = score_values(rec)
         assert all(_same(values[k], expected[k]) for k in SCORE_KEYS)
-        assert any(m.role == "assistant" for m in sample.messages)
+        # the tools reached the model: it answered with tool calls, not only with text
+        assert any(m.role == "assistant" and m.tool_calls for m in sample.messages)
     reported = {s.name: s.metrics["mean"].value for s in log.results.scores}
     [rec] = [s.metadata["record"] for s in log.samples]
     assert reported["steps_used"] == rec["steps_used"]
@@ -84,6 +85,7 @@ def test_openenv_llm_rollouts(llama_server):  # noqa: F811
     from pushbench.adapters.openenv_rollout import llm_rollout
 
     chat = openai.OpenAI(base_url=llama_server, api_key="unused", max_retries=2, timeout=600)
+    tool_calls = 0
     with start_server() as url, PushBenchClient(base_url=url).sync() as env:
         for task, seed in (("RepoScan-N10", 0), ("DataOps-N3", 1)):
             out = llm_rollout(env, chat, MODEL, task, seed, controller="stateqgp",
@@ -96,3 +98,5 @@ def test_openenv_llm_rollouts(llama_server):  # noqa: F811
             assert [p["accepted"] for p in out.reward_parts] == [c["reward"] for c in rec["calls"]]
             assert out.total == pytest.approx(_expected_return(rec, WEIGHTS), abs=1e-12)
             assert any(m["role"] == "assistant" for m in out.messages)
+            tool_calls += sum(bool(m.get("tool_calls")) for m in out.messages)
+    assert tool_calls > 0  # the tools reached the model (llama.cpp needs tool_choice "auto")

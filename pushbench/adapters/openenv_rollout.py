@@ -53,9 +53,14 @@ def _take(env, action: PushBenchAction, out: Rollout):
 
 def llm_rollout(env, chat, model: str, task: str, seed: int, *, max_tokens: int = 256,
                 temperature: float = 1.0, sampling_seed: int | None = None,
-                context_tokens: int | None = None, **reset_kwargs: Any) -> Rollout:
+                context_tokens: int | None = None, tool_choice: str | None = "auto",
+                **reset_kwargs: Any) -> Rollout:
     """One episode of ``model`` (an ``openai.OpenAI`` client ``chat``) on the sync OpenEnv
     client ``env``. ``reset_kwargs``: controller, instance, budget, reward_weights.
+
+    ``tool_choice`` is sent explicitly (``None`` leaves it out): ``"auto"`` is the OpenAI
+    default when tools are given, but some servers (llama-cpp-python's
+    ``chatml-function-calling``) offer the tools to the model only when it is set.
 
     ``context_tokens``: trim each request to about this many tokens with the native policy's
     context view (oldest turns first); ``Rollout.messages`` keeps the whole conversation.
@@ -71,7 +76,8 @@ def llm_rollout(env, chat, model: str, task: str, seed: int, *, max_tokens: int 
         resp = chat.chat.completions.create(
             model=model, messages=request, tools=tools, max_tokens=max_tokens,
             temperature=temperature, **({"seed": sampling_seed} if sampling_seed is not None
-                                        else {}))
+                                        else {}),
+            **({"tool_choice": tool_choice} if tool_choice else {}))
         msg = resp.choices[0].message
         calls = list(msg.tool_calls or [])
         out.messages.append({"role": "assistant", "content": msg.content or "", **(
