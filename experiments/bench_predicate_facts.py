@@ -9,15 +9,15 @@ source text already in memory (file reading excluded, the same for both):
 * ``parse``: ``ast.parse`` of every file alone (the floor both passes share);
 * ``v5 facts``: the earlier pass (parse + statement-only walk), reproduced below verbatim
   as the baseline;
-* ``facts``: today's :func:`~pushbench.families.reposcan.indexer.facts_in_source`;
-* ``index``: :func:`~pushbench.families.reposcan.indexer.definitions_in_source` (the search
-  index a cold build makes), for scale.
+* ``facts``: today's :func:`indexer.facts_in_source`;
+* ``index``: :func:`indexer.definitions_in_source` (the search index a cold build makes),
+  for scale;
 
 and prints ``facts / v5 facts`` (the overhead ratio) and the same ratio for the walks alone
 (parse time subtracted). Pass costs are CPU seconds of this process, best of ``--reps``
-interleaved rounds, so other jobs on a shared machine weigh less. Then it times, in this process, the first
-make+reset of one instance per snapshot (memos dropped, index file cached on disk) and the warm
-make+reset of every RepoScan task afterwards, against issue 11's 0.3 s rule.
+interleaved rounds, so other jobs on a shared machine weigh less. Then it times, in this
+process, the first make+reset of one instance per snapshot (memos dropped, index file cached on
+disk) and the warm make+reset of every RepoScan task afterwards, against issue 11's 0.3 s rule.
 
     python experiments/bench_predicate_facts.py [--reps 5]
 

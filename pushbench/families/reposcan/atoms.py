@@ -26,7 +26,8 @@ function's body without the bodies of nested functions, classes and lambdas:
 ``calls:X``      its own body calls something whose last dotted name is ``X`` (``X(...)``,
                  ``obj.X(...)``, ``a.b.X(...)``). What a nested ``def``/``class``/``lambda``
                  evaluates when the function runs (decorators, default values, base classes)
-                 counts; the nested bodies do not.
+                 counts; the nested bodies do not. Only call expressions count: a decorator
+                 written without parentheses (``@X``) is not one.
 ``annotated``    a return annotation and an annotation on every parameter (``*args`` and
                  ``**kwargs`` included), except a method's first positional parameter when it
                  is named ``self`` or ``cls``.

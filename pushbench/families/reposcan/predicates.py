@@ -1,4 +1,4 @@
-"""RepoScan predicates over :class:`~pushbench.families.reposcan.indexer.Facts` (in memory, never on disk).
+"""The RepoScan predicate language over :class:`~.indexer.Facts` (in memory, never on disk).
 
 A predicate is a boolean expression over atoms (the properties in :mod:`.atoms`), parsed once by
 :func:`parse_predicate` into a :class:`Predicate`: its spec, a test over one definition's facts,
@@ -153,7 +153,8 @@ class _Parser:
             self.take()
             node = self.expr(depth + 1)
             if not self.at(")"):
-                self.fail(f"expected ')' to close the '(' at column {t.col}, found {_show(self.tok)}")
+                self.fail(f"expected ')' to close the '(' at column {t.col}, found "
+                          f"{_show(self.tok)}")
             self.take()
             return node
         return self.atom()
@@ -165,9 +166,8 @@ class _Parser:
                 self.spec) and not self.spec.strip() else ""
             self.fail(f"expected a property such as 'docstring', 'not' or '(', found "
                       f"{_show(t)}{empty}")
-        if t.text in KEYWORDS:
-            self.fail(f"expected a property before '{t.text}'" if t.text != "not"
-                      else "expected a property")
+        if t.text in KEYWORDS:  # `and`/`or` (a `not` here is read by `unary`)
+            self.fail(f"expected a property before '{t.text}'")
         self.take()
         name = t.text
         if name == atoms.LINES:
