@@ -249,6 +249,9 @@ def call_of_call():
     X()()
 def getattr_call(o):
     getattr(o, "X")()
+def local_annotation():
+    y: X() = 1
+    z: list[X()]
 def own_default(v=X()):
     pass
 @X()
@@ -656,6 +659,11 @@ class _Reference(ast.NodeVisitor):
         for n in [*node.args.defaults, *node.args.kw_defaults]:
             if n is not None:
                 self.visit(n)
+
+    def visit_AnnAssign(self, node):  # a local annotation is never evaluated
+        self.visit(node.target)
+        if node.value is not None:
+            self.visit(node.value)
 
     def visit_ClassDef(self, node):
         for n in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:

@@ -27,7 +27,8 @@ function's body without the bodies of nested functions, classes and lambdas:
                  ``obj.X(...)``, ``a.b.X(...)``). What a nested ``def``/``class``/``lambda``
                  evaluates when the function runs (decorators, default values, base classes)
                  counts; the nested bodies do not. Only call expressions count: a decorator
-                 written without parentheses (``@X``) is not one.
+                 written without parentheses (``@X``) is not one, and a call in a local
+                 variable's annotation (``x: X() = 1``, never evaluated) does not count.
 ``annotated``    a return annotation and an annotation on every parameter (``*args`` and
                  ``**kwargs`` included), except a method's first positional parameter when it
                  is named ``self`` or ``cls``.

@@ -5,8 +5,8 @@ Two views of the same definitions, from one walk of each file's ``ast``:
 * :class:`Definition`: what search shows (identifier, kind, signature, location, snippet). This
   is the only thing written to disk (``$PUSHBENCH_HOME/index/*.json.gz``, private to the user).
 * :class:`Facts`: what the predicates read (docstring, assert, return, raise, yield, calls,
-  decorators, parameters, annotations, size). Facts are **never written to disk**: a cache of them would be an answer key
-  (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
+  decorators, parameters, annotations, size). Facts are **never written to disk**: a cache of
+  them would be an answer key (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
   source the first time a process needs them and keeps them in memory only.
 
 Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing
@@ -94,7 +94,8 @@ _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SCALAR_FIELDS = frozenset({"ctx", "op", "id", "attr", "arg", "name", "asname", "module",
                             "level", "names", "type_comment", "kind", "kwd_attrs", "rest",
                             "is_async", "simple", "conversion"})
-_CHILDREN: dict[type, tuple[str, ...]] = {ast.Constant: ()}  # AST class -> fields to walk
+# AST class -> fields to walk. A local variable's annotation is never evaluated (PEP 526).
+_CHILDREN: dict[type, tuple[str, ...]] = {ast.Constant: (), ast.AnnAssign: ("target", "value")}
 
 
 def _children(kind: type) -> tuple[str, ...]:
