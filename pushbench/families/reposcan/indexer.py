@@ -4,9 +4,9 @@ Two views of the same definitions, from one walk of each file's ``ast``:
 
 * :class:`Definition`: what search shows (identifier, kind, signature, location, snippet). This
   is the only thing written to disk (``$PUSHBENCH_HOME/index/*.json.gz``, private to the user).
-* :class:`Facts`: what the predicates read (docstring, assert, return, raise, decorators,
-  parameter names). Facts are **never written to disk**: a cache of them would be an answer key
-  (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
+* :class:`Facts`: what the predicates read (docstring, assert, return, raise, yield, calls,
+  decorators, parameters, annotations, size). Facts are **never written to disk**: a cache of
+  them would be an answer key (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
   source the first time a process needs them and keeps them in memory only.
 
 Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing
@@ -19,7 +19,9 @@ Identifier: ``<path relative to the root, forward slashes>::<dotted qualified na
 definitions may share one identifier (conditional definitions); the verifier accepts an
 identifier when any of them satisfies the predicate.
 
-A function's *own body* excludes the bodies of nested functions, classes and lambdas.
+A function's *own body* excludes the bodies of nested functions, classes and lambdas. What a
+nested ``def``/``class``/``lambda`` evaluates when the enclosing function runs (its decorators,
+default values, base classes and class keywords) is part of the own body for ``calls``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import ast
 import gzip
 import json
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ... import paths
@@ -66,6 +68,15 @@ class Facts:
     raises: bool
     decorated: bool
     params: tuple[str, ...]  # positional-only, positional and keyword-only parameter names
+    # Added for the predicate language (defaults keep older constructors working).
+    star_params: tuple[str, ...] = ()  # the names of ``*args`` and ``**kwargs``, if any
+    is_async: bool = False
+    in_class: bool = False  # innermost enclosing scope is a class (search shows kind "method")
+    yields: bool = False  # ``yield`` / ``yield from`` in its own body
+    decorators: tuple[str, ...] = ()  # last dotted name of each named decorator, calls stripped
+    calls: frozenset[str] = frozenset()  # last dotted names of what its own body calls
+    annotated: bool = False  # every parameter but a method's self/cls, and the return
+    lines: int = 0  # end_lineno - lineno + 1 of the ``def`` (decorators not counted)
 
 
 @dataclass
@@ -73,37 +84,109 @@ class _OwnBody:
     has_assert: bool = False
     returns_value: bool = False
     raises: bool = False
+    yields: bool = False
+    calls: set[str] = field(default_factory=set)
 
 
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+# Fields that never hold a node that can contain a call or a yield (names, flags, contexts,
+# operators): skipping them makes the walk over every expression cheaper.
+_SCALAR_FIELDS = frozenset({"ctx", "op", "id", "attr", "arg", "name", "asname", "module",
+                            "level", "names", "type_comment", "kind", "kwd_attrs", "rest",
+                            "is_async", "simple", "conversion"})
+# AST class -> fields to walk. A local variable's annotation is never evaluated (PEP 526).
+_CHILDREN: dict[type, tuple[str, ...]] = {ast.Constant: (), ast.AnnAssign: ("target", "value")}
+
+
+def _children(kind: type) -> tuple[str, ...]:
+    names = _CHILDREN.get(kind)
+    if names is None:
+        names = _CHILDREN[kind] = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
+    return names
+
+
+def _last_name(node) -> str | None:
+    """``X`` for ``X`` or ``a.b.X``; None for anything else (subscripts, calls, lambdas)."""
+    kind = type(node)
+    if kind is ast.Name:
+        return node.id
+    if kind is ast.Attribute:
+        return node.attr
+    return None
+
+
+def _evaluated_by_definition(node) -> list:
+    """What running a nested ``def``/``class``/``lambda`` statement evaluates in the enclosing
+    function: decorators, default values, bases and class keywords (never the nested body, and
+    not annotations, which ``from __future__ import annotations`` leaves unevaluated)."""
+    if type(node) is ast.ClassDef:
+        return [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+    out = [] if type(node) is ast.Lambda else list(node.decorator_list)
+    out += node.args.defaults
+    out += [d for d in node.args.kw_defaults if d is not None]
+    return out
 
 
 def _own_body_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _OwnBody:
-    """Statement facts of one function body without entering nested scopes.
+    """Facts of one function's own body: every node but the bodies of nested scopes.
 
-    ``assert``, ``return`` and ``raise`` are statements, and statements only occur in the
-    statement lists of compound statements (expressions, lambdas included, hold none), so only
-    those lists are walked; nested ``def``/``class`` bodies are skipped.
+    Nested ``def``/``async def``/``class``/``lambda`` contribute only what their definition
+    evaluates (:func:`_evaluated_by_definition`), which holds no statements, so ``assert``,
+    ``return`` and ``raise`` are exactly the function's own statements.
     """
     facts = _OwnBody()
     stack = list(fn.body)
     while stack:
         node = stack.pop()
-        if isinstance(node, _SCOPE_NODES):
+        if node is None:  # ``None`` entries of lists (dict ``**`` keys, keyword-only defaults)
             continue
         kind = type(node)
+        if kind in _SCOPE_NODES or kind is ast.Lambda:
+            stack.extend(_evaluated_by_definition(node))
+            continue
         if kind is ast.Assert:
             facts.has_assert = True
         elif kind is ast.Return:
             facts.returns_value = facts.returns_value or node.value is not None
         elif kind is ast.Raise:
             facts.raises = True
-        for name in _BLOCKS:
+        elif kind is ast.Yield or kind is ast.YieldFrom:
+            facts.yields = True
+        elif kind is ast.Call:
+            name = _last_name(node.func)
+            if name is not None:
+                facts.calls.add(name)
+        for name in _children(kind):
             sub = getattr(node, name, None)
-            if sub:
+            if type(sub) is list:
                 stack.extend(sub)
+            elif isinstance(sub, ast.AST):
+                stack.append(sub)
     return facts
+
+
+def _decorator_names(fn) -> tuple[str, ...]:
+    """Last dotted name of each decorator, one call stripped: ``@X``, ``@a.b.X``, ``@X(...)``
+    and ``@a.X(...)`` all give ``X``; other expressions (``@d[0]``, ``@f()()``) give none."""
+    out = []
+    for dec in fn.decorator_list:
+        name = _last_name(dec.func if type(dec) is ast.Call else dec)
+        if name is not None:
+            out.append(name)
+    return tuple(out)
+
+
+def _fully_annotated(fn, in_class: bool) -> bool:
+    """Return annotation present and every parameter annotated (``*args``/``**kwargs``
+    included), except a method's first positional parameter when it is named self or cls."""
+    if fn.returns is None:
+        return False
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    if in_class and positional and positional[0].arg in ("self", "cls"):
+        positional = positional[1:]
+    every = [*positional, *a.kwonlyargs, *(p for p in (a.vararg, a.kwarg) if p is not None)]
+    return all(p.annotation is not None for p in every)
 
 
 def _has_docstring(fn) -> bool:
@@ -189,7 +272,12 @@ def facts_in_source(source: str, relpath: str) -> list[Facts]:
             docstring=_has_docstring(fn), has_assert=own.has_assert,
             returns_value=own.returns_value, raises=own.raises,
             decorated=bool(fn.decorator_list),
-            params=tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))))
+            params=tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)),
+            star_params=tuple(p.arg for p in (a.vararg, a.kwarg) if p is not None),
+            is_async=isinstance(fn, ast.AsyncFunctionDef), in_class=in_class,
+            yields=own.yields, decorators=_decorator_names(fn), calls=frozenset(own.calls),
+            annotated=_fully_annotated(fn, in_class),
+            lines=(fn.end_lineno or fn.lineno) - fn.lineno + 1))
 
     _qualname_walk(tree, visit)
     return out
