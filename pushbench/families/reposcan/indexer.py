@@ -209,6 +209,17 @@ def _sources(root: Path):
             continue
 
 
+def unparsable_files(root: Path) -> list[str]:
+    """Relative paths of the ``.py`` files under ``root`` that indexing skips (not UTF-8, not
+    readable, or not parseable by this Python's ``ast``), sorted."""
+    root = Path(root)
+    readable = {rel for rel, src in _sources(root) if _parse(src) is not None}
+    every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                   if p.is_file() and not p.is_symlink()
+                   and ".git" not in p.relative_to(root).parts)
+    return [rel for rel in every if rel not in readable]
+
+
 def index_tree(root: Path) -> list[Definition]:
     """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths)."""
     return [d for rel, src in _sources(root) for d in definitions_in_source(src, rel)]
