@@ -80,10 +80,10 @@ def calibrate(task_ids: Iterable[str], seed: int = 0, policy: str = POLICY,
 
 def headroom_problems(rows: Sequence[CalibrationRow]) -> list[str]:
     """One line per row that fails the headroom check (empty: the budget rule fits)."""
-    return [f"N={r.target}: {POLICY} " + (f"needs {r.steps} steps, budget {r.budget} leaves "
-                                          f"{r.headroom:.2f}x < {HEADROOM}x headroom"
-                                          if r.success else f"did not reach {r.target} in "
-                                          f"{r.steps} steps")
+    return [f"{r.task_id} (N={r.target}): " + (
+                f"needs {r.steps} steps, budget {r.budget} leaves {r.headroom:.2f}x < "
+                f"{HEADROOM}x headroom" if r.success
+                else f"the agent did not reach {r.target} in {r.steps} steps")
             for r in rows if not r.ok]
 
 
