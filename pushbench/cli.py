@@ -160,7 +160,7 @@ def snapshots_add(
                                      log=lambda m: console.print(f"[{name}] {m}",
                                                                  highlight=False))
         defs = indexer.load_index(name)
-        unparsable = indexer.unparsable_files(snapshots.ensure(name))
+        unparsable = indexer.unparsable_files(snapshots.ensure(name), defs)
     except snapshots.SnapshotError as e:
         _fail(str(e))
     skipped = ", ".join(f"{v} {k}" for k, v in (pin.skipped or {}).items() if v) or "none"

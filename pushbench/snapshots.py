@@ -199,6 +199,32 @@ def _private_git(repo) -> None:
             cfg.set_value("core", "sharedRepository", "0600")
 
 
+def _stage_fast(root: Path, files: list[str]) -> bool:
+    """Stage ``files`` as gitpython's ``index.add`` does (raw bytes, no filters or attributes,
+    mode 100755 when owner-executable else 100644), with two git commands instead of one
+    object write per file in Python (~10x faster on thousands of files). Returns False, having
+    done nothing, where the two could differ (a symlink, a newline in a name, no git), so the
+    caller falls back to gitpython and the commit id is the same either way."""
+    paths_ = [root / f for f in files]
+    if any("\n" in f or p.is_symlink() for f, p in zip(files, paths_)) or not files:
+        return False
+    git_cmd = ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false"]
+    try:
+        out = subprocess.run([*git_cmd, "hash-object", "-w", "--no-filters", "--stdin-paths"],
+                             cwd=root, input="\n".join(files) + "\n", capture_output=True,
+                             text=True, check=True).stdout.split()
+        if len(out) != len(files):
+            return False
+        info = "".join(f"{'100755' if p.stat().st_mode & 0o100 else '100644'} {sha}\t{f}\n"
+                       for f, p, sha in zip(files, paths_, out))
+        subprocess.run([*git_cmd, "update-index", "--add", "--index-info"], cwd=root,
+                       input=info, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        (root / ".git" / "index").unlink(missing_ok=True)
+        return False
+    return True
+
+
 def _git_freeze(root: Path) -> str:
     """Make ``root`` a git repo with one reproducible commit; return the commit id."""
     import git  # gitpython; imported lazily because it is only needed at build time
@@ -209,7 +235,8 @@ def _git_freeze(root: Path) -> str:
         str(p.relative_to(root)) for p in root.rglob("*")
         if p.is_file() and ".git" not in p.relative_to(root).parts
     )
-    repo.index.add(files)
+    if not _stage_fast(root, files):
+        repo.index.add(files)
     actor = git.Actor("PushBench", "snapshots@pushbench.invalid")
     commit = repo.index.commit(
         "PushBench snapshot", author=actor, committer=actor,

@@ -71,6 +71,7 @@ def assert_private(root: Path) -> None:
 def test_add_folder_pins_freezes_indexes_and_keeps_it_private(home, tmp_path):
     src = copy_pkg(tmp_path / "src", "json")
     (src / "broken.py").write_text("def f(:\n")  # does not parse: skipped and counted
+    (src / "latin1.py").write_bytes("def f():\n    return '\xe9'\n".encode("latin-1"))
     (src / "link.py").symlink_to(src / "json" / "decoder.py")  # never followed
     pin = snapshots.add_snapshot("j-folder", src)
     assert pin.kind == "folder" and pin.sha256 == pin.tree_sha256
@@ -82,10 +83,32 @@ def test_add_folder_pins_freezes_indexes_and_keeps_it_private(home, tmp_path):
     defs = indexer.load_index("j-folder")
     assert [d.ident for d in defs] == [d.ident for d in indexer.index_tree(src)
                                         if d.path != "link.py"]
-    assert indexer.unparsable_files(root) == ["broken.py"]
+    assert indexer.unparsable_files(root, defs) == indexer.unparsable_files(root) == \
+        ["broken.py", "latin1.py"]
     # the pin file is the one schema load_pins reads back
     assert snapshots.load_pins()["j-folder"] == pin
     assert_private(home)
+
+
+def test_fast_staging_freezes_to_the_same_commit_as_gitpython(tmp_path, monkeypatch):
+    """The git-command staging path must give gitpython's commit id (built-in pins rely on
+    it): raw bytes despite a .gitattributes asking for CRLF conversion, executable bits kept."""
+    trees = []
+    for i in range(2):
+        root = copy_pkg(tmp_path / f"t{i}", "json")
+        (root / ".gitattributes").write_text("* text eol=crlf\n*.py filter=nope\n")
+        (root / ".gitignore").write_text("*.py\n")
+        (root / "crlf.py").write_bytes(b"def f():\r\n    return 1\r\n")
+        (root / "run.sh").write_text("#!/bin/sh\n")
+        (root / "run.sh").chmod(0o700)
+        trees.append(root)
+    fast = snapshots._git_freeze(trees[0])
+    monkeypatch.setattr(snapshots, "_stage_fast", lambda root, files: False)
+    slow = snapshots._git_freeze(trees[1])
+    assert fast == slow
+    blob = git.Repo(trees[0]).head.commit.tree / "crlf.py"
+    assert blob.data_stream.read() == b"def f():\r\n    return 1\r\n"
+    assert (git.Repo(trees[0]).head.commit.tree / "run.sh").mode == 0o100755
 
 
 def test_adding_the_same_source_twice_gives_the_same_pin(home, tmp_path, monkeypatch):
