@@ -254,9 +254,12 @@ def tasks_new(
     t0 = time.perf_counter()
     made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
                     log=lambda m: console.print(m, highlight=False))
-    table = Table("task id", "budget", "diligent steps", "headroom", "floor solved",
-                  "floor accepted", "floor steps",
-                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)")
+    table = Table("budget", "steps", "headroom", "floor", "floor ids", "floor steps",
+                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)",
+                  caption="steps: diligent, unlimited budget; floor: did `exhaustive` reach "
+                          "N within the budget, ids it got accepted, steps it used")
+    table.add_column("task id", no_wrap=True)
+    table.columns.insert(0, table.columns.pop())
     for r in made.rows:
         table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
                       "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
