@@ -163,6 +163,12 @@ def snapshots_add(
         unparsable = indexer.unparsable_files(snapshots.ensure(name), defs)
     except snapshots.SnapshotError as e:
         _fail(str(e))
+    if pin.kind == "git" and rev is None:
+        import git
+
+        if git.Repo(source).is_dirty(untracked_files=True):
+            console.print(f"note: {source} has uncommitted changes; the snapshot is its HEAD "
+                          "commit (--working-tree takes the files as they are)", highlight=False)
     skipped = ", ".join(f"{v} {k}" for k, v in (pin.skipped or {}).items() if v) or "none"
     console.print(
         f"[green]ok[/] {name} ({pin.kind}): {pin.files} files (skipped: {skipped}), "

@@ -232,7 +232,8 @@ def export_git(repo_path: Path, rev: str | None, dest: Path) -> tuple[str, dict[
     try:
         commit = repo.commit(rev or "HEAD")
     except (git.BadName, ValueError, git.GitCommandError) as e:
-        raise SourceError(f"revision {rev or 'HEAD'!r} not found in {repo_path}") from e
+        hint = "" if rev else " (a repository without commits? --working-tree takes its files)"
+        raise SourceError(f"revision {rev or 'HEAD'!r} not found in {repo_path}{hint}") from e
     skipped = {"ignored": 0, "symlinks": 0, "special": 0}
     dest.mkdir(parents=True, exist_ok=True)
     for item in commit.tree.traverse():
