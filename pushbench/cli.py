@@ -69,6 +69,10 @@ console = Console(stderr=True)
 out = Console()
 
 
+_TASKS_DIR_HELP = ("user tasks folder to read and write (sets PUSHBENCH_TASKS for this command "
+                   "and its workers; default: $PUSHBENCH_TASKS, else the cache's user folder)")
+
+
 def _fail(msg: str, code: int = 2) -> None:
     """One ``error: ...`` line on stderr (never wrapped), then exit ``code`` (2: misuse)."""
     console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
@@ -122,12 +126,55 @@ def snapshots_list() -> None:
     """List pinned snapshots and whether each is built."""
     from . import snapshots
 
-    table = Table("snapshot", "sdist", "sha256", "commit", "built at")
+    table = Table("snapshot", "source", "sha256", "commit", "built at")
     for name, pin in sorted(snapshots.load_pins().items()):
         meta = snapshots.info(name)
-        table.add_row(name, pin.requirement, pin.sha256[:12], (pin.commit or "?")[:12],
+        what = pin.requirement if pin.builtin else f"{pin.kind}: {pin.source}"
+        table.add_row(name, what, pin.sha256[:12], (pin.commit or "?")[:12],
                       str(snapshots.snapshot_dir(pin)) if meta else "[yellow]not built[/]")
     out.print(table)
+
+
+@snap_app.command("add")
+def snapshots_add(
+    name: str = typer.Argument(..., help="snapshot name (not a built-in one)"),
+    source: Path = typer.Option(..., "--from", help="an sdist archive (.tar.gz/.zip), a source "
+                                "folder, or a local git repository"),
+    rev: Optional[str] = typer.Option(None, help="git revision (default HEAD)"),
+    working_tree: bool = typer.Option(False, help="take a git repository's files as they are "
+                                      "(uncommitted changes included) instead of a commit"),
+    tasks_dir: Optional[Path] = typer.Option(None, help=_TASKS_DIR_HELP),
+    replace: bool = typer.Option(False, help="re-pin an existing user snapshot to new content"),
+) -> None:
+    """Freeze your own source tree as a snapshot, index it and pin it in a user pins file."""
+    import time
+
+    from . import snapshots
+    from .families.reposcan import indexer
+
+    _use_tasks_dir(tasks_dir)
+    t0 = time.perf_counter()
+    try:
+        pin = snapshots.add_snapshot(name, source, rev, tasks_dir,
+                                     kind="folder" if working_tree else None, replace=replace,
+                                     log=lambda m: console.print(f"[{name}] {m}",
+                                                                 highlight=False))
+        defs = indexer.load_index(name)
+        unparsable = indexer.unparsable_files(snapshots.ensure(name), defs)
+    except snapshots.SnapshotError as e:
+        _fail(str(e))
+    if pin.kind == "git" and rev is None:
+        import git
+
+        if git.Repo(source).is_dirty(untracked_files=True):
+            console.print(f"note: {source} has uncommitted changes; the snapshot is its HEAD "
+                          "commit (--working-tree takes the files as they are)", highlight=False)
+    skipped = ", ".join(f"{v} {k}" for k, v in (pin.skipped or {}).items() if v) or "none"
+    console.print(
+        f"[green]ok[/] {name} ({pin.kind}): {pin.files} files (skipped: {skipped}), "
+        f"{len(defs)} definitions, {len(unparsable)} .py files skipped (not parseable or not "
+        f"UTF-8); sha256 {pin.sha256[:12]}, commit {pin.commit[:12]}; pinned in {pin.origin} "
+        f"({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 
 @snap_app.command("verify")
@@ -143,11 +190,41 @@ def snapshots_verify() -> None:
     console.print("[green]all snapshots match their pins[/]")
 
 
-@app.command("tasks")
-def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with this prefix")) -> None:
-    """List task ids with target and budget."""
+class _TasksGroup(TyperGroup):
+    """``pushbench tasks [PREFIX]`` lists (as before); ``pushbench tasks new ...`` creates."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+tasks_app = typer.Typer(cls=_TasksGroup, help="List task ids; create your own RepoScan tasks.")
+app.add_typer(tasks_app, name="tasks")
+
+
+def _use_tasks_dir(tasks_dir: Optional[Path]) -> None:
+    """Make ``tasks_dir`` the ``$PUSHBENCH_TASKS`` folder of this process and its children."""
+    if tasks_dir is None:
+        return
+    if tasks_dir.exists() and not tasks_dir.is_dir():
+        _fail(f"--tasks-dir {tasks_dir} is a file; give a folder")
+    from .registration import register_all
+    from .tasks import reload
+    from .userdata import ENV_VAR
+
+    os.environ[ENV_VAR] = str(tasks_dir.expanduser().resolve())
+    reload()
+    register_all()
+
+
+@tasks_app.command("list")
+def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with this prefix"),
+              tasks_dir: Optional[Path] = typer.Option(None, help=_TASKS_DIR_HELP)) -> None:
+    """List task ids with target and budget (built-in and user tasks)."""
     from .tasks import all_tasks, list_tasks
 
+    _use_tasks_dir(tasks_dir)
     table = Table("task id", "family", "target", "budget", "instances")
     specs = all_tasks()
     if prefix and not list_tasks(prefix):
@@ -159,6 +236,48 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
         s = specs[tid]
         table.add_row(tid, s.family, str(s.target), str(s.budget), str(len(s.instances)))
     out.print(table)
+
+
+@tasks_app.command("new")
+def tasks_new(
+    snapshot: str = typer.Option(..., help="snapshot name (`pushbench snapshots list`)"),
+    predicate: str = typer.Option(..., help="the property, e.g. docstring or fixture:app"),
+    targets: str = typer.Option("10,25,50,100", help="targets N, comma-separated"),
+    name: Optional[str] = typer.Option(None, help="instance id (default <snapshot>-<predicate>)"),
+    tasks_dir: Optional[Path] = typer.Option(None, help=_TASKS_DIR_HELP),
+    seed: int = typer.Option(0, help="seed of the calibration episodes"),
+) -> None:
+    """Create a RepoScan task: pin its valid set, calibrate its budget, show the floor."""
+    import time
+
+    from .runner.calibration import HEADROOM, new_task
+
+    _use_tasks_dir(tasks_dir)
+    try:
+        wanted = [int(t) for t in _split([targets]) or []]
+    except ValueError:
+        _fail(f"--targets {targets!r}: give comma-separated integers, e.g. 10,25,50,100")
+    t0 = time.perf_counter()
+    made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
+                    log=lambda m: console.print(m, highlight=False))
+    table = Table("budget", "steps", "headroom", "floor", "floor ids", "floor steps",
+                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)",
+                  caption="steps: diligent, unlimited budget; floor: did `exhaustive` reach "
+                          "N within the budget, ids it got accepted, steps it used")
+    table.add_column("task id", no_wrap=True)
+    table.columns.insert(0, table.columns.pop())
+    for r in made.rows:
+        table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
+                      "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
+    out.print(table)
+    solved = sum(r.floor_success for r in made.rows)
+    out.print(f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
+              f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
+              + (" (every one: the task does not test judgement)"
+                 if solved == len(made.rows) else ""), highlight=False)
+    out.print(f"written to {made.path} in {time.perf_counter() - t0:.1f} s; "
+              f"task ids: {', '.join(made.task_ids)} (suites RepoScan-user-N<k>)",
+              highlight=False)
 
 
 def _split(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -191,9 +310,12 @@ def run_cmd(
         0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"),
     report: bool = typer.Option(True, help="print and write the report after the sweep"),
     plot: bool = typer.Option(True, help="write the figures after the sweep"),
+    tasks_dir: Optional[Path] = typer.Option(None, help=_TASKS_DIR_HELP),
 ) -> None:
     """Run an experiment into DIR; re-running the same command resumes where it stopped."""
     import shlex
+
+    _use_tasks_dir(tasks_dir)
 
     from .runner.experiment import load_experiment, parse_seeds
     from .runner.sweep import SweepInterrupted, report_and_plot, run_experiment

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import gymnasium as gym
 
-from .tasks import all_tasks, get_task, list_tasks
+from .errors import PushBenchError
+from .tasks import all_tasks, builtin_tasks, get_task, list_tasks
 
 GYM_NAMESPACE = "PushBench"
 
@@ -16,8 +18,17 @@ def gym_id(task_id: str) -> str:
 
 
 def register_all() -> None:
-    """Register every task id with Gymnasium (idempotent)."""
-    for task_id, spec in all_tasks().items():
+    """Register every task id with Gymnasium (idempotent), user tasks included.
+
+    A user tasks or pins file that cannot be loaded does not stop ``import pushbench``: the
+    built-in ids are registered, a one-line warning goes to stderr, and using any task id
+    raises the file's error."""
+    try:
+        specs = all_tasks()
+    except PushBenchError as e:
+        print(f"[pushbench] user tasks not loaded: {e}", file=sys.stderr, flush=True)
+        specs = builtin_tasks()
+    for task_id, spec in specs.items():
         gid = gym_id(task_id)
         if gid not in gym.registry:
             gym.register(id=gid, entry_point=spec.entry_point, kwargs={"task_id": task_id},

@@ -4,18 +4,27 @@ A family manifest lists instances and targets; task ids are derived from them:
 ``<Family>-<instance>-N<k>`` for one instance and ``<Family>-N<k>`` for the suite, whose reset
 seed picks an instance. Manifests are validated with pydantic on load; an unknown task id fails
 with close-match suggestions.
+
+User tasks (``pushbench tasks new``) live in ``reposcan.yaml`` files of the user folders
+(:mod:`pushbench.userdata`: the cache's ``user/``, then ``$PUSHBENCH_TASKS``), loaded after the
+built-ins in that order. Each instance has the built-in instance fields plus its own
+``targets`` (and the ``calibration`` it was created with); it gets the ids
+``<Prefix>-<instance>-N<k>`` with the family's budget rule, and every user instance with target
+``k`` joins the suite ``<Prefix>-user-N<k>``. An instance name or task id defined twice is an
+error (:class:`~pushbench.userdata.UserDataError`). :func:`reload` re-reads the files.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Literal
+from typing import Iterator, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from . import paths
+from . import paths, userdata
 from .errors import UnknownNameError, did_you_mean
 
 TASK_SCHEMA_VERSION = 1
@@ -30,6 +39,30 @@ class RepoScanInstance(_Strict):
     predicate: str
     valid_count: int = Field(gt=0, description="size of the valid set (pinned)")
     valid_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the sorted set")
+
+
+class UserRepoScanInstance(RepoScanInstance):
+    """A user instance: the built-in fields plus its targets and its creation calibration."""
+
+    targets: list[int] = Field(min_length=1)
+    calibration: dict | None = None
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, v: list[int]) -> list[int]:
+        if any(t <= 0 for t in v) or len(set(v)) != len(v) or v != sorted(v):
+            raise ValueError("targets must be distinct positive integers in increasing order")
+        return v
+
+
+class UserTaskFile(_Strict):
+    schema_version: Literal[1]
+    family: Literal["reposcan"]
+    instances: dict[str, UserRepoScanInstance] = {}
+
+
+USER_SUITE = "user"
+_INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 
 
 class BudgetRule(_Strict):
@@ -77,8 +110,95 @@ def manifests() -> dict[str, FamilyManifest]:
     return out
 
 
+_STAGED: dict[str, UserRepoScanInstance] = {}  # tasks being calibrated (not yet written)
+
+
+@lru_cache(maxsize=None)
+def user_instances() -> dict[str, tuple[UserRepoScanInstance, str]]:
+    """User RepoScan instances in load order: name -> (instance, the file defining it)."""
+    out: dict[str, tuple[UserRepoScanInstance, str]] = {}
+    builtin = manifests()["reposcan"].instances
+    sources = [(d / userdata.TASKS_FILE) for d in userdata.search_dirs()]
+    entries = []
+    for path in sources:
+        raw = userdata.read(path, "instances")
+        if raw:
+            try:
+                entries += [(n, i, str(path)) for n, i in
+                            UserTaskFile.model_validate(raw).instances.items()]
+            except ValidationError as e:
+                raise userdata.UserDataError(f"{path}: not a valid user task file: "
+                                             f"{_first_error(e)}") from e
+    entries += [(n, i, "(being created)") for n, i in _STAGED.items()]
+    for name, inst, where in entries:
+        if not _INSTANCE_NAME.match(name) or name == USER_SUITE:
+            raise userdata.UserDataError(f"{where}: instance name {name!r} is not allowed")
+        if name in builtin or name in out:
+            other = "the built-in tasks/reposcan.yaml" if name in builtin else out[name][1]
+            raise userdata.UserDataError(
+                f"RepoScan instance {name!r} in {where} is already defined in {other}")
+        out[name] = (inst, where)
+    return out
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+
+
+def reload() -> None:
+    """Forget loaded manifests and user tasks (read again on next use)."""
+    manifests.cache_clear()
+    user_instances.cache_clear()
+    all_tasks.cache_clear()
+
+
+@contextmanager
+def staged(name: str, instance: UserRepoScanInstance) -> Iterator[None]:
+    """Register user instance ``name`` in this process only while the block runs (so it can
+    be calibrated before it is written); collisions raise as for written instances."""
+    if name in _STAGED:
+        raise userdata.UserDataError(f"instance {name!r} is already being created")
+    _STAGED[name] = instance
+    reload()
+    try:
+        all_tasks()
+        yield
+    finally:
+        del _STAGED[name]
+        reload()
+
+
+def _add(tasks: dict[str, TaskSpec], spec: TaskSpec, where: str) -> None:
+    if spec.task_id in tasks:
+        raise userdata.UserDataError(f"task id {spec.task_id!r} from {where} is already "
+                                     "defined; rename the instance")
+    tasks[spec.task_id] = spec
+
+
 @lru_cache(maxsize=None)
 def all_tasks() -> dict[str, TaskSpec]:
+    """Every task id: the built-in manifests, then the user instances (:func:`user_instances`)."""
+    tasks = builtin_tasks()
+    m = manifests()["reposcan"]
+    suites: dict[int, list[str]] = {}
+    for name, (inst, where) in user_instances().items():
+        for n in inst.targets:
+            tid = f"{m.prefix}-{name}-N{n}"
+            _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point,
+                                 target=n, budget=m.budget.for_target(n), instances=(name,)),
+                 where)
+            suites.setdefault(n, []).append(name)
+    for n, names in sorted(suites.items()):
+        tid = f"{m.prefix}-{USER_SUITE}-N{n}"
+        _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point, target=n,
+                             budget=m.budget.for_target(n), instances=tuple(names)),
+             "the user suite")
+    return tasks
+
+
+def builtin_tasks() -> dict[str, TaskSpec]:
+    """The task ids of the shipped manifests only."""
     tasks: dict[str, TaskSpec] = {}
     for m in manifests().values():
         names = tuple(m.instances)
@@ -120,4 +240,10 @@ def get_task(task_id: str) -> TaskSpec:
 
 
 def instance_config(family: str, instance: str) -> dict:
-    return manifests()[family].instances[instance]
+    """An instance's manifest fields (built-in, else user); ``KeyError`` if unknown."""
+    builtin = manifests()[family].instances
+    if instance in builtin:
+        return builtin[instance]
+    if family == "reposcan" and instance in user_instances():
+        return user_instances()[instance][0].model_dump(exclude={"targets", "calibration"})
+    raise KeyError(instance)

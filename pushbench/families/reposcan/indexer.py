@@ -297,6 +297,30 @@ def _sources(root: Path):
             continue
 
 
+def unparsable_files(root: Path, definitions: list[Definition] | None = None) -> list[str]:
+    """Relative paths of the ``.py`` files under ``root`` that indexing skips (not UTF-8, not
+    readable, or not parseable by this Python's ``ast``), sorted.
+
+    Given the root's ``definitions``, only files without any are re-read (a file with a
+    definition parsed), which makes the count nearly free after indexing."""
+    root = Path(root)
+    every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                   if p.is_file() and not p.is_symlink()
+                   and ".git" not in p.relative_to(root).parts)
+    have = {d.path for d in definitions or ()}
+    bad = []
+    for rel in every:
+        if rel in have:
+            continue
+        try:
+            ok = _parse((root / rel).read_text(encoding="utf-8")) is not None
+        except (UnicodeDecodeError, OSError):
+            ok = False
+        if not ok:
+            bad.append(rel)
+    return bad
+
+
 def index_tree(root: Path) -> list[Definition]:
     """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths)."""
     return [d for rel, src in _sources(root) for d in definitions_in_source(src, rel)]

@@ -25,11 +25,25 @@ class InProcessExecutor(Executor):
             yield run_spec(spec)
 
 
-def _worker_init(parent_alive) -> None:
+# The cache and the user tasks folder a worker must see: a forkserver keeps the environment it
+# was started with, so the parent's current values are passed to every new pool explicitly.
+_SHARED_ENV = ("PUSHBENCH_HOME", "PUSHBENCH_TASKS")
+
+
+def _worker_init(parent_alive, env: dict[str, str | None] | None = None) -> None:
     # Ctrl-C goes to the whole process group: the parent decides what stops, not the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent_alive,), daemon=True).start()
-    import pushbench  # noqa: F401  - registers the environments in the worker
+    for key, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    import pushbench  # noqa: F401  - registers the environments (user tasks too) in the worker
+    from ... import tasks
+
+    tasks.reload()  # a forkserver may have loaded the task lists under its own environment
+    pushbench.register_all()
 
 
 def _exit_with_parent(parent_alive) -> None:
@@ -85,7 +99,9 @@ class LocalPoolExecutor(Executor):
             ctx = _context()
             reader, self._alive = ctx.Pipe(duplex=False)
             self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
-                                                initializer=_worker_init, initargs=(reader,))
+                                                initializer=_worker_init,
+                                                initargs=(reader, {k: os.environ.get(k)
+                                                                   for k in _SHARED_ENV}))
             self._reader = reader  # kept until the pool has started its workers
         return self._pool
 
