@@ -191,6 +191,19 @@ class Body:
         self.add(f"return {self.pick(kind)[0]}")
 
 
+def _pick_callee(d: Draw, sig: Sig, callees) -> tuple[Sig, str] | None:
+    """A definition ``sig`` can call (not itself; no context managers; async ones only from
+    async code, and never async generators): a few random tries, so cost stays constant."""
+    for _ in range(4) if callees else ():
+        c, e = d.pick(callees)
+        if c is sig or c.access == "ctx":
+            continue
+        if c.spec["async"] and (c.spec["yields"] or not sig.spec["async"]):
+            continue
+        return c, e
+    return None
+
+
 def pkg_body(b: Body, sig: Sig, callees: list[tuple[Sig, str]], package_error: str) -> None:
     """Body of a library function or method (``callees``: what it may call, with the
     expression that names each)."""
@@ -211,12 +224,11 @@ def pkg_body(b: Body, sig: Sig, callees: list[tuple[Sig, str]], package_error: s
             x, kind = b.pick()
             b.add(f"if {_CHECKS[kind][1].format(x=x)}:")
             b.add("return", 1)  # a bare return: not a `return <expression>`
-    usable = [(c, e) for c, e in callees
-              if c.access != "ctx" and not (c.spec["async"] and (c.spec["yields"] or not spec["async"]))]
     for _ in range(d.between(1, 3)):
         r = d.random()
-        if r < 0.3 and usable:
-            c, e = d.pick(usable)
+        found = _pick_callee(d, sig, callees) if r < 0.3 else None
+        if found:
+            c, e = found
             b.attribute(c, e) if c.access == "attr" else b.call(c, e, spec["async"])
             b.needs.append(e)
         elif r < 0.45:

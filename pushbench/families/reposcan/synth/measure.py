@@ -10,6 +10,7 @@ then have no independent measurement and are reported as ``None``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from .. import indexer
 from ..predicates import parse_predicate
@@ -17,9 +18,24 @@ from . import ATOMS, atom_spec
 
 
 def measure(root: Path, primary_fixture: str) -> dict[str, int | None]:
-    """``{atom: number of definitions under root satisfying it}`` (``None``: cannot measure)."""
-    facts = indexer.facts_tree(Path(root))
-    kinds = [d.kind for d in indexer.index_tree(Path(root))]
+    """``{"defs": universe size, atom: definitions under root satisfying it}`` (``None``: this
+    checkout cannot measure the atom), via :func:`indexer.facts_tree` / :func:`indexer.index_tree`."""
+    root = Path(root)
+    return _count(indexer.facts_tree(root), [d.kind for d in indexer.index_tree(root)],
+                  primary_fixture)
+
+
+def measure_files(files: Mapping[str, str], primary_fixture: str) -> dict[str, int | None]:
+    """:func:`measure` of an in-memory tree (``{relative path: text}``, as :func:`.render`
+    returns), through the indexer's per-file functions."""
+    facts, kinds = [], []
+    for rel in sorted(p for p in files if p.endswith(".py")):
+        facts += indexer.facts_in_source(files[rel], rel)
+        kinds += [d.kind for d in indexer.definitions_in_source(files[rel], rel)]
+    return _count(facts, kinds, primary_fixture)
+
+
+def _count(facts, kinds: list[str], primary_fixture: str) -> dict[str, int | None]:
     out: dict[str, int | None] = {"defs": len(facts)}
     for atom in ATOMS:
         try:

@@ -156,10 +156,10 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
                       f"    \"\"\"Raised when {words(namer.noun())} data cannot be processed.\"\"\"\n")
         for d in pkg.decorators:
             chunks.append("\n".join(body_of(d, "", [], [])) + "\n")
-    module_callees = lambda sig: [(f, f.name) for f in [*local_funcs, *foreign] if f is not sig]
+    shared = [(f, f.name) for f in [*local_funcs, *foreign]]
     for item in mod.order:
         if isinstance(item, Sig):
-            chunks.append("\n".join(body_of(item, "", [], module_callees(item))) + "\n")
+            chunks.append("\n".join(body_of(item, "", [], shared)) + "\n")
             continue
         lines = ["@dataclass", f"class {item.name}:",
                  f"    \"\"\"{words(namer.noun()).capitalize()} {words(namer.noun())} records.\"\"\"",
@@ -167,7 +167,7 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
         lines += [f"    {f.name}: {f.ann} = {f.default}" for f in item.fields]
         for m in item.methods:
             lines.append("")
-            callees = _method_callees(pkg, item, m) + module_callees(m)
+            callees = _method_callees(pkg, item, m) + shared
             lines += body_of(m, "    ", item.fields, callees)
         chunks.append("\n".join(lines) + "\n")
     wanted = {n for n in needs if n in imported and imported[n] != mod.index}
