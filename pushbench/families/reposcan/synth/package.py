@@ -174,7 +174,7 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
     by_module: dict[int, list[str]] = {}
     for n in sorted(wanted):
         by_module.setdefault(imported[n], []).append(n)
-    imports = "".join(f"from .{pkg.modules[i].name} import {', '.join(names)}\n"
+    imports = "".join(vocab.from_import(f".{pkg.modules[i].name}", names) + "\n"
                       for i, names in sorted(by_module.items()))
     doc = f'"""{words(mod.name).capitalize()}: {draw.pick(vocab.VERBS)} and ' \
           f'{draw.pick(vocab.VERBS)} {words(namer.noun())} data."""\n\n'

@@ -118,7 +118,7 @@ def format_imports(imports: list[str], package: str) -> str:
     for line in sorted(plain):
         groups[1 if line == "import pytest" else 0].append(line)
     for module in sorted(froms):
-        text = f"from {module} import {', '.join(sorted(froms[module]))}"
+        text = vocab.from_import(module, sorted(froms[module]))
         groups[2 if module.split(".")[0] == package else 0].append(text)
     groups[0].sort(key=lambda line: (line.startswith("from "), line))
     return "\n\n".join("\n".join(g) for g in groups if g) + "\n"

@@ -132,3 +132,11 @@ def snake(*words: str) -> str:
 
 def camel(*words: str) -> str:
     return "".join(part.capitalize() for w in words for part in w.split("_"))
+
+
+def from_import(module: str, names: list[str]) -> str:
+    """``from module import a, b`` (wrapped in parentheses, one name a line, past 99 columns)."""
+    line = f"from {module} import {', '.join(names)}"
+    if len(line) <= 99:
+        return line
+    return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")"
