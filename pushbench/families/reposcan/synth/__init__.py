@@ -35,9 +35,13 @@ from .sigs import Namer
 from .testsuite import plan_tests, render_conftest, render_test_module
 from .vocab import DOMAINS, GENERIC_NOUNS, Draw
 
-__all__ = ["ATOMS", "DEFAULT_DENSITY", "DEFAULT_DEFS", "DEFAULT_MODULES", "MAX_DEFS",
+__all__ = ["ATOMS", "DEFAULT_DENSITY", "DEFAULT_DEFS", "DEFAULT_MODULES", "GENERATOR_VERSION",
+           "MAX_DEFS",
            "DensityError", "SynthStats", "atom_spec", "generate", "render", "tree_sha256"]
 
+# Bump whenever the bytes written for some arguments change (vocabulary, templates, draw order):
+# a pinned synthetic snapshot records it next to its seed and sizes.
+GENERATOR_VERSION = 1
 DEFAULT_MODULES = 8
 DEFAULT_DEFS = 300
 MAX_DEFS = 200_000
@@ -63,6 +67,7 @@ class SynthStats:
     primary_fixture: str
     files: tuple[str, ...]
     tree_sha256: str
+    generator_version: int = GENERATOR_VERSION
 
     def fraction(self, atom: str) -> float:
         """Realised fraction of definitions with ``atom``."""

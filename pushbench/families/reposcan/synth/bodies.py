@@ -60,7 +60,7 @@ class Body:
         self.lines.append(self.indent + "    " * depth + text if text else "")
 
     def new_var(self) -> str:
-        return self.scope.claim(self.draw, self.namer.var_name)
+        return self.scope.claim(self.namer.var_name)
 
     def pick(self, kind: str | None = None, strict: bool = False) -> tuple[str, str]:
         """A readable value, of ``kind`` if there is one (always, if ``strict``; else mostly)."""

@@ -54,7 +54,7 @@ class PackagePlan:
 
 
 def _decorator_sig(draw: Draw, spec: DefSpec, scope: Scope) -> Sig:
-    name = scope.claim(draw, lambda a: draw.pick(vocab.DECORATOR_NAMES) if a < 30
+    name = scope.claim(lambda a: draw.pick(vocab.DECORATOR_NAMES) if a < 30
                        else snake(draw.pick(vocab.QUALIFIERS), draw.pick(vocab.DECORATOR_NAMES)))
     sig = Sig(spec=spec, name=name, params=[Param("func", "obj", "Callable[..., Any]")])
     sig.ann_mode = "all" if spec["annotated"] else draw.pick(("none", "params"))
@@ -66,10 +66,10 @@ def plan_package(draw: Draw, namer: Namer, specs: list[DefSpec], modules: int) -
     top = Scope(["logger", "asyncio", "contextlib", "functools", "logging", "typing", "dataclass",
                  "field", "Decimal", *(c for c, _ in CONSTANTS)])
     name = snake(namer.noun().replace("_", ""), draw.pick(vocab.PACKAGE_SUFFIXES)).replace("_", "")
-    error = top.claim(draw, lambda a: camel(namer.noun(), "error") if a < 30
+    error = top.claim(lambda a: camel(namer.noun(), "error") if a < 30
                       else camel(draw.pick(vocab.QUALIFIERS), namer.noun(), "error"))
     mod_scope = Scope(["conftest", "tests", name])
-    mods = [ModulePlan(i, mod_scope.claim(draw, namer.var_name)) for i in range(modules)]
+    mods = [ModulePlan(i, mod_scope.claim(namer.var_name)) for i in range(modules)]
     decorators = [_decorator_sig(draw, s, top) for s in specs if s.role == "decorator"]
     custom = [d.name for d in decorators]
     for mod in mods:
@@ -80,7 +80,7 @@ def plan_package(draw: Draw, namer: Namer, specs: list[DefSpec], modules: int) -
             fields = namer.params(cscope, draw.between(1, 3))
             for f in fields:
                 f.default = FIELD_DEFAULTS.get(f.kind) or draw.pick(LITERALS[f.kind])
-            cls = ClassPlan(top.claim(draw, namer.class_name), fields)
+            cls = ClassPlan(top.claim(namer.class_name), fields)
             for s in mine:
                 if s.group == g:
                     cls.methods.append(pkg_signature(draw, namer, s, cscope, cls.name, custom))
@@ -131,7 +131,7 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
     if mod.index:
         imported[pkg.error] = 0
         imported.update({d.name: 0 for d in pkg.decorators})
-    foreign = [f for f in (f for m in pkg.modules[: mod.index] for f in m.functions)]
+    foreign = [f for m in pkg.modules[: mod.index] for f in m.functions]
     foreign = draw.shuffled(foreign)[:8]
     local_funcs = list(mod.functions)
     needs: list[str] = []

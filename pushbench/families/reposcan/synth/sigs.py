@@ -36,10 +36,6 @@ class Sig:
     access: str = "call"  # "call", "attr" (property) or "ctx" (context manager)
     ann_mode: str = "all"  # "all", "none", "params", "partial"
 
-    @property
-    def callable_expr(self) -> str:
-        return self.name
-
 
 @dataclass
 class ClassPlan:
@@ -54,7 +50,8 @@ class Scope:
     def __init__(self, taken=()) -> None:
         self._taken = set(taken)
 
-    def claim(self, draw: Draw, make) -> str:
+    def claim(self, make) -> str:
+        """The first free identifier ``make(attempt)`` proposes (attempts 0, 1, ...)."""
         for attempt in range(60):
             name = make(attempt)
             if name.isidentifier() and name not in self._taken:
@@ -112,7 +109,7 @@ class Namer:
     def params(self, scope: Scope, count: int) -> list[Param]:
         out = []
         for _ in range(count):
-            name = scope.claim(self.draw, self.var_name)
+            name = scope.claim(self.var_name)
             kind = self.draw.pick(vocab.KINDS)
             out.append(Param(name, kind, self.draw.pick(vocab.KIND_TYPES[kind])))
         if out and out[-1].kind in LITERALS and self.draw.chance(0.3):
@@ -135,7 +132,7 @@ def choose_ann_mode(draw: Draw, spec: DefSpec, has_params: bool) -> str:
 def pkg_signature(draw: Draw, namer: Namer, spec: DefSpec, scope: Scope, owner: str,
                   custom: list[str]) -> Sig:
     """Signature of a library function or method; ``custom`` lists custom decorator names."""
-    sig = Sig(spec=spec, name=scope.claim(draw, namer.func_name), owner=owner,
+    sig = Sig(spec=spec, name=scope.claim(namer.func_name), owner=owner,
               ret_kind=draw.pick(vocab.KINDS))
     is_method, is_async, yields = spec["method"], spec["async"], spec["yields"]
     sig.first = "self" if is_method else None

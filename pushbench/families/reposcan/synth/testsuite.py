@@ -27,7 +27,7 @@ _PARAM_VALUES = {"int": ("[0, 1, 7]", "[2, 5]", "[10, 100, 1000]"),
 
 
 @dataclass
-class TestPlan:
+class SuitePlan:
     fixtures: list[Sig]
     primary: str
     modules: dict[int, list[tuple[str, list[Sig]]]] = field(default_factory=dict)
@@ -35,14 +35,14 @@ class TestPlan:
     targets: dict[int, tuple[Sig, str, str] | None] = field(default_factory=dict)  # by idx
 
 
-def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan) -> TestPlan:
+def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan) -> SuitePlan:
     """Names, targets and parameters of the fixtures and tests."""
     fscope = Scope(vocab.BUILTIN_FIXTURES)
     fixtures: list[Sig] = []
     for s in specs:
         if s.role != "fixture":
             continue
-        sig = Sig(spec=s, name=fscope.claim(draw, namer.var_name), ret_kind="obj")
+        sig = Sig(spec=s, name=fscope.claim(namer.var_name), ret_kind="obj")
         pool = list(vocab.BUILTIN_FIXTURES) + [f.name for f in fixtures]
         if draw.chance(0.5):
             dep = draw.pick(pool)
@@ -54,7 +54,7 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
     primary = draw.pick([f.name for f in fixtures] or list(vocab.BUILTIN_FIXTURES))
     others = [f.name for f in fixtures if f.name != primary] + \
         [b for b in vocab.BUILTIN_FIXTURES if b != primary]
-    plan = TestPlan(fixtures, primary)
+    plan = SuitePlan(fixtures, primary)
     every = [c for m in range(len(pkg.modules)) for c in pkg.callables(m)]
     for m in range(len(pkg.modules)):
         tests = [s for s in specs if s.role == "test" and s.module == m]
@@ -67,7 +67,7 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             plan.targets[s.idx] = target
             base = target[0].name if target else namer.noun()
             cscope = scope if s.group < 0 else groups.setdefault(s.group, [Scope()])[0]
-            name = cscope.claim(draw, lambda a: snake("test", base) if a == 0 and draw.chance(0.4)
+            name = cscope.claim(lambda a: snake("test", base) if a == 0 and draw.chance(0.4)
                                 else snake("test", base, draw.pick(vocab.SCENARIOS)) if a < 30
                                 else snake("test", base, draw.pick(vocab.SCENARIOS),
                                            draw.pick(vocab.SCENARIOS)))
@@ -79,7 +79,7 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
                 r = draw.random()
                 if r < 0.6:
                     kind = draw.pick(("int", "str"))
-                    arg = Scope([primary, *names]).claim(draw, namer.var_name)
+                    arg = Scope([primary, *names]).claim(namer.var_name)
                     sig.decorators = [f'pytest.mark.parametrize("{arg}", '
                                       f'{draw.pick(_PARAM_VALUES[kind])})']
                     sig.params.append(Param(arg, kind, kind))
@@ -97,7 +97,7 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             tests_in = groups[g][1:]
             first = plan.targets[tests_in[0].spec.idx]
             stem = first[1] or camel(first[0].name) if first else camel(namer.noun())
-            out.append((cls_scope.claim(draw, lambda a: "Test" + stem if a == 0 else
+            out.append((cls_scope.claim(lambda a: "Test" + stem if a == 0 else
                                         "Test" + stem + camel(draw.pick(vocab.SCENARIOS))),
                         tests_in))
         plan.modules[m] = draw.shuffled(out)
@@ -208,7 +208,7 @@ def _test_body(b: Body, sig: Sig, target, imports: list[str]) -> None:
         b.add(f"return {result}")
 
 
-def render_conftest(draw: Draw, namer: Namer, plan: TestPlan, pkg: PackagePlan) -> str:
+def render_conftest(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan) -> str:
     imports = ["import pytest", "from pathlib import Path", "from typing import Any",
                "from typing import Generator", "from typing import Iterator"]
     chunks = []
@@ -220,7 +220,7 @@ def render_conftest(draw: Draw, namer: Namer, plan: TestPlan, pkg: PackagePlan) 
     return head + format_imports(imports, pkg.name) + "\n\n" + "\n\n".join(chunks)
 
 
-def render_test_module(draw: Draw, namer: Namer, plan: TestPlan, pkg: PackagePlan,
+def render_test_module(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan,
                        m: int) -> str:
     imports = ["import asyncio", "import pytest", "from pathlib import Path",
                "from typing import Any"]
