@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.predicates import parse_predicate
 from pushbench.families.reposcan.synth import (
-    ATOMS, DEFAULT_DENSITY, GENERATOR_VERSION, DensityError, generate, render, tree_sha256)
+    ATOMS, DEFAULT_DENSITY, GENERATOR_VERSION, DensityError, generate, parse_density, render,
+    tree_sha256)
 from pushbench.families.reposcan.synth.measure import measure, measure_files
 from pushbench.families.reposcan.synth.plan import target_count
 
@@ -182,6 +183,33 @@ def test_any_density_mapping_is_realised_or_refused_clearly(density):
         assert str(exc)
         return
     assert_exact(stats, measure_files(files, stats.primary_fixture))
+
+
+@given(st.dictionaries(st.sampled_from(ATOMS), st.floats(0, 1), max_size=len(ATOMS)))
+def test_density_text_round_trips(density):
+    text = ", ".join(f"{k} = {v!r}" for k, v in density.items())
+    assert parse_density(text) == density
+
+
+@given(st.text(alphabet="adeiorstxn=,.0123456789 -", max_size=40) | st.text(max_size=20))
+def test_any_density_text_parses_or_is_refused_clearly(text):
+    try:
+        parsed = parse_density(text)
+    except DensityError as exc:
+        assert str(exc)
+        return
+    assert set(parsed) <= set(ATOMS)
+    assert all(0 <= v <= 1 for v in parsed.values())
+
+
+@pytest.mark.parametrize("text, match", [
+    ("docstring", "not ATOM=FRACTION"), ("docstring=0.1,docstring=0.2", "twice"),
+    ("docstring=x", "number"), ("nope=0.1", "unknown density atom 'nope'"),
+    ("raises=1.01", r"\[0, 1\]"), ("raises=nan", r"\[0, 1\]"), ("a=0.1,,b=0.2", "ATOM=FRACTION"),
+])
+def test_bad_density_text_names_the_problem(text, match):
+    with pytest.raises(DensityError, match=match):
+        parse_density(text)
 
 
 @pytest.mark.parametrize("kwargs, match", [

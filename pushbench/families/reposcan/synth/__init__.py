@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import Mapping
 
 from .package import plan_package, render_init, render_module
-from .plan import ATOMS, DEFAULT_DENSITY, DensityError, allocate, layout, normalise_density
+from .plan import (ATOMS, DEFAULT_DENSITY, DensityError, allocate, layout, normalise_density,
+                   parse_density)
 from .sigs import Namer
 from .testsuite import plan_tests, render_conftest, render_test_module
 from .vocab import DOMAINS, GENERIC_NOUNS, Draw
 
 __all__ = ["ATOMS", "DEFAULT_DENSITY", "DEFAULT_DEFS", "DEFAULT_MODULES", "GENERATOR_VERSION",
-           "MAX_DEFS",
-           "DensityError", "SynthStats", "atom_spec", "generate", "render", "tree_sha256"]
+           "MAX_DEFS", "DensityError", "SynthStats", "atom_spec", "generate", "parse_density",
+           "render", "tree_sha256"]
 
 # Bump whenever the bytes written for some arguments change (vocabulary, templates, draw order):
 # a pinned synthetic snapshot records it next to its seed and sizes.

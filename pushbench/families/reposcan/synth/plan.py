@@ -70,6 +70,30 @@ def normalise_density(density: Mapping[str, float] | None) -> dict[str, float]:
     return out
 
 
+def parse_density(text: str) -> dict[str, float]:
+    """``"docstring=0.3,raises=0.1"`` -> ``{"docstring": 0.3, "raises": 0.1}`` (for a command
+    line). Blank text is ``{}``; a malformed item, an unknown or repeated atom or a value
+    outside [0, 1] raises :class:`DensityError` naming it."""
+    out: dict[str, float] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item and not text.strip():
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise DensityError(f"density item {item!r} is not ATOM=FRACTION "
+                               f"(for example docstring=0.3)")
+        if key in out:
+            raise DensityError(f"density atom {key!r} is given twice")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise DensityError(f"density[{key!r}] must be a number in [0, 1], "
+                               f"got {value.strip()!r}") from None
+    normalise_density(out)  # unknown atoms, NaN and out-of-range values
+    return out
+
+
 # Relative weights per role (0: never). Only where an atom lands, never how often.
 _WEIGHTS: dict[str, dict[str, float]] = {
     "method": {"pkg": 1.0, "test": 0.35},
