@@ -263,7 +263,7 @@ def run_cmd(
     if summary["errors"]:
         console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
                       f"{out_dir / 'errors.jsonl'}; re-run the command to retry them", highlight=False)
-    capped = summary["resume_cap_usd"] is not None
+    capped = summary["stopped_by_cap"] and summary["resume_cap_usd"] is not None
     if capped:
         console.print(
             f"[bold yellow]cost cap ${summary['cap_usd']:,.2f} reached[/]: ${summary['spent_usd']:,.4f} "

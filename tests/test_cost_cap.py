@@ -170,11 +170,13 @@ def test_cap_stops_at_the_right_episode_and_resume_ends_as_uncapped(stub, tmp_pa
     s = run_experiment(exp, out, progress=False, max_cost_usd=cap)
     assert [x["key"] for x in lines(out)] == [specs[0].key, specs[1].key]
     assert s["not_run"] == 2 and s["capped"] == 0 and s["spent_usd"] <= cap
+    assert s["stopped_by_cap"] and not full["stopped_by_cap"]
     assert s["resume_cap_usd"] == pytest.approx(
         math.ceil((cost[specs[0].key] + cost[specs[1].key] + worst[2] + worst[3]) * 100) / 100)
     # resume with the suggested cap: exactly the uncapped run's episodes
     s2 = run_experiment(exp, out, progress=False, max_cost_usd=s["resume_cap_usd"])
     assert s2["ran"] == 2 and s2["not_run"] == 0 and s2["resume_cap_usd"] is None
+    assert not s2["stopped_by_cap"]
     assert canonical(lines(out)) == canonical(uncapped)
 
 
@@ -359,3 +361,23 @@ def test_max_episode_tokens_field_accepts_exactly_positive_whole_counts(value):
     else:
         with pytest.raises(ExperimentError, match="max_episode_tokens"):
             validate({**BASE, "max_episode_tokens": value})
+
+
+@pytest.mark.parametrize("policy", ["llm-langgraph", "llm-memgpt"])
+def test_token_cap_holds_for_every_backend_sync_and_async(policy, tmp_path):
+    import asyncio
+
+    from pushbench.runner.episode import arun_episode, run_episode
+
+    pytest.importorskip("langgraph")
+    with StubServer(fixed_usage={"prompt_tokens": 5000, "completion_tokens": C_TOK}) as big:
+        params = llm_params(big)
+        if "langgraph" in policy:
+            params["checkpoint_dir"] = str(tmp_path / "ckpt")
+        sync = run_episode(TASK, "standard", policy, 0, budget=6, policy_params=params,
+                           max_episode_tokens=12000)
+        asy = asyncio.run(arun_episode(TASK, "standard", policy, 1, budget=6,
+                                       policy_params=params, max_episode_tokens=12000))
+    for rec in (sync, asy):
+        assert rec["terminated_by"] == "token_cap" and rec["usage"]["calls"] == 2
+        assert rec["usage"]["prompt_tokens"] + rec["usage"]["completion_tokens"] <= 12000

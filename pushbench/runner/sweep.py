@@ -87,7 +87,8 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     ``--estimate --pilot``). Summary keys: ``total, skipped, ran, errors, error_keys,
     success_rate, steps, seconds, episodes_per_s, steps_per_s, interrupted, out_dir``, and the
     spend: ``spent_usd`` (recorded in the folder, cut episodes included), ``cap_usd``,
-    ``capped`` (episodes cut at the cap now), ``not_run`` (planned, still unfinished) and
+    ``capped`` (episodes cut at the cap now), ``stopped_by_cap`` (the cap refused an episode
+    or cut one), ``not_run`` (planned, still unfinished) and
     ``resume_cap_usd`` (a cap that lets all of those start; ``None`` without a cap).
     """
     specs = expand(experiment, limit=limit)
@@ -164,6 +165,8 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
             "interrupted": interrupted, "executor": executor.name, "workers": executor.workers,
             "spent_usd": round(_recorded_spend(run), 8), "cap_usd": cap,
             "capped": tally.capped, "not_run": len(not_run),
+            "stopped_by_cap": gate is not None and (gate.stopped_at is not None
+                                                    or tally.capped > 0),
             "resume_cap_usd": gate.resume_cap(not_run) if gate is not None and not_run else None,
         }
         run.finish(summary)
