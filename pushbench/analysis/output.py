@@ -45,7 +45,8 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
     missing episodes); ``run_dir`` where the traces live (default ``out_dir``); ``figures``
     the PNG names to embed (default: those already in ``out_dir``); ``ci_method`` one of
     :data:`pushbench.analysis.stats.METHODS`. Returns the frames
-    ``episodes``, ``summary``, ``paired_deltas`` and, under ``"report_md"``, the markdown text.
+    ``episodes``, ``summary``, ``paired_deltas``, ``bill`` (:func:`.bill.bill_table`) and, under
+    ``"report_md"``, the markdown text.
     The same input and ``seed`` give byte-identical files.
     """
     if not isinstance(episodes, pd.DataFrame):
