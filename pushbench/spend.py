@@ -17,8 +17,9 @@ Two limits, both optional (``pushbench run --max-cost-usd`` / ``max_cost_usd:`` 
   driver (:func:`episode_limits`, a context variable, so concurrent asyncio episodes keep
   their own).
 
-Estimated prompts use the model-independent chars/4 estimate of the context budget; a real
-tokenizer may count differently, so a single call can pass a limit by that estimate's error.
+A call's prompt is estimated as the larger of the chars/4 estimate of the context budget over
+the request (tool definitions included) and the previous call's real prompt count; a real
+tokenizer may count more than that, so a single call can pass a limit by the estimate's error.
 Both checks are a few comparisons when no limit is set (measured in
 ``experiments/bench_cost_cap.py``). Only the standard library is used: every layer may import it.
 """

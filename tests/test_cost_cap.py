@@ -381,3 +381,16 @@ def test_token_cap_holds_for_every_backend_sync_and_async(policy, tmp_path):
     for rec in (sync, asy):
         assert rec["terminated_by"] == "token_cap" and rec["usage"]["calls"] == 2
         assert rec["usage"]["prompt_tokens"] + rec["usage"]["completion_tokens"] <= 12000
+
+
+def test_a_reused_process_pool_takes_the_new_cap_and_drops_it(stub, tmp_path):
+    from pushbench.runner.executors.local import LocalPoolExecutor
+
+    exp = experiment(stub)
+    worst = max(reservation(s) for s in expand(exp))
+    with LocalPoolExecutor(workers=2) as pool:
+        s = run_experiment(exp, tmp_path / "a", executor=pool, progress=False,
+                           max_cost_usd=1.5 * worst)
+        assert s["stopped_by_cap"] and s["ran"] == 1
+        again = run_experiment(exp, tmp_path / "a", executor=pool, progress=False)
+        assert again["ran"] == 3 and again["not_run"] == 0 and not again["stopped_by_cap"]

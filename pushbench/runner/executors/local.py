@@ -84,12 +84,14 @@ class LocalPoolExecutor(Executor):
         self._suspects: deque[EpisodeSpec] = deque()  # lost with a broken pool: re-run alone
         self._any_ok = False  # an episode came back from some pool: workers can start
         self._meter: tuple | None = None  # (shared mp.Value('d') of the spend, cap) or None
+        self._pool_meter: tuple | None = None  # the meter the running pool's workers hold
 
     def _ensure_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
             ctx = _context()
             reader, self._alive = ctx.Pipe(duplex=False)
             meter = self._meter or (None, None)
+            self._pool_meter = self._meter
             self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
                                                 initializer=_worker_init,
                                                 initargs=(reader, *meter))
@@ -197,11 +199,11 @@ class LocalPoolExecutor(Executor):
 
     def install_meter(self, meter: "spend.Meter | None") -> Callable[[], None]:
         """Share ``meter``'s spend with every worker (a ``multiprocessing.Value`` handed to the
-        workers as they start; call before :meth:`run`)."""
-        if meter is None:
-            return lambda: None
-        value = _context().Value("d", meter.spent_usd)
-        self._meter = (value, meter.cap_usd)
+        workers as they start; an idle pool from an earlier sweep is restarted for it)."""
+        if self._pool is not None and (meter is not None or self._pool_meter is not None):
+            self.shutdown()  # idle workers started under another meter (or none): restart
+        self._meter = None if meter is None else (_context().Value("d", meter.spent_usd),
+                                                  meter.cap_usd)
 
         def undo() -> None:
             self._meter = None
