@@ -266,11 +266,13 @@ def run_cmd(
     capped = summary["stopped_by_cap"] and summary["resume_cap_usd"] is not None
     if capped:
         console.print(
-            f"[bold yellow]cost cap ${summary['cap_usd']:,.2f} reached[/]: ${summary['spent_usd']:,.4f} "
-            f"spent; {summary['not_run']} planned episode(s) not finished "
+            f"[bold yellow]cost cap ${summary['cap_usd']:,.2f} reached[/]: "
+            f"${summary['spent_usd']:,.4f} spent; {summary['not_run']} planned episode(s) not "
+            f"finished "
             f"({summary['capped']} cut at the cap now, in capped.jsonl). Resume with a higher "
             f"cap (this one lets every remaining episode start at its worst case):\n  pushbench "
-            f"{' '.join(shlex.quote(a) for a in _with_cap(sys.argv[1:], summary['resume_cap_usd']))}",
+            + escape(" ".join(shlex.quote(a)
+                              for a in _with_cap(sys.argv[1:], summary["resume_cap_usd"]))),
             highlight=False, soft_wrap=True)
     try:
         report_and_plot(out_dir, report=report, plot=plot, console=console, out=out)

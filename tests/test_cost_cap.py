@@ -123,6 +123,13 @@ def test_estimate_without_pilot_is_the_stated_formula_and_spends_nothing(stub, t
     res = CliRunner().invoke(cli.app, ["run", str(path), "--estimate"])
     assert res.exit_code == 0, res.output
     assert "TOTAL" in res.output and "Assumptions" in res.output
+    from rich.console import Console
+
+    from pushbench.runner.estimate import print_estimate
+
+    wide = Console(width=400, record=True)
+    print_estimate(rows, wide, pilot=False)
+    assert "llm-memgpt[model=stub" in wide.export_text()  # labels are text, not markup
     assert stub.requests == []
 
 
@@ -328,7 +335,8 @@ BASE = {"name": "x", "tasks": [TASK], "controllers": ["standard"], "policies": [
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**8),
-                 st.text(max_size=5), st.none(), st.booleans(), st.lists(st.integers(), max_size=2)))
+                 st.text(max_size=5), st.none(), st.booleans(),
+                 st.lists(st.integers(), max_size=2)))
 def test_max_cost_usd_field_accepts_exactly_positive_finite_amounts(value):
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
           and math.isfinite(value) and 0 < value <= 1e7)

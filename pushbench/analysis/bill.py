@@ -78,8 +78,9 @@ def bill_markdown(bill: pd.DataFrame, cost: dict | None) -> list[str]:
     """The ``## Bill`` section of report.md (nothing when no episode recorded usage)."""
     if bill.empty:
         return []
-    out = ["## Bill", "", "| policy | controller | N | episodes | prompt tokens | completion tokens "
-           "| cost USD | successes | cost per success |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    out = ["## Bill", "", "| policy | controller | N | episodes | prompt tokens "
+           "| completion tokens | cost USD | successes | cost per success |",
+           "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
     for r in bill.itertuples(index=False):
         out.append(f"| {str(r.policy).replace('|', '/')} | {r.controller} | {int(r.target)} | "
                    f"{int(r.n_episodes)} | {int(r.prompt_tokens):,} | {int(r.completion_tokens):,} "
@@ -93,6 +94,7 @@ def print_bill(bill: pd.DataFrame, console, cost: dict | None) -> None:
     if bill.empty:
         return
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="Bill", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
@@ -101,7 +103,8 @@ def print_bill(bill: pd.DataFrame, console, cost: dict | None) -> None:
         table.add_column(head, no_wrap=head in ("policy", "controller"),
                          justify="left" if head in ("policy", "controller") else "right")
     for r in bill.itertuples(index=False):
-        table.add_row(str(r.policy), str(r.controller), str(int(r.target)), str(int(r.n_episodes)),
+        table.add_row(escape(str(r.policy)), escape(str(r.controller)), str(int(r.target)),
+                      str(int(r.n_episodes)),
                       f"{int(r.prompt_tokens):,}", f"{int(r.completion_tokens):,}",
                       _money(r.cost_usd), str(int(r.successes)),
                       _per_success(r.cost_per_success, r.successes))

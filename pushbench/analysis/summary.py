@@ -66,7 +66,8 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     also the bill: ``n_spend_cut`` (episodes ended by ``token_cap``/``cost_cap``, excluded from
     the metrics like backend errors), ``total_prompt_tokens``, ``total_completion_tokens`` and
     ``total_cost_usd`` over **every** episode of the cell (spend is spend, whatever the
-    outcome) and ``cost_per_success`` (that total over the scored successes; NaN without one). Rates are
+    outcome) and ``cost_per_success`` (that total over the scored successes; NaN without
+    one). Rates are
     fractions in [0, 1]; a mean over no defined value is NaN. ``steps_reference=False`` skips
     computing missing diligent references on demand.
     """

@@ -265,6 +265,7 @@ def pilot_keys(specs: list[EpisodeSpec], k: int) -> set[str]:
 
 def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = None) -> None:
     """The estimate table, then the assumptions (or the pilot's basis) and the cap."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="cost estimate: expected (low-high)" + (" from the pilot" if pilot
@@ -273,7 +274,8 @@ def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = N
                 "completion tokens", "cost USD", "basis"):
         table.add_column(col, justify="left" if col in ("policy label", "basis") else "right")
     for r in rows:
-        table.add_row(r["label"], str(r["planned"]), str(r["finished"]), fmt_range(r["steps"]),
+        table.add_row(escape(r["label"]), str(r["planned"]), str(r["finished"]),
+                      fmt_range(r["steps"]),
                       fmt_range(r["prompt_tokens"]), fmt_range(r["completion_tokens"]),
                       fmt_range(r["cost_usd"], money=True), r["basis"],
                       style="bold" if r["label"] == "TOTAL" else None)
