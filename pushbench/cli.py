@@ -290,7 +290,8 @@ def _split(values: Optional[list[str]]) -> Optional[list[str]]:
 @app.command("run")
 def run_cmd(
     experiment: Path = typer.Argument(..., help="experiment YAML (see experiments/)"),
-    out_dir: Path = typer.Option(..., "--out", help="run directory (re-use it to resume)"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="run directory (re-use it to "
+                                           "resume); required except for a plain --estimate"),
     workers: Optional[int] = typer.Option(None, help="process-pool size (overrides the file)"),
     seeds: Optional[str] = typer.Option(None, help="seeds, e.g. 0,1,2 or 0-4"),
     controllers: Optional[list[str]] = typer.Option(None, help="controller names (comma/repeat)"),
@@ -311,6 +312,17 @@ def run_cmd(
     report: bool = typer.Option(True, help="print and write the report after the sweep"),
     plot: bool = typer.Option(True, help="write the figures after the sweep"),
     tasks_dir: Optional[Path] = typer.Option(None, help=_TASKS_DIR_HELP),
+    estimate: bool = typer.Option(False, "--estimate", help="print the expected steps, tokens "
+                                  "and cost per policy label instead of running (no model call "
+                                  "without --pilot)"),
+    pilot: Optional[int] = typer.Option(None, min=1, help="with --estimate: first run K real "
+                                        "episodes per label into --out (they count toward the "
+                                        "run) and extrapolate from them"),
+    max_cost_usd: Optional[float] = typer.Option(
+        None, min=0.0, help="hard cap on the run folder's model spend in USD (overrides "
+        "max_cost_usd in the file); re-run with a higher cap to continue"),
+    allow_unpriced: bool = typer.Option(False, help="run models without a price under a cost "
+                                        "cap (their calls count as $0)"),
 ) -> None:
     """Run an experiment into DIR; re-running the same command resumes where it stopped."""
     import shlex
@@ -321,7 +333,12 @@ def run_cmd(
     from .runner.sweep import SweepInterrupted, report_and_plot, run_experiment
 
     _readable_file(experiment, "experiment file")
-    _writable_dir(out_dir, "--out")
+    if pilot is not None and not estimate:
+        _fail("--pilot is an option of --estimate")
+    if out_dir is None and not (estimate and pilot is None):
+        _fail("--out DIR is required (the run directory)")
+    if out_dir is not None:
+        _writable_dir(out_dir, "--out")
     if concurrency is not None:  # the asyncio executor (pushbench/runner/executors/async_.py)
         executor, workers = "async", concurrency
     if address is not None:  # the Ray executor (pushbench/runner/executors/ray.py)
@@ -331,7 +348,8 @@ def run_cmd(
     arguments = {"experiment": str(experiment), "out": str(out_dir), "workers": workers,
                  "seeds": seeds, "controllers": controllers, "policies": policies, "tasks": tasks,
                  "executor": executor, "budget": budget, "limit": limit, "force": force,
-                 "sync_interval": sync_interval, "address": address}
+                 "sync_interval": sync_interval, "address": address,
+                 "max_cost_usd": max_cost_usd, "allow_unpriced": allow_unpriced}
     try:
         overrides = {"workers": workers, "controllers": _split(controllers),
                      "policies": _split(policies), "tasks": _split(tasks),
@@ -339,9 +357,15 @@ def run_cmd(
                      "executor_options": {"ray": {"address": address}} if address else None,
                      "seeds": parse_seeds(seeds) if seeds is not None else None}
         exp = load_experiment(experiment, overrides)
+        if estimate:
+            _estimate(exp, out_dir, limit, pilot, max_cost_usd, allow_unpriced,
+                      dict(progress=progress, force=force, arguments=arguments,
+                           console=console, sync_interval=sync_interval))
+            return
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
                                  arguments=arguments, console=console,
-                                 sync_interval=sync_interval)
+                                 sync_interval=sync_interval, max_cost_usd=max_cost_usd,
+                                 allow_unpriced=allow_unpriced)
     except PushBenchError as e:  # ExperimentError, RunDirError, PolicyParamsError, ...
         _fail(str(e))
     except OSError as e:  # the run directory could not be written (full disk, permissions)
@@ -361,12 +385,65 @@ def run_cmd(
     if summary["errors"]:
         console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
                       f"{out_dir / 'errors.jsonl'}; re-run the command to retry them", highlight=False)
+    capped = summary["stopped_by_cap"] and summary["resume_cap_usd"] is not None
+    if capped:
+        console.print(
+            f"[bold yellow]cost cap ${summary['cap_usd']:,.2f} reached[/]: "
+            f"${summary['spent_usd']:,.4f} spent; {summary['not_run']} planned episode(s) not "
+            f"finished "
+            f"({summary['capped']} cut at the cap now, in capped.jsonl). Resume with a higher "
+            f"cap (this one lets every remaining episode start at its worst case):\n  pushbench "
+            + escape(" ".join(shlex.quote(a)
+                              for a in _with_cap(sys.argv[1:], summary["resume_cap_usd"]))),
+            highlight=False, soft_wrap=True)
     try:
         report_and_plot(out_dir, report=report, plot=plot, console=console, out=out)
     except OSError as e:
         _fail(f"cannot write the report to {out_dir}: {e.strerror or e}")
     if summary["errors"]:
         raise typer.Exit(1)
+    if capped:
+        raise typer.Exit(3)
+
+
+def _with_cap(argv: list[str], cap: float) -> list[str]:
+    """``argv`` with ``--max-cost-usd`` set to ``cap`` (replaced, or appended)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--max-cost-usd":
+            skip = True
+            continue
+        if a.startswith("--max-cost-usd="):
+            continue
+        out.append(a)
+    return [*out, "--max-cost-usd", f"{cap:.2f}"]
+
+
+def _estimate(exp, out_dir: Optional[Path], limit: Optional[int], pilot: Optional[int],
+              cap: Optional[float], allow_unpriced: bool, run_kwargs: dict) -> None:
+    """``run --estimate``: optionally run the pilot into ``out_dir``, then print the table."""
+    from .records import read_lines
+    from .runner.estimate import estimate_rows, pilot_keys, print_estimate
+    from .runner.experiment import expand
+    from .runner.sweep import run_experiment
+
+    specs = expand(exp, limit=limit)
+    if pilot is not None:
+        keys = pilot_keys(specs, pilot)
+        console.print(f"pilot: {len(keys)} episode(s) ({pilot} per policy label) into {out_dir}",
+                      highlight=False)
+        run_experiment(exp, out_dir, limit=limit, max_cost_usd=cap,
+                       allow_unpriced=allow_unpriced, keys=keys, **run_kwargs)
+    done = {}
+    if out_dir is not None:
+        for line in read_lines(out_dir / "episodes.jsonl"):
+            done.setdefault(line.get("key"), line)
+    rows = estimate_rows(specs, done, pilot=pilot is not None)
+    print_estimate(rows, out, pilot=pilot is not None,
+                   cap=cap if cap is not None else exp.max_cost_usd)
 
 
 def _load_run(run_dir: Path) -> list:

@@ -19,6 +19,12 @@ UNIT_FAMILIES = frozenset({"dataops", "swelite"})
 QUARTILES = 4  # anytime_steps: the step reaching ceil(k / QUARTILES * target), k = 1..QUARTILES
 
 
+
+# Endings that are not agent outcomes: a backend that failed for good, and the spend limits
+# (pushbench/spend.py). Reports count them apart and leave them out of every metric.
+SPEND_CUTS = ("cost_cap", "token_cap")
+NOT_AGENT_OUTCOMES = ("error", *SPEND_CUTS)
+
 def _verdicts(record: dict):
     for call in record["calls"]:
         for ident, verdict in call.get("verdicts") or ():

@@ -755,7 +755,8 @@ def test_summary_columns_are_means_over_scored_episodes_in_documented_order():
          "mean_invalid_actions", "mean_verifier_recoveries", "mean_steps_used",
          "mean_steps_to_25pct", "mean_steps_to_50pct", "mean_steps_to_75pct",
          "mean_steps_to_100pct", "mean_prompt_tokens", "mean_completion_tokens",
-         "mean_cost_usd"])
+         "mean_cost_usd", "n_spend_cut", "total_prompt_tokens", "total_completion_tokens",
+         "total_cost_usd", "cost_per_success"])
     ok = df[(df["terminated_by"] != "error") & ~df["tampered"]]
     for r in s.itertuples():
         cell = (df["controller"] == r.controller) & (df["target"] == r.target)
@@ -766,6 +767,14 @@ def test_summary_columns_are_means_over_scored_episodes_in_documented_order():
                                                         != "error")).sum()
         assert r.n_instances == good["instance"].nunique()
         assert bool(r.simulated)
+        # the bill: every episode of the cell pays, cost per success over scored successes
+        assert r.total_cost_usd == pytest.approx(df[cell]["cost_usd"].sum(min_count=1),
+                                                 nan_ok=True)
+        assert r.total_prompt_tokens == pytest.approx(df[cell]["prompt_tokens"].sum())
+        wins = good["success"].sum()
+        assert r.cost_per_success == pytest.approx(
+            r.total_cost_usd / wins if wins else math.nan, nan_ok=True)
+        assert r.n_spend_cut == df[cell]["terminated_by"].isin(["cost_cap", "token_cap"]).sum()
         for col, src in SUMMARY_MEANS.items():
             got = s.at[r.Index, col]
             want = good[src].astype(float).mean() if len(good) else math.nan

@@ -287,3 +287,32 @@ def test_async_model_calls_inside_a_ray_task_share_the_cap(local_ray, tmp_path):
     assert all(int(p.read_text()) <= 2 for p in peaks.iterdir())
     stats = ex.limiter_stats[limits.endpoint_key("http://fake/v1")]
     assert stats["peak"] == 2 and stats["calls"] == 20 and stats["in_flight"] == 0
+
+
+def test_cost_cap_admission_and_resume_on_ray(local_ray, tmp_path):
+    """Admission runs in the driver, so the cap holds on Ray; a capped run resumed with a
+    higher cap ends with exactly the episodes of an uncapped run (the per-call cut is not
+    shared across a cluster: docs/llm.md)."""
+    pytest.importorskip("openai")
+    from pushbench.policies.llm.stub import StubServer
+    from pushbench.runner.costcap import worst_cases
+
+    with StubServer(fixed_usage={"prompt_tokens": 1000, "completion_tokens": 50}) as stub:
+        params = {"model": "stub", "base_url": stub.url, "api_key_env": None,
+                  "context_tokens": 2000, "max_tokens": 100, "timeout": 30,
+                  "prices": {"stub": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}}}
+        exp = validate({"name": "ray-cost", "tasks": ["RepoScan-N10"],
+                        "controllers": ["standard", "stateqgp"],
+                        "policies": [{"name": "llm", "params": params}], "seeds": [0, 1],
+                        "budget": 3})
+        run_experiment(exp, tmp_path / "uncapped", executor=InProcessExecutor(), progress=False)
+        cap = 2.5 * max(worst_cases(expand(exp), allow_unpriced=False).values())
+        with RayExecutor() as ex:
+            s = run_experiment(exp, tmp_path / "capped", executor=ex, progress=False,
+                               max_cost_usd=cap)
+        assert 2 <= s["ran"] < 4 and s["spent_usd"] <= cap and s["stopped_by_cap"]
+        with RayExecutor() as ex:
+            s2 = run_experiment(exp, tmp_path / "capped", executor=ex, progress=False,
+                                max_cost_usd=100.0)
+        assert s2["not_run"] == 0
+        assert lines(tmp_path / "capped") == lines(tmp_path / "uncapped")

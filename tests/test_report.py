@@ -287,7 +287,7 @@ def test_write_report_is_byte_deterministic(tmp_path):
     for col in ("controller_a", "controller_b", "target", "metric", "delta", "ci_low",
                 "ci_high", "n_pairs"):
         assert col in head
-    assert set(a) == {"episodes", "summary", "paired_deltas", "report_md"}
+    assert set(a) == {"episodes", "summary", "paired_deltas", "bill", "report_md"}
     md = [(tmp_path / d / "report.md").read_bytes() for d in ("a", "b")]
     assert md[0] == md[1]
     assert "progress" not in (tmp_path / "a" / "summary.csv").read_text()

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from .. import metrics as _metrics, records
+from ..metrics import NOT_AGENT_OUTCOMES
 from ..controllers.catalogue import catalogue
 from ..policies.identity import label_of
 
@@ -206,7 +207,8 @@ def as_frame(data: pd.DataFrame | Iterable[dict]) -> pd.DataFrame:
 
 
 def scored(df: pd.DataFrame) -> pd.DataFrame:
-    """The episodes that count as agent outcomes: not a backend failure, not tampered."""
+    """The episodes that count as agent outcomes: not a backend failure, not cut by a spend
+    limit (``cost_cap``, ``token_cap``), not tampered."""
     if df.empty:
         return df
-    return df[(df["terminated_by"] != "error") & ~df["tampered"]]
+    return df[~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import report_md
+from .bill import bill_table
 from .deltas import DEFAULT_DELTA_METRICS, paired_deltas
 from .frame import as_frame
 from .stats import DEFAULT_METHOD
@@ -44,7 +45,8 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
     missing episodes); ``run_dir`` where the traces live (default ``out_dir``); ``figures``
     the PNG names to embed (default: those already in ``out_dir``); ``ci_method`` one of
     :data:`pushbench.analysis.stats.METHODS`. Returns the frames
-    ``episodes``, ``summary``, ``paired_deltas`` and, under ``"report_md"``, the markdown text.
+    ``episodes``, ``summary``, ``paired_deltas``, ``bill`` (:func:`.bill.bill_table`) and, under
+    ``"report_md"``, the markdown text.
     The same input and ``seed`` give byte-identical files.
     """
     if not isinstance(episodes, pd.DataFrame):
@@ -57,7 +59,8 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.csv").write_bytes(to_csv_bytes(summary))
     (out / "paired_deltas.csv").write_bytes(to_csv_bytes(deltas))
-    frames = {"episodes": df, "summary": summary, "paired_deltas": deltas}
+    frames = {"episodes": df, "summary": summary, "paired_deltas": deltas,
+              "bill": bill_table(df)}
     if not isinstance(episodes, pd.DataFrame):  # LLM context arms: context_deltas.csv
         from .context_deltas import context_deltas
 

@@ -28,6 +28,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from ..metrics import NOT_AGENT_OUTCOMES
+
 REFERENCE_POLICY = "diligent"
 REFERENCE_CONTROLLER = "standard"
 ON_DEMAND_FAMILIES = ("reposcan", "dataops")
@@ -82,7 +84,7 @@ def reference_steps(df: pd.DataFrame, on_demand: bool = True) -> pd.Series:
         return pd.Series([], dtype=float, index=df.index)
     known: dict[tuple, float] = {}
     ref = df[(df["policy"] == REFERENCE_POLICY) & (df["controller"] == REFERENCE_CONTROLLER)
-             & (df["terminated_by"] != "error") & ~df["tampered"]]
+             & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]]
     for row in ref.itertuples(index=False):
         known[_cell(row)] = float(row.steps_used) if row.success else math.nan
     out = np.full(len(df), math.nan)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from . import stats
+from ..metrics import SPEND_CUTS
+from .bill import bill_markdown
 from .failures import FAILURE_CLASSES, failures
 from .format import SIM_NOTE, delta_cell, is_missing, p_text, pct_points
 from .summary import pass_columns
@@ -66,6 +68,7 @@ def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
     out = ["## What ran", ""]
     finished = set(df["key"])
     n_err = int((df["terminated_by"] == "error").sum())
+    n_cut = int(df["terminated_by"].isin(SPEND_CUTS).sum())
     n_tamp = int(df["tampered"].sum())
     n_inc = int(df["incomplete"].sum())
     if info is None:
@@ -96,6 +99,11 @@ def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
                    len(missing) if missing is not None else "?"),
                   ("raised (in errors.jsonl, not finished)", len(raised))]
     counts += [("backend errors (finished, excluded from metrics)", n_err),
+               *([("cut by a spend limit (token_cap/cost_cap, excluded from metrics)", n_cut)]
+                 if n_cut else []),
+               *([("cut at the cost cap (capped.jsonl, not finished)",
+                   info["cost"]["capped_episodes"])]
+                 if info and (info.get("cost") or {}).get("capped_episodes") else []),
                ("tampered (excluded from metrics)", n_tamp),
                ("incomplete black-box runs", n_inc)]
     out += _table(["episodes", "count"], [[k, str(v)] for k, v in counts], [False, True])
@@ -260,6 +268,8 @@ def render(frames: dict[str, pd.DataFrame], info: dict | None = None, *, seed: i
         "paired_deltas.csv)")
     out += _what_ran(df, info, seed, n_resamples, conf, methods)
     out += _summary(summary) if not summary.empty else ["## Summary", "", "No episodes.", ""]
+    if frames.get("bill") is not None:
+        out += bill_markdown(frames["bill"], (info or {}).get("cost"))
     out += _deltas(deltas)
     out += _figures(figures)
     out += _failures(df, trace_prefix)

@@ -23,6 +23,7 @@ import pandas as pd
 from .frame import ANYTIME_COLUMNS, BOOL_METRICS, FLAG_METRICS, USAGE_COLUMNS, as_frame, \
     sort_frame
 from .reference import steps_ratio
+from ..metrics import NOT_AGENT_OUTCOMES, SPEND_CUTS
 
 GROUP = ["family", "policy", "controller", "target"]
 
@@ -61,7 +62,12 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     blocked), ``mean_interventions``, ``mean_blocked_completions``, ``mean_invalid_actions``,
     ``mean_verifier_recoveries``, ``mean_steps_used``, ``mean_steps_to_25pct`` ..
     ``mean_steps_to_100pct`` (over episodes that reached that share of the target),
-    ``out_of_band_edits`` (black-box lines that count them) and mean LLM usage. Rates are
+    ``out_of_band_edits`` (black-box lines that count them) and mean LLM usage; with LLM usage
+    also the bill: ``n_spend_cut`` (episodes ended by ``token_cap``/``cost_cap``, excluded from
+    the metrics like backend errors), ``total_prompt_tokens``, ``total_completion_tokens`` and
+    ``total_cost_usd`` over **every** episode of the cell (spend is spend, whatever the
+    outcome) and ``cost_per_success`` (that total over the scored successes; NaN without
+    one). Rates are
     fractions in [0, 1]; a mean over no defined value is NaN. ``steps_reference=False`` skips
     computing missing diligent references on demand.
     """
@@ -103,9 +109,10 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
         return pd.DataFrame(columns=GROUP + ["simulated", "n_episodes"] + counts
                             + list(spec)[2:])
     flags = df.assign(n_backend_errors=(df["terminated_by"] == "error").astype(int),
-                      n_tampered=(df["tampered"] & (df["terminated_by"] != "error")).astype(int))
+                      n_tampered=(df["tampered"] & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES)
+                                  ).astype(int))
     n_bad = flags.groupby(GROUP, sort=False, dropna=False)[counts].sum()
-    work = df[(df["terminated_by"] != "error") & ~df["tampered"]].copy()
+    work = df[~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]].copy()
     work["steps_ratio"] = steps_ratio(work, on_demand=steps_reference) if not work.empty \
         else pd.Series(dtype=float)
     for col in BOOL_METRICS + FLAG_METRICS:
@@ -127,8 +134,23 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     for j, col in enumerate(counts):
         out.insert(pos + j, col, n_bad[col].reindex(out.index).fillna(0).astype(int))
     out["n_instances"] = out["n_instances"].fillna(0).astype(int)
+    if "cost_usd" in df:  # the bill (pushbench/runner/costcap.py; docs/llm.md)
+        _bill_columns(out, df, work)
     out = out.reset_index()
     return sort_frame(out, GROUP)
+
+
+def _bill_columns(out: pd.DataFrame, df: pd.DataFrame, work: pd.DataFrame) -> None:
+    """Add the bill columns to ``out`` (indexed by :data:`GROUP`) in place."""
+    g = df.assign(_cut=df["terminated_by"].isin(SPEND_CUTS).astype(int)).groupby(
+        GROUP, sort=False, dropna=False)
+    out["n_spend_cut"] = g["_cut"].sum().reindex(out.index).fillna(0).astype(int)
+    for col in ("prompt_tokens", "completion_tokens", "cost_usd"):
+        out[f"total_{col}"] = g[col].sum(min_count=1).reindex(out.index).astype(float)
+    wins = work.groupby(GROUP, sort=False, dropna=False)["success"].sum() if not work.empty \
+        else pd.Series(dtype=float)
+    wins = wins.reindex(out.index).fillna(0).astype(float)
+    out["cost_per_success"] = (out["total_cost_usd"] / wins).where(wins > 0)
 
 
 def pass_columns(summary: pd.DataFrame) -> list[str]:

@@ -31,6 +31,12 @@ class PolicyError(RuntimeError):
                 "retries": self.retries}
 
 
+class SpendCut(PolicyError):
+    """The episode was cut by a spend limit (:mod:`pushbench.spend`), not by its backend:
+    ``kind`` is ``"cost_cap"`` (the run's dollar cap) or ``"token_cap"`` (``max_episode_tokens``),
+    and becomes the episode's ``terminated_by``."""
+
+
 def mark_policy_error(record: dict, error: PolicyError) -> dict:
     """Turn ``record`` into the record of an episode ended by ``error`` (in place; returned).
 
@@ -38,8 +44,10 @@ def mark_policy_error(record: dict, error: PolicyError) -> dict:
     recomputed from the record (so they stay a pure function of it: no ``false_completion``,
     ``premature_stop`` or ``budget_exhausted`` is charged to the agent) and ``metrics["error"]``
     is set so summaries can filter these episodes out.
+    A :class:`SpendCut` ends it as ``terminated_by: "cost_cap"`` or ``"token_cap"`` instead,
+    with the same treatment (``metrics["error"]`` is set: not an agent outcome).
     """
-    record["terminated_by"] = "error"
+    record["terminated_by"] = error.kind if isinstance(error, SpendCut) else "error"
     record["error"] = error.as_record()
     record["metrics"] = {**metrics.episode_metrics(record), "error": True}
     return record

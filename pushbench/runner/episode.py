@@ -21,7 +21,7 @@ import json
 import threading
 from typing import Any, AsyncIterator, Iterable
 
-from .. import make
+from .. import make, spend
 from ..policies import Policy, make_policy
 from ..policies.errors import PolicyError, mark_policy_error
 from ..policies.identity import policy_key_id, policy_label
@@ -57,8 +57,12 @@ def _step(env, action) -> tuple[str, bool]:
 
 def run_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
                 instance: str | None = None, budget: int | None = None,
-                policy_params: dict | None = None, label: str | None = None) -> dict:
+                policy_params: dict | None = None, label: str | None = None,
+                max_episode_tokens: int | None = None) -> dict:
     """Run ``policy`` on ``task_id`` under ``controller`` with ``seed``; return the record.
+
+    ``max_episode_tokens`` caps the model tokens of the episode (:mod:`pushbench.spend`; an
+    episode that would pass it ends as ``terminated_by: "token_cap"``).
 
     The record is the environment's :meth:`episode_record` (plus the controller's section) with
     ``controller``, ``policy`` (its ``label`` included) and ``key`` fields; ``label`` is an
@@ -72,12 +76,13 @@ def run_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
         pol.reset(obs)
         failure: PolicyError | None = None
         try:
-            if hasattr(pol, "drive"):  # a policy that owns its loop (LangGraph) steps env itself
-                pol.drive(env)
-            else:
-                done = False
-                while not done:
-                    obs, done = _step(env, pol.act(obs))
+            with spend.episode_limits(max_episode_tokens):
+                if hasattr(pol, "drive"):  # a policy owning its loop (LangGraph) steps env itself
+                    pol.drive(env)
+                else:
+                    done = False
+                    while not done:
+                        obs, done = _step(env, pol.act(obs))
         except PolicyError as e:  # the model backend failed for good: not an agent failure
             failure = e
         record = env.get_wrapper_attr("episode_record")()
@@ -99,7 +104,8 @@ def serialised(fn, *args, **kwargs):
 
 async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
                        instance: str | None = None, budget: int | None = None,
-                       policy_params: dict | None = None, label: str | None = None) -> dict:
+                       policy_params: dict | None = None, label: str | None = None,
+                       max_episode_tokens: int | None = None) -> dict:
     """:func:`run_episode` without blocking the event loop (same record, same key).
 
     Uses the policy's ``adrive`` (a policy owning its loop) or ``aact`` when it has them, else
@@ -115,13 +121,15 @@ async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed
                                          options=env.unwrapped.reset_options(instance))
         pol.reset(obs)
         try:
-            if hasattr(pol, "adrive"):
-                await pol.adrive(env)
-            else:
-                aact = getattr(pol, "aact", None)
-                done = False
-                while not done:
-                    obs, done = _step(env, await aact(obs) if aact is not None else pol.act(obs))
+            with spend.episode_limits(max_episode_tokens):  # this task's own context
+                if hasattr(pol, "adrive"):
+                    await pol.adrive(env)
+                else:
+                    aact = getattr(pol, "aact", None)
+                    done = False
+                    while not done:
+                        obs, done = _step(env, await aact(obs) if aact is not None
+                                          else pol.act(obs))
         except PolicyError as e:
             failure = e
         record = env.get_wrapper_attr("episode_record")()

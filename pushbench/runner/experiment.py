@@ -22,6 +22,8 @@ An experiment file (``experiments/*.yaml``) looks like::
     budget: null                 # optional step-budget override for every task
     executor_options: {}         # per executor name, e.g. {ray: {address: auto, task_cpus: 0.25}}
     max_inflight_per_endpoint: {}   # {base_url or "*": N}: cap on concurrent model calls
+    max_cost_usd: null           # hard cap on the run folder's model spend (USD; docs/llm.md)
+    max_episode_tokens: null     # per-episode token cap (terminated_by "token_cap")
 
 A policy's identity in every report is its label (:mod:`pushbench.policies.identity`): the
 explicit ``label`` or one derived from the name and the params that distinguish it (for model
@@ -66,6 +68,8 @@ MAX_SEEDS = 10_000              # seeds per experiment
 MAX_SEED = 2**63 - 1            # seeds are non-negative (numpy and Gymnasium refuse others)
 MAX_EPISODES = 250_000          # planned episodes per experiment (seeds x cells x policies x ctl)
 MAX_WORKERS = 512
+MAX_COST_USD = 1e7              # a cap above this is a typo, not a budget
+MAX_EPISODE_TOKENS = 10**10
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
@@ -127,6 +131,9 @@ class Experiment(_Strict):
     budget: int | None = Field(default=None, ge=1, le=MAX_BUDGET)
     executor_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     max_inflight_per_endpoint: dict[str, int] = Field(default_factory=dict)
+    # spend limits (pushbench/spend.py, pushbench/runner/costcap.py; docs/llm.md)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=MAX_COST_USD, allow_inf_nan=False)
+    max_episode_tokens: int | None = Field(default=None, ge=1, le=MAX_EPISODE_TOKENS)
 
     @field_validator("policies", mode="before")
     @classmethod
@@ -213,15 +220,20 @@ class Experiment(_Strict):
     def result_fields(self) -> dict:
         """The fields that decide what each episode produces (compared on resume).
 
-        ``workers``, ``executor``, ``executor_options``, ``max_inflight_per_endpoint`` and
-        ``description`` only change how or why it runs.
+        ``workers``, ``executor``, ``executor_options``, ``max_inflight_per_endpoint``,
+        ``max_cost_usd`` (a resume may raise it) and ``description`` only change how or why it
+        runs. ``max_episode_tokens`` changes outcomes (``token_cap`` episodes), so it counts,
+        and only when set (run folders written before it existed still resume).
         """
         d = self.model_dump(mode="json")
         # an entry without an explicit label dumps as before labels existed (resume compares)
         d["policies"] = [{k: v for k, v in p.items() if k != "label" or v is not None}
                          for p in d["policies"]]
-        return {k: d[k] for k in ("schema_version", "name", "tasks", "controllers", "policies",
-                                  "seeds", "budget")}
+        out = {k: d[k] for k in ("schema_version", "name", "tasks", "controllers", "policies",
+                                 "seeds", "budget")}
+        if self.max_episode_tokens is not None:
+            out["max_episode_tokens"] = self.max_episode_tokens
+        return out
 
     def options_for_executor(self) -> dict[str, Any]:
         """The ``executor_options`` entry of the executor this experiment runs on."""
@@ -320,7 +332,8 @@ def expand(experiment: Experiment, limit: int | None = None) -> list[EpisodeSpec
                     specs.append(EpisodeSpec(task_id=task_id, instance=instance, controller=ctl,
                                              policy=pol.name, policy_params=dict(pol.params),
                                              policy_label=pol.label, seed=seed,
-                                             budget=experiment.budget, key=key))
+                                             budget=experiment.budget, key=key,
+                                             max_episode_tokens=experiment.max_episode_tokens))
                     if limit is not None and len(specs) >= limit:
                         return specs
     return specs

@@ -5,6 +5,9 @@ Layout of ``DIR``::
     episodes.jsonl          one line per finished episode (record minus calls/controller steps)
     traces/<key>.json.gz    the full record of that episode (calls and controller steps)
     errors.jsonl            episodes whose run raised (terminated_by "error", traceback in "error")
+    capped.jsonl            episodes cut at the cost cap (terminated_by "cost_cap"): their spend
+                            is billed, they are not finished and run again on resume
+    traces/capped/<key>.json.gz  the full record of the latest cut of that episode
     manifest.json           schema version, package versions, git revision, experiment, arguments,
                             and one entry per invocation (the only place wall-clock time lives)
     .lock                   held (flock) while a sweep writes, so two sweeps cannot share DIR
@@ -46,6 +49,7 @@ MANIFEST_SCHEMA_VERSION = 1
 LINE_SCHEMA_VERSION = 1
 EPISODES = "episodes.jsonl"
 ERRORS = "errors.jsonl"
+CAPPED = "capped.jsonl"
 MANIFEST = "manifest.json"
 TRACES = "traces"
 
@@ -101,10 +105,13 @@ class RunDir:
         self.path = Path(path)
         self.episodes_path = self.path / EPISODES
         self.errors_path = self.path / ERRORS
+        self.capped_path = self.path / CAPPED
+        self.capped: list[dict] = []  # lines of episodes cut at the cost cap (all invocations)
         self.manifest_path = self.path / MANIFEST
         self.traces = self.path / TRACES
         self._fd: int | None = None
         self._err_fd: int | None = None
+        self._cap_fd: int | None = None
         self._lock_fd: int | None = None
         self.done: dict[str, dict] = {}
         self.manifest: dict = {}
@@ -153,6 +160,8 @@ class RunDir:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
             self._fd = paths.open_private(self.episodes_path, flags)
             self._err_fd = paths.open_private(self.errors_path, flags)
+            self.capped = read_lines(self.capped_path, repair=True)
+            self._cap_fd = paths.open_private(self.capped_path, flags)
         except BaseException:
             self.close()
             raise
@@ -220,6 +229,12 @@ class RunDir:
         if key in self.done:
             return False
         strict = self.sync_interval <= 0
+        if result.line.get("terminated_by") == "cost_cap":  # not finished: billed, run again
+            paths.private_dir(self.traces / "capped")
+            paths.write_private(self.traces / "capped" / f"{key}.json.gz", result.trace_gz)
+            _append(self._cap_fd, _dumps(result.line), sync=strict)
+            self.capped.append(result.line)
+            return False
         trace = self.traces / f"{key}.json.gz"
         tmp = trace.with_name(f".{key}.{os.getpid()}.tmp")
         with os.fdopen(paths.open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
@@ -247,14 +262,15 @@ class RunDir:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            for fd in (self._err_fd, self._fd):
-                os.fsync(fd)
+            for fd in (self._err_fd, self._cap_fd, self._fd):
+                if fd is not None:
+                    os.fsync(fd)
         self._pending.clear()
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
         self.sync()
-        for name in ("_fd", "_err_fd", "_lock_fd"):
+        for name in ("_fd", "_err_fd", "_cap_fd", "_lock_fd"):
             fd = getattr(self, name)
             if fd is not None:
                 os.close(fd)  # closing the lock fd releases the flock

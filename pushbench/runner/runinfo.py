@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .rundir import ERRORS, MANIFEST, read_lines
+from .costcap import line_cost
+from .rundir import CAPPED, ERRORS, MANIFEST, read_lines
 
 
 def _planned(experiment: dict) -> tuple[list[dict] | None, str | None]:
@@ -38,7 +39,9 @@ def run_info(run_dir: str | Path) -> dict | None:
     ``invocations``, ``planned`` (episode count), ``planned_episodes`` (``key``, ``task_id``,
     ``instance``, ``controller``, ``policy`` label, ``seed`` per planned episode; ``None`` when
     the experiment no longer expands here, ``plan_problem`` says why), ``raised`` (the newest
-    error line per key that raised at least once).
+    error line per key that raised at least once), ``cost`` (``cap_usd``: the latest
+    invocation's cost cap or ``None``; ``capped_episodes`` and ``capped_cost_usd``: the cuts
+    at the cost cap in ``capped.jsonl``, not finished but paid for).
     """
     path = Path(run_dir)
     if path.is_file():
@@ -62,7 +65,14 @@ def run_info(run_dir: str | Path) -> dict | None:
     for line in read_lines(path / ERRORS):
         if isinstance(line, dict) and line.get("key"):
             raised[line["key"]] = line
+    capped = read_lines(path / CAPPED)
+    last = invocations[-1] if invocations else {}
+    cap = (last.get("summary") or {}).get("cap_usd", (last.get("arguments") or {}).get(
+        "max_cost_usd"))
     return {
+        "cost": {"cap_usd": cap if cap is not None else exp.get("max_cost_usd"),
+                 "capped_episodes": len(capped),
+                 "capped_cost_usd": round(sum(line_cost(x) for x in capped), 8)},
         "experiment": {"name": exp.get("name"), "description": exp.get("description", "")},
         "packages": first.get("packages", manifest.get("packages")) or {},
         "git": git,

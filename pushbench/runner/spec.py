@@ -27,6 +27,8 @@ class EpisodeSpec(_Strict):
     seed: int
     budget: int | None = None
     key: str
+    # the experiment's per-episode token cap (pushbench/spend.py); not part of the key
+    max_episode_tokens: int | None = None
 
 
 @dataclass(frozen=True)

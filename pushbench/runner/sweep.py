@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
+from .. import spend
+from .costcap import CostGate, line_cost, worst_cases
 from .executors.base import Executor
 from .experiment import Experiment, expand
 from .registry import make_executor
@@ -50,11 +52,14 @@ class _Tally:
         self.successes = sum(_success(x) for x in done_lines)
         self.finished = len(done_lines)
         self.steps = 0
+        self.capped = 0  # cut at the cost cap (capped.jsonl; they run again on resume)
 
     def add(self, result, written: bool) -> None:
         if not result.ok:
             self.errors += 1
             self.error_keys.append(result.spec.key)
+        elif not written and result.line.get("terminated_by") == spend.COST_CAP:
+            self.capped += 1
         elif written:
             self.ran += 1
             self.finished += 1
@@ -69,14 +74,22 @@ class _Tally:
 def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Executor | None = None,
                    progress: bool = True, limit: int | None = None, force: bool = False,
                    arguments: dict | None = None, console: Console | None = None,
-                   sync_interval: float = 0.5) -> dict:
+                   sync_interval: float = 0.5, max_cost_usd: float | None = None,
+                   allow_unpriced: bool = False, keys: set[str] | None = None) -> dict:
     """Run every unfinished episode of ``experiment`` into ``out_dir``; return a summary dict.
 
     ``executor`` defaults to the experiment's own (``executor``/``workers`` fields).
     ``limit`` keeps only the first N episodes of the expansion (a quick smoke run; the same
     limit resumes the same subset). ``sync_interval``: see :class:`~.rundir.RunDir` (0 = fsync
-    every episode). Summary keys: ``total, skipped, ran, errors, error_keys,
-    success_rate, steps, seconds, episodes_per_s, steps_per_s, interrupted, out_dir``.
+    every episode). ``max_cost_usd`` (default: the experiment's ``max_cost_usd``) caps the run
+    folder's recorded model spend (:mod:`.costcap`); ``allow_unpriced`` lets models without a
+    price run under it at $0. ``keys`` runs only those episodes of the expansion (the pilot of
+    ``--estimate --pilot``). Summary keys: ``total, skipped, ran, errors, error_keys,
+    success_rate, steps, seconds, episodes_per_s, steps_per_s, interrupted, out_dir``, and the
+    spend: ``spent_usd`` (recorded in the folder, cut episodes included), ``cap_usd``,
+    ``capped`` (episodes cut at the cap now), ``stopped_by_cap`` (the cap refused an episode
+    or cut one), ``not_run`` (planned, still unfinished) and
+    ``resume_cap_usd`` (a cap that lets all of those start; ``None`` without a cap).
     """
     specs = expand(experiment, limit=limit)
     console = console or Console(stderr=True)
@@ -84,16 +97,24 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     run = RunDir(out_dir, sync_interval=sync_interval).open(
         described, experiment.result_fields(), arguments, force=force)
     own_executor = executor is None
+    cap = max_cost_usd if max_cost_usd is not None else experiment.max_cost_usd
+    todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done
+                               and (keys is None or s.key in keys)]
+    gate: CostGate | None = None
     try:
+        if cap is not None:  # refuses unpriced models and unbounded worst cases up front
+            prior = _recorded_spend(run)
+            gate = CostGate(cap, prior, worst_cases(todo, allow_unpriced))
         executor = executor or make_executor(experiment.executor, experiment.workers,
                                              **experiment.options_for_executor())
         uncap = executor.enforce_caps(experiment.max_inflight_per_endpoint)
+        executor.gate = gate
+        unmeter = executor.install_meter(spend.Meter(cap, gate.spent_usd) if gate else None)
     except BaseException:
         if own_executor and executor is not None:
             executor.shutdown()
         run.close()
         raise
-    todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done]
     wanted = {s.key for s in specs}
     tally = _Tally(len(specs), [line for k, line in run.done.items() if k in wanted])
     start = time.perf_counter()
@@ -127,8 +148,11 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
                         pass
     finally:
         uncap()
+        unmeter()
+        executor.gate = None
         if own_executor or interrupted:
             executor.shutdown()
+        not_run = [s for s in todo if s.key not in run.done]
         seconds = time.perf_counter() - start
         summary = {
             "out_dir": str(out_dir), "total": tally.total, "skipped": tally.skipped,
@@ -139,12 +163,22 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
             "episodes_per_s": round(tally.ran / seconds, 3) if seconds > 0 else None,
             "steps_per_s": round(tally.steps / seconds, 1) if seconds > 0 else None,
             "interrupted": interrupted, "executor": executor.name, "workers": executor.workers,
+            "spent_usd": round(_recorded_spend(run), 8), "cap_usd": cap,
+            "capped": tally.capped, "not_run": len(not_run),
+            "stopped_by_cap": gate is not None and (gate.stopped_at is not None
+                                                    or tally.capped > 0),
+            "resume_cap_usd": gate.resume_cap(not_run) if gate is not None and not_run else None,
         }
         run.finish(summary)
         run.close()
     if interrupted:
         raise SweepInterrupted(summary)
     return summary
+
+
+def _recorded_spend(run: RunDir) -> float:
+    """Model spend recorded in the run folder: finished episodes plus cut ones."""
+    return sum(line_cost(x) for x in run.done.values()) + sum(line_cost(x) for x in run.capped)
 
 
 def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
@@ -197,6 +231,10 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
                               run_dir=run_dir if Path(run_dir).is_dir() else Path(run_dir).parent,
                               **({"ci_method": ci_method} if ci_method else {}))
     rep.print_report(frames, console=out)
+    from ..analysis.bill import print_bill
+
+    if frames.get("bill") is not None:
+        print_bill(frames["bill"], out, (info or {}).get("cost"))
     out_dir = Path(out_dir)
     console.print(f"wrote {out_dir / 'summary.csv'}, {out_dir / 'paired_deltas.csv'} and "
                   f"{out_dir / 'report.md'} ({len(episodes)} episodes)", highlight=False)

@@ -28,8 +28,8 @@ import weakref
 from dataclasses import dataclass, field
 
 from ...envs.actions import escape_surrogates
-from ... import limits
-from ..errors import PolicyError
+from ... import limits, spend
+from ..errors import PolicyError, SpendCut
 from .config import LLMConfig
 from .context import estimate_message_tokens, estimate_tokens
 
@@ -214,6 +214,9 @@ class ChatClient:
         self._sync = None
         self._async = None
         self._rng = random.Random(seed)
+        self._price = cfg.price()
+        self._tools_est: int | None = None  # estimated tokens of the tool definitions
+        self._last_prompt = 0  # the previous call's real prompt tokens (a floor for the next)
 
     # ----- clients ------------------------------------------------------------------------
     # SDK clients are shared by every episode with the same endpoint (per process for the
@@ -310,10 +313,35 @@ class ChatClient:
         body.update(req.get("extra_body") or {})
         return client.post("/chat/completions", body=body, cast_to=ChatCompletion)
 
+    # ----- spend limits (pushbench/spend.py) -------------------------------------------------
+    def check_spend(self, messages: list[dict], tools: list[dict], usage: Usage) -> None:
+        """Raise :class:`SpendCut` if the next call would pass the run's cost cap or the
+        episode's token cap (nothing is estimated when neither is set)."""
+        if not spend.active():
+            return
+        if self._tools_est is None:  # the same definitions every call of an episode
+            self._tools_est = estimate_tokens(json.dumps(tools)) if tools else 0
+        # the chars/4 estimate, but never below what the server counted for the last prompt
+        # (the history only grows between trims, and tokenizers may count more than chars/4)
+        prompt = max(self._last_prompt,
+                     self._tools_est + sum(estimate_message_tokens(m) for m in messages))
+        price = self._price
+        cut = spend.check(usage.prompt_tokens + usage.completion_tokens, prompt,
+                          self.cfg.max_tokens, price.input_per_mtok if price else None,
+                          price.output_per_mtok if price else None)
+        if cut is not None:
+            raise SpendCut(cut[0], cut[1])
+
+    def _charge(self, turn: ModelTurn) -> None:
+        self._last_prompt = turn.prompt_tokens
+        if self._price is not None and spend.installed() is not None:
+            spend.charge(self._price.cost(turn.prompt_tokens, turn.completion_tokens))
+
     def complete(self, messages: list[dict], tools: list[dict], usage: Usage) -> ModelTurn:
         """One model reply (blocking), retrying transient failures."""
         import openai
 
+        self.check_spend(messages, tools, usage)
         req = self.request(messages, tools)
         attempt = 0
         while True:
@@ -326,12 +354,14 @@ class ChatClient:
                 continue
             turn = parse_completion(completion, messages)
             usage.add(turn)
+            self._charge(turn)
             return turn
 
     async def acomplete(self, messages: list[dict], tools: list[dict], usage: Usage) -> ModelTurn:
         """One model reply without blocking the event loop, retrying transient failures."""
         import openai
 
+        self.check_spend(messages, tools, usage)
         req = self.request(messages, tools)
         attempt = 0
         while True:
@@ -344,6 +374,7 @@ class ChatClient:
                 continue
             turn = parse_completion(completion, messages)
             usage.add(turn)
+            self._charge(turn)
             return turn
 
 

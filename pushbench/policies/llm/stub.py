@@ -52,10 +52,13 @@ class StubServer:
     """A scripted OpenAI-compatible server on ``127.0.0.1`` (a background thread)."""
 
     def __init__(self, script: list[dict] | None = None, latency: float = 0.0,
-                 usage: bool = True) -> None:
+                 usage: bool = True, fixed_usage: dict | None = None) -> None:
+        # fixed_usage: {"prompt_tokens": P, "completion_tokens": C} reported for every reply
+        # without a usage entry of its own (cost tests); default: chars/4 of the request/reply
         self.script: deque[dict] = deque(script or ())
         self.latency = latency
         self.usage = usage
+        self.fixed_usage = dict(fixed_usage) if fixed_usage else None
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -149,7 +152,9 @@ class StubServer:
                          "finish_reason": "tool_calls" if calls else "stop"}],
         }
         usage = entry.get("usage", "default")
-        if usage == "default" and self.usage:
+        if usage == "default" and self.usage and self.fixed_usage:
+            usage = dict(self.fixed_usage)
+        elif usage == "default" and self.usage:
             prompt = sum(len(json.dumps(m)) for m in body.get("messages") or ()) // 4
             completion = len(json.dumps(message)) // 4
             usage = {"prompt_tokens": prompt, "completion_tokens": completion}

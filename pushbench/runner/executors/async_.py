@@ -49,11 +49,11 @@ class AsyncExecutor(Executor):
 
         async def one(spec: EpisodeSpec) -> None:
             async with sem:
-                if self._stop.is_set():
+                if self._stop.is_set() or not self.admit(spec):
                     return
                 self._running += 1
                 try:
-                    self._results.put(await arun_spec(spec))
+                    self._results.put(self.settled(await arun_spec(spec)))
                 finally:
                     self._running -= 1
 

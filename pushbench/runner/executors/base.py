@@ -23,7 +23,7 @@ from __future__ import annotations
 import traceback
 from typing import Callable, Iterable, Iterator
 
-from ... import limits
+from ... import limits, spend
 from ...records import encode_trace, episode_line
 from ..spec import EpisodeResult, EpisodeSpec
 
@@ -36,7 +36,8 @@ def run_spec(spec: EpisodeSpec) -> EpisodeResult:
         record = run_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
                              instance=spec.instance, budget=spec.budget,
                              policy_params=dict(spec.policy_params) or None,
-                             label=spec.policy_label)
+                             label=spec.policy_label,
+                             max_episode_tokens=spec.max_episode_tokens)
         record["key"] = spec.key  # the spec's key is the resume authority (includes params)
         return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
     except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
@@ -51,7 +52,8 @@ async def arun_spec(spec: EpisodeSpec) -> EpisodeResult:
         record = await arun_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
                                     instance=spec.instance, budget=spec.budget,
                                     policy_params=dict(spec.policy_params) or None,
-                                    label=spec.policy_label)
+                                    label=spec.policy_label,
+                                    max_episode_tokens=spec.max_episode_tokens)
         record["key"] = spec.key
         return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
     except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
@@ -62,9 +64,31 @@ class Executor:
     """Base: subclasses implement :meth:`run` (and :meth:`drain` if work can be in flight)."""
 
     name = "executor"
+    # the cost cap's admission (pushbench/runner/costcap.py): asked before an episode starts,
+    # told when it comes back; None: no cap
+    gate = None
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = max(1, int(workers))
+
+    def admit(self, spec: EpisodeSpec) -> bool:
+        """Whether ``spec`` may start now (always, without a cost cap)."""
+        return self.gate is None or self.gate.admit(spec)
+
+    def settled(self, result: EpisodeResult) -> EpisodeResult:
+        """Book ``result`` with the cost cap before it is handed on; returns it."""
+        if self.gate is not None:
+            self.gate.settle(result)
+        return result
+
+    def install_meter(self, meter: "spend.Meter | None") -> Callable[[], None]:
+        """Make ``meter`` (the run's cost cap) govern the model calls of the episodes this
+        executor runs; return the function that undoes it. In-process executors install it
+        here (this default); others override it."""
+        if meter is None:
+            return lambda: None
+        previous = spend.install(meter)
+        return lambda: spend.install(previous)
 
     def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         raise NotImplementedError

@@ -10,7 +10,7 @@ import threading
 from collections import deque
 from typing import Callable, Iterable, Iterator
 
-from ... import limits
+from ... import limits, spend
 from ..spec import EpisodeResult, EpisodeSpec
 from .base import Executor, run_spec
 
@@ -22,7 +22,9 @@ class InProcessExecutor(Executor):
 
     def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         for spec in specs:
-            yield run_spec(spec)
+            if not self.admit(spec):
+                return
+            yield self.settled(run_spec(spec))
 
 
 # The cache and the user tasks folder a worker must see: a forkserver keeps the environment it
@@ -30,7 +32,8 @@ class InProcessExecutor(Executor):
 _SHARED_ENV = ("PUSHBENCH_HOME", "PUSHBENCH_TASKS")
 
 
-def _worker_init(parent_alive, env: dict[str, str | None] | None = None) -> None:
+def _worker_init(parent_alive, env: dict[str, str | None] | None = None, meter_value=None,
+                 cap_usd: float | None = None) -> None:
     # Ctrl-C goes to the whole process group: the parent decides what stops, not the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent_alive,), daemon=True).start()
@@ -39,6 +42,8 @@ def _worker_init(parent_alive, env: dict[str, str | None] | None = None) -> None
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    if meter_value is not None:  # the run's cost cap, shared by every worker
+        spend.install(spend.SharedMeter(cap_usd, meter_value))
     import pushbench  # noqa: F401  - registers the environments (user tasks too) in the worker
     from ... import tasks
 
@@ -93,15 +98,20 @@ class LocalPoolExecutor(Executor):
         self._futures: dict[cf.Future, tuple[EpisodeSpec, cf.ProcessPoolExecutor, bool]] = {}
         self._suspects: deque[EpisodeSpec] = deque()  # lost with a broken pool: re-run alone
         self._any_ok = False  # an episode came back from some pool: workers can start
+        self._meter: tuple | None = None  # (shared mp.Value('d') of the spend, cap) or None
+        self._pool_meter: tuple | None = None  # the meter the running pool's workers hold
 
     def _ensure_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
             ctx = _context()
             reader, self._alive = ctx.Pipe(duplex=False)
+            meter = self._meter or (None, None)
+            self._pool_meter = self._meter
             self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
                                                 initializer=_worker_init,
                                                 initargs=(reader, {k: os.environ.get(k)
-                                                                   for k in _SHARED_ENV}))
+                                                                   for k in _SHARED_ENV},
+                                                          *meter))
             self._reader = reader  # kept until the pool has started its workers
         return self._pool
 
@@ -145,6 +155,9 @@ class LocalPoolExecutor(Executor):
                 self._suspects.popleft()
             return
         while queue and len(self._futures) < self.window:
+            if not self.admit(queue[0]):  # the cost cap: schedule nothing more
+                queue.clear()
+                return
             if self._submit(queue[0], alone=False):
                 queue.popleft()
 
@@ -160,16 +173,16 @@ class LocalPoolExecutor(Executor):
             except cf.process.BrokenProcessPool as e:
                 self._pool_broke(pool, e)
                 if alone:  # it broke a pool on its own: this episode kills its worker
-                    yield EpisodeResult(spec, error=(
+                    yield self.settled(EpisodeResult(spec, error=(
                         "worker process died while running this episode (twice, the second "
-                        f"time alone in its pool): {e!r}. It runs again on resume."))
+                        f"time alone in its pool): {e!r}. It runs again on resume.")))
                 else:  # maybe only a bystander of another episode's death: run it again
                     self._suspects.append(spec)
                 continue
             except cf.CancelledError:
-                yield EpisodeResult(spec, error="cancelled before it ran")
+                yield self.settled(EpisodeResult(spec, error="cancelled before it ran"))
                 continue
-            yield result
+            yield self.settled(result)
 
     def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         queue = deque(specs)
@@ -200,6 +213,18 @@ class LocalPoolExecutor(Executor):
         for p in procs:
             p.join(timeout=5)
         self._close_pipe()
+
+    def install_meter(self, meter: "spend.Meter | None") -> Callable[[], None]:
+        """Share ``meter``'s spend with every worker (a ``multiprocessing.Value`` handed to the
+        workers as they start; an idle pool from an earlier sweep is restarted for it)."""
+        if self._pool is not None and (meter is not None or self._pool_meter is not None):
+            self.shutdown()  # idle workers started under another meter (or none): restart
+        self._meter = None if meter is None else (_context().Value("d", meter.spent_usd),
+                                                  meter.cap_usd)
+
+        def undo() -> None:
+            self._meter = None
+        return undo
 
     def enforce_caps(self, caps: dict[str, int] | None) -> Callable[[], None]:
         """Nothing to install: a worker runs one episode, hence one model call, at a time, so

@@ -119,6 +119,12 @@ class RayExecutor(Executor):
             self._stop_limiter()
         self.caps = caps
 
+    def install_meter(self, meter) -> Callable[[], None]:
+        """The cost cap's live per-call check is not shared across a Ray cluster: admission
+        (worst cases reserved before an episode starts) still holds the cap, but an episode
+        in flight is never cut at it (docs/llm.md "Spend limits")."""
+        return lambda: None
+
     def enforce_caps(self, caps: dict[str, int] | None) -> Callable[[], None]:
         """Caps hold across the cluster through the :class:`EndpointLimiter` actor."""
         if not caps:
@@ -218,7 +224,7 @@ class RayExecutor(Executor):
                                        f"(infrastructure failure): {type(e).__name__}: {e}\n"
                                        + traceback.format_exc(limit=2))
             del self._refs[ref]
-            yield result
+            yield self.settled(result)
 
     def _wait(self) -> list:
         ray = _ray()
@@ -234,8 +240,12 @@ class RayExecutor(Executor):
         queue = deque(specs)
         while queue or self._refs:
             while queue and len(self._refs) < self.window:
+                if not self.admit(queue[0]):  # the cost cap: schedule nothing more
+                    queue.clear()
+                    break
                 self._submit(queue.popleft())
-            yield from self._collect(self._wait())
+            if self._refs:
+                yield from self._collect(self._wait())
 
     def drain(self) -> Iterator[EpisodeResult]:
         while self._refs:
