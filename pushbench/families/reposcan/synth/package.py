@@ -187,6 +187,6 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
 
 
 def render_init(pkg: PackagePlan) -> str:
-    imports = vocab.from_import(".", [m.name for m in pkg.modules])
+    names = ", ".join(m.name for m in pkg.modules)
     return (f'"""{pkg.name}: {words(pkg.modules[0].name)} and related helpers."""\n\n'
-            f"{imports}\n\n__version__ = \"0.1.0\"\n")
+            f"from . import {names}\n\n__version__ = \"0.1.0\"\n")
