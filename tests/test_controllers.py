@@ -217,3 +217,18 @@ def test_stateqgp_duplicate_rate_is_exactly_zero_on_every_episode(policy):
         for seed in range(2):
             rec = run_episode(task, "stateqgp", policy, seed)
             assert rec["metrics"]["duplicate_submit_rate"] in (0.0, None), (task, seed)
+
+
+def test_a_gated_final_with_an_out_of_range_count_is_no_claim():
+    """A ``final`` whose count the tool would refuse (here 10**300) is blocked like any final
+    below target, but it is no claim: ``gated_over_claim`` ignores it instead of overflowing."""
+    env = pushbench.make("RepoScan-requests-docstring-N10", controller="stateqgp")
+    env.reset(seed=0)
+    env.step({"tool": "final", "reported_count": 10**300})
+    env.step({"tool": "final", "reported_count": 7})
+    rec = env.episode_record()
+    gated = [s for s in rec["controller"]["steps"] if "completion_gate" in s["interventions"]]
+    assert len(gated) == 2
+    assert "proposed_reported_count" not in gated[0]
+    assert gated[1]["proposed_reported_count"] == 7
+    assert rec["metrics"]["gated_over_claim"] == 7 - rec["valid_count"]

@@ -79,8 +79,11 @@ class StatusArgs(ToolArgs):
     pass
 
 
+MAX_REPORTED_COUNT = 10**9  # the largest count a ``final`` may report
+
+
 class FinalArgs(ToolArgs):
-    reported_count: int = Field(ge=0, le=10**9, description="how many valid items you believe "
+    reported_count: int = Field(ge=0, le=MAX_REPORTED_COUNT, description="how many valid items you believe "
                                 "the verifier has accepted")
     message: str = Field(default="", max_length=4000, description="a short closing message")
 
@@ -301,7 +304,8 @@ class QGPEnv(gym.Env):
         plus, when the action is a JSON object within the size limit: for a ``submit``,
         ``ids``, the well-formed ids it names in order (also when the call as a whole is
         invalid, e.g. more than the per-call limit: they are what the policy tried to submit);
-        for a ``final`` with an integer ``reported_count`` >= 0, that count. A controller
+        for a ``final`` with an integer ``reported_count`` in ``[0, MAX_REPORTED_COUNT]`` (the
+        range the tool accepts; a count outside it is no claim), that count. A controller
         records this for the calls it changed, so metrics can judge what the policy itself
         proposed (``metrics.proposed_duplicate_rate``, ``metrics.gated_over_claim``).
         """
@@ -318,7 +322,8 @@ class QGPEnv(gym.Env):
             out["ids"] = self._submission_ids(call)
         elif call is not None and call.get("tool") == "final":
             count = call.get("reported_count")
-            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            if (isinstance(count, int) and not isinstance(count, bool)
+                    and 0 <= count <= MAX_REPORTED_COUNT):
                 out["reported_count"] = count
         return out
 
