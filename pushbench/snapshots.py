@@ -438,7 +438,8 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
             commit = _git_freeze(m.root)
             pin = Pin(name=name, package=name, version=m.tree_sha256[:12], sha256=m.sha256,
                       commit=commit, kind=kind or m.kind, tree_sha256=m.tree_sha256,
-                      source=str(source), rev=rev, source_commit=m.source_commit,
+                      source=None if kind == "synth" else str(source), rev=rev,
+                      source_commit=m.source_commit,
                       files=m.files, skipped=dict(m.skipped), generator=generator_name,
                       params=params, origin=str(pins_file))
             same = existing is not None and (existing.kind, existing.sha256, existing.commit) \
