@@ -320,8 +320,12 @@ def tasks_new(
               f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
               + (" (every one: the task does not test judgement)"
                  if solved == len(made.rows) else ""), highlight=False)
+    from . import userdata
+
+    shipped = Path(made.path).parent.resolve() == userdata.shipped_dir().resolve()
+    suite = userdata.SHIPPED_SYNTH if shipped else "user"
     out.print(f"written to {made.path} in {time.perf_counter() - t0:.1f} s; "
-              f"task ids: {', '.join(made.task_ids)} (suites RepoScan-user-N<k>)",
+              f"task ids: {', '.join(made.task_ids)} (suites RepoScan-{suite}-N<k>)",
               highlight=False)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterator, Literal
 
 import yaml
@@ -131,7 +132,7 @@ def user_instances() -> dict[str, tuple[UserRepoScanInstance, str]]:
                                              f"{_first_error(e)}") from e
     entries += [(n, i, "(being created)") for n, i in _STAGED.items()]
     for name, inst, where in entries:
-        if not _INSTANCE_NAME.match(name) or name == USER_SUITE:
+        if not _INSTANCE_NAME.match(name) or name in (USER_SUITE, userdata.SHIPPED_SYNTH):
             raise userdata.UserDataError(f"{where}: instance name {name!r} is not allowed")
         if name in builtin or name in out:
             other = "the built-in tasks/reposcan.yaml" if name in builtin else out[name][1]
@@ -181,19 +182,23 @@ def all_tasks() -> dict[str, TaskSpec]:
     """Every task id: the built-in manifests, then the user instances (:func:`user_instances`)."""
     tasks = builtin_tasks()
     m = manifests()["reposcan"]
-    suites: dict[int, list[str]] = {}
+    shipped = userdata.shipped_dir().resolve()
+    suites: dict[tuple[str, int], list[str]] = {}
     for name, (inst, where) in user_instances().items():
+        # the shipped synthetic family has its own suite; everything else is the user's
+        suite = (userdata.SHIPPED_SYNTH if Path(where).parent.resolve() == shipped
+                 else USER_SUITE)
         for n in inst.targets:
             tid = f"{m.prefix}-{name}-N{n}"
             _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point,
                                  target=n, budget=m.budget.for_target(n), instances=(name,)),
                  where)
-            suites.setdefault(n, []).append(name)
-    for n, names in sorted(suites.items()):
-        tid = f"{m.prefix}-{USER_SUITE}-N{n}"
+            suites.setdefault((suite, n), []).append(name)
+    for (suite, n), names in sorted(suites.items()):
+        tid = f"{m.prefix}-{suite}-N{n}"
         _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point, target=n,
                              budget=m.budget.for_target(n), instances=tuple(names)),
-             "the user suite")
+             f"the {suite} suite")
     return tasks
 
 

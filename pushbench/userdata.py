@@ -8,7 +8,9 @@ A *user folder* holds up to two files, each with ``schema_version: 1``:
   ``pushbench tasks new`` (schema in :mod:`pushbench.tasks`).
 
 Load order (deterministic, and the only places looked at): the built-in data first
-(``snapshots/pins.yaml``, ``tasks/*.yaml``), then the user folder under the cache
+(``snapshots/pins.yaml``, ``tasks/*.yaml``), then the shipped synthetic family
+(``tasks/synth/``, a user folder that comes with PushBench: seeded synthetic repositories and
+their ``RepoScan-synth-*`` tasks, see docs/synthetic.md), then the user folder under the cache
 (``$PUSHBENCH_HOME/user``), then the folder named by ``$PUSHBENCH_TASKS`` if set (a team can
 commit it next to its experiments). A name defined twice in this chain is an error naming both
 files; nothing is overridden silently.
@@ -55,11 +57,20 @@ def env_dir() -> Path | None:
     return Path(value).expanduser() if value else None
 
 
+SHIPPED_SYNTH = "synth"  # the shipped folder's name under tasks/, and its suite's name
+
+
+def shipped_dir() -> Path:
+    """The user-format folder that ships with PushBench: ``tasks/synth`` (the synthetic family)."""
+    return paths.data_dir("tasks") / SHIPPED_SYNTH
+
+
 def search_dirs() -> list[Path]:
-    """User folders in load order: the cache's, then ``$PUSHBENCH_TASKS`` (if another one)."""
-    dirs = [home_dir()]
+    """User folders in load order: the shipped synthetic family, the cache's, then
+    ``$PUSHBENCH_TASKS`` (if another one)."""
+    dirs = [shipped_dir(), home_dir()]
     extra = env_dir()
-    if extra is not None and extra.resolve() != dirs[0].resolve():
+    if extra is not None and all(extra.resolve() != d.resolve() for d in dirs):
         dirs.append(extra)
     return dirs
 

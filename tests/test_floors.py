@@ -22,9 +22,10 @@ from pushbench.policies import OFFLINE_POLICIES, POLICIES, make_policy
 from pushbench.policies import offline as family_agents
 from pushbench.policies.dataops.floor import CHEAP_GUESSES
 from pushbench.runner.episode import run_episode
-from pushbench.tasks import get_task, instance_config, list_tasks
+from pushbench.tasks import builtin_tasks, get_task, instance_config, list_tasks
 
-REPOSCAN = [t for t in list_tasks("RepoScan-") if t.count("-") >= 3]
+REPOSCAN = sorted(t for t in builtin_tasks()
+                  if t.startswith("RepoScan-") and t.count("-") >= 3)
 DATAOPS = list_tasks("DataOps-b")
 
 

@@ -9,9 +9,10 @@ import pytest
 from pushbench.policies import OFFLINE_POLICIES, make_policy
 from pushbench.policies.reposcan.judge import judge, property_from_objective
 from pushbench.runner.episode import run_episode
-from pushbench.tasks import list_tasks
+from pushbench.tasks import builtin_tasks
 
-SINGLE_TASKS = [t for t in list_tasks("RepoScan-") if t.count("-") >= 3]
+SINGLE_TASKS = sorted(t for t in builtin_tasks()
+                      if t.startswith("RepoScan-") and t.count("-") >= 3)
 
 
 def test_diligent_solves_at_least_35_of_36_tasks():

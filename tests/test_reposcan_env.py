@@ -21,7 +21,7 @@ from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.envs.spaces import MAX_ACTION_BYTES
 from pushbench.registration import gym_id
 from pushbench.families.reposcan.search import tokenize
-from pushbench.tasks import UnknownTaskError, instance_config, manifests
+from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, manifests
 from pushbench.families.reposcan.verifier import digest
 
 INSTANCES = list(manifests()["reposcan"].instances)
@@ -68,8 +68,12 @@ def state(env) -> dict:
 
 def test_every_task_is_registered():
     assert sorted(GYM_IDS) == sorted(gym_id(t) for t in pushbench.list_tasks())
-    reposcan = pushbench.list_tasks("RepoScan-")
+    reposcan = [t for t in pushbench.list_tasks("RepoScan-") if t in builtin_tasks()]
     assert len(reposcan) == 40  # 9 instances x 4 targets + 4 suites
+    # the shipped synthetic family (tasks/synth) registers beside them, with its own suites
+    synth = pushbench.list_tasks("RepoScan-synth-")
+    assert {f"RepoScan-synth-N{n}" for n in (10, 25, 50, 100)} <= set(synth)
+    assert not set(synth) & set(reposcan)
     assert {f"RepoScan-{i}-N{n}" for i in INSTANCES for n in (10, 25, 50, 100)} | {
         f"RepoScan-N{n}" for n in (10, 25, 50, 100)} == set(reposcan)
     assert len(pushbench.list_tasks("RepoScan-pytest-raises")) == 4

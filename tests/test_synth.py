@@ -331,3 +331,37 @@ def test_names_do_not_leak_any_atom(seed):
 def test_default_density_table_is_the_documented_one():
     assert set(DEFAULT_DENSITY) == set(ATOMS)
     assert all(0 <= v <= 1 for v in DEFAULT_DENSITY.values())
+
+
+def test_the_shipped_synthetic_family_builds_from_its_pins_and_keeps_its_valid_sets(
+        tmp_path, monkeypatch):
+    """``tasks/synth`` ships RepoScan-synth-*: in an empty cache every instance regenerates
+    from its pin, and the environment's own valid-set check (count and sha256) passes."""
+    import json
+
+    from gymnasium.utils.env_checker import check_env
+
+    import pushbench
+    from pushbench import tasks, userdata
+
+    monkeypatch.setenv("PUSHBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(userdata.ENV_VAR, raising=False)
+    tasks.reload()
+    try:
+        shipped = tasks.user_instances()
+        names = sorted(n for n, (_, where) in shipped.items()
+                       if Path(where).parent.resolve() == userdata.shipped_dir().resolve())
+        assert names and all(n.startswith("synth-") for n in names)
+        suite = tasks.get_task("RepoScan-synth-N10")
+        assert sorted(suite.instances) == names
+        for name in names:
+            env = pushbench.make(f"RepoScan-{name}-N10")
+            obs, _ = env.reset(seed=0)  # raises if the regenerated valid set differs from the pin
+            assert name.split("-")[1] in json.loads(obs)["result"]["objective"]
+            env.close()
+        env = pushbench.make(f"RepoScan-{names[0]}-N10", controller="stateqgp")
+        check_env(env.unwrapped, skip_render_check=True)
+        env.close()
+    finally:
+        monkeypatch.undo()
+        tasks.reload()

@@ -281,7 +281,7 @@ def _family(task_id: str) -> str:
 
 def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
     """``(task_id, instance)`` cells for one ``tasks`` entry (raise ValueError if unknown)."""
-    from ..tasks import all_tasks, get_task
+    from ..tasks import all_tasks, builtin_tasks, get_task
 
     if isinstance(entry, SuiteTasks):
         try:
@@ -300,8 +300,13 @@ def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
                              f" Known: {', '.join(spec.instances)}")
         return [(spec.task_id, inst) for inst in entry.instances]
     if any(ch in entry for ch in _GLOB_CHARS):
-        ids = sorted(all_tasks())
+        # Built-in ids first, so adding own or synthetic tasks never changes what an existing
+        # experiment's pattern runs; a pattern no built-in id matches covers the others.
+        ids = sorted(builtin_tasks())
         hits = fnmatch.filter(ids, entry)
+        if not hits:
+            ids = sorted(all_tasks())
+            hits = fnmatch.filter(ids, entry)
         if not hits:
             stem = "".join(ch for ch in entry if ch not in _GLOB_CHARS + "]")
             raise ValueError(f"task pattern {entry!r} matches no task id.{_close(stem, ids)} "
