@@ -52,6 +52,9 @@ def test_holm_by_hand():
     assert stats.holm(p)[[0, 1, 3, 4]] == pytest.approx([0.04, 0.09, 0.09, 0.5])
     assert math.isnan(stats.holm(p)[2])
     assert stats.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
+    # a missing p-value from an object column (None) is NaN too: not counted, stays missing
+    adj = stats.holm(np.array([0.01, None, 0.04], dtype=object))
+    assert adj[[0, 2]] == pytest.approx([0.02, 0.04]) and math.isnan(adj[1])
 
 
 @settings(max_examples=60, deadline=None)
@@ -92,8 +95,10 @@ def test_bca_rows_scipy_leaves_undefined_get_scipys_percentile_interval(confiden
     # and only those, get the percentile interval from the same generator, continued.
     x = np.array([[5, 5, 5, 1], [0, 1 / 3, 1, 1], [0, 0, 1, 1], [1, 0, 0, 0],
                   [0.2, 0.5, 0.1, 0.9]])
-    lo, hi, used = stats.interval(x, rng=np.random.default_rng(1), method="bca", n_resamples=4,
-                                  confidence=confidence)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # scipy's warnings stay inside: the method says it
+        lo, hi, used = stats.interval(x, rng=np.random.default_rng(1), method="bca",
+                                      n_resamples=4, confidence=confidence)
     ref_rng = np.random.default_rng(1)
     kw = dict(axis=-1, vectorized=True, n_resamples=4, confidence_level=confidence, rng=ref_rng)
     with warnings.catch_warnings():
