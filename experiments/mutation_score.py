@@ -177,7 +177,7 @@ class Score:
     @property
     def survivors(self) -> list[str]:
         return sorted(m for m, s in self.statuses.items()
-                      if s not in KILLED and m not in self.equivalent)
+                      if s not in (*KILLED, "not checked") and m not in self.equivalent)
 
     def ratio(self, num: int, den: int) -> str:
         return f"{num}/{den} = {100 * num / den:.1f}%" if den else "-"
@@ -237,6 +237,43 @@ def score(target: Target, equivalents: dict[str, dict], children: int,
         else:
             stale.append(name)
     return Score(target, seconds, statuses, equivalent, stale, diffs)
+
+
+def _judge_equivalents(work: Path, target: Target, statuses: dict[str, str],
+                       equivalents: dict[str, dict]) -> tuple[dict, dict, list]:
+    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
+             if s not in KILLED or m in equivalents}
+    equivalent, stale = {}, []
+    for name, entry in equivalents.items():
+        if not target.owns(name):
+            continue
+        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
+                          if x.startswith("+") and not x.startswith("+++"))
+        if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
+            equivalent[name] = entry["reason"]
+        else:
+            stale.append(name)
+    return diffs, equivalent, stale
+
+
+def results_only(target: Target, equivalents: dict[str, dict]) -> Score:
+    """The score of the last run of ``target`` as it stands (also while it runs), nothing run.
+
+    Mutants not checked yet are counted as such; the ratios are then over the checked ones.
+    """
+    work = WORK / target.dotted
+    if not (work / "mutants" / target.module).exists():
+        sys.exit(f"no earlier run of {target.module} in {work}")
+    statuses = _statuses(work, target)
+    if (work / "mutmut-generate.log").exists():  # a --skip-listed run: listed ones never run
+        for name in equivalents:
+            if statuses.get(name) == "not checked":
+                statuses[name] = "listed, not run"
+    diffs, equivalent, stale = _judge_equivalents(
+        work, target, {m: s for m, s in statuses.items() if s != "not checked"}, equivalents)
+    stale = [n for n in stale if statuses.get(n) != "not checked"]
+    return Score(target, 0.0, statuses, equivalent, stale, diffs,
+                 what="results so far (nothing run)")
 
 
 def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
@@ -308,8 +345,13 @@ def report(s: Score) -> None:
           f"run {s.count('listed, not run')}, other "
           f"{s.total - s.count('killed', 'timeout', 'survived', 'no tests', 'listed, not run')}; "
           f"equivalent (listed) {len(s.equivalent)}")
-    print(f"   killed / total          {s.ratio(s.killed, s.total)}")
-    print(f"   killed / non-equivalent {s.ratio(s.killed, s.total - len(s.equivalent))}")
+    unchecked = s.count("not checked")
+    if unchecked:
+        print(f"   NOT CHECKED yet: {unchecked}; the ratios are over the "
+              f"{s.total - unchecked} checked")
+    print(f"   killed / total          {s.ratio(s.killed, s.total - unchecked)}")
+    print(f"   killed / non-equivalent "
+          f"{s.ratio(s.killed, s.total - unchecked - len(s.equivalent))}")
     print(f"   {s.what} took {s.seconds:.0f} s")
     for name in s.stale:
         print(f"   STALE equivalent entry (mutant gone, killed or changed): {name}")
@@ -328,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recheck", action="store_true",
                     help="re-judge the last run's survivors against the current tests "
                          "(no new mutants; see recheck())")
+    ap.add_argument("--results", action="store_true",
+                    help="print the score of the last run as it stands (nothing is run)")
     ap.add_argument("--skip-listed", action="store_true",
                     help="do not run the mutants listed as equivalent (much faster; a listed "
                          "mutant that a test now kills is then not reported as stale)")
@@ -347,8 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     equivalents = load_equivalents()
     failed = False
     for t in chosen:
-        s = recheck(t, equivalents) if args.recheck else score(
-            t, equivalents, args.max_children, skip_listed=args.skip_listed)
+        if args.results:
+            s = results_only(t, equivalents)
+        elif args.recheck:
+            s = recheck(t, equivalents)
+        else:
+            s = score(t, equivalents, args.max_children, skip_listed=args.skip_listed)
         report(s)
         den = s.total - len(s.equivalent)
         failed |= bool(den) and 100 * s.killed / den < args.fail_under

@@ -1079,11 +1079,18 @@ def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
     assert not report.paired_deltas(df, metrics=["success"], n_resamples=199)["degenerate"].any()
     explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
     pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
-    pd.testing.assert_frame_equal(
-        delta_table(df, side="controller", strata=["family"], pairs=pairs,
-                    metrics=["success"]),
-        delta_table(df, side="controller", strata=["family"], pairs=pairs, metrics=["success"],
-                    a_col="a", b_col="b", **explicit))
+    # valid_count: not a rate, so its interval is never clipped to [-1, 1] and shows the
+    # generator's seed and the number of resamples (success rows here clip on both sides)
+    # (nine instances: enough distinct resamples that 9999 and 10000 resamples differ too)
+    df9 = report.episodes_frame(suite(targets=(10,), seeds=range(18), n_instances=9))
+    kw = dict(side="controller", strata=["family"], pairs=pairs,
+              metrics=["success", "valid_count"])
+    got = delta_table(df9, **kw)
+    pd.testing.assert_frame_equal(got, delta_table(df9, a_col="a", b_col="b", **kw, **explicit),
+                                  check_exact=True)
+    for change in ({"seed": 1}, {"n_resamples": 10000}):   # the comparison can tell them
+        other = delta_table(df9, **kw, **{**explicit, **change})
+        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
     pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
                                   report.paired_deltas(df, metrics=["success"], **explicit))
     assert list(report.paired_deltas(df)["metric"].unique()) == [
