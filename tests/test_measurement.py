@@ -1115,6 +1115,18 @@ def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
         assert (tmp_path / "d" / f).read_bytes() == (tmp_path / "e" / f).read_bytes(), f
 
 
+def test_delta_table_rows_come_in_sorted_strata_order_whatever_the_line_order():
+    from pushbench.analysis.deltas import delta_table
+
+    eps = suite(targets=(10,), policy="alpha") + suite(targets=(10,), policy="zeta")
+    df = report.episodes_frame(eps)
+    df = df.iloc[::-1]                                   # a frame in any row order
+    out = delta_table(df, side="controller", strata=["policy"],
+                      pairs=lambda names: [("stateqgp", "standard")], metrics=["success"],
+                      n_resamples=99)
+    assert out["policy"].tolist() == ["alpha", "zeta"]
+
+
 def test_row_rng_derivation_is_stable_across_versions():
     # the same seed must give the same CSVs tomorrow: the generator is a SeedSequence of the
     # seed (32 bits) and the first 8 bytes (little-endian) of the sha256 of the row's identity
