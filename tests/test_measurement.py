@@ -1091,6 +1091,13 @@ def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
     for change in ({"seed": 1}, {"n_resamples": 10000}):   # the comparison can tell them
         other = delta_table(df9, **kw, **{**explicit, **change})
         assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
+    both = ["success", "valid_count"]
+    got = report.paired_deltas(df9, metrics=both)
+    pd.testing.assert_frame_equal(got, report.paired_deltas(df9, metrics=both, **explicit),
+                                  check_exact=True)
+    for change in ({"seed": 1}, {"n_resamples": 10000}):
+        other = report.paired_deltas(df9, metrics=both, **{**explicit, **change})
+        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
     pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
                                   report.paired_deltas(df, metrics=["success"], **explicit))
     assert list(report.paired_deltas(df)["metric"].unique()) == [
