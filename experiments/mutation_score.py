@@ -5,6 +5,7 @@
     python experiments/mutation_score.py pushbench/families/reposcan/verifier.py   # only these
     python experiments/mutation_score.py --list                  # modules, functions, tests
     python experiments/mutation_score.py --recheck MODULE        # survivors vs current tests
+    python experiments/mutation_score.py --skip-listed MODULE    # listed equivalents not run
 
 The modules, the tests that judge each one and (optionally) the functions whose mutants count
 live in ``[tool.pushbench.mutation.modules]`` of pyproject.toml, next to the ``[tool.mutmut]``
@@ -19,7 +20,9 @@ equivalent ones listed in ``experiments/mutation_equivalents.yaml`` (mutants tha
 like the original, each with a one-line reason). Scores: killed / total and killed /
 non-equivalent. Survivors that are not listed as equivalent are shown with their diff. A
 listed equivalent whose mutant no longer exists or no longer changes the quoted code is
-reported as stale and not counted. Wall-clock seconds per module are printed (they vary with
+reported as stale and not counted. ``--skip-listed`` does not run the listed equivalents at
+all (each would run every test that reaches it): much faster, but a listed mutant that a new test
+kills is then not noticed (their diffs are still checked against the quoted code). Wall-clock seconds per module are printed (they vary with
 the machine; nothing asserts them). Exit status 1 when a module's killed / non-equivalent is
 below ``--fail-under`` (default: report only).
 """
@@ -137,14 +140,14 @@ def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
-def mutmut(work: Path, *args: str, log: Path | None = None) -> str:
+def mutmut(work: Path, *args: str, log: Path | None = None, check: bool = True) -> str:
     exe = Path(sys.executable).with_name("mutmut")
     cmd = [str(exe) if exe.exists() else "mutmut", *args]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     res = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
     if log is not None:
         log.write_text(res.stdout + res.stderr)
-    if res.returncode != 0:
+    if check and res.returncode != 0:
         sys.exit(f"`{' '.join(cmd)}` failed in {work} (exit {res.returncode}):\n"
                  f"{(res.stdout + res.stderr)[-3000:]}")
     return res.stdout
@@ -174,25 +177,49 @@ class Score:
     @property
     def survivors(self) -> list[str]:
         return sorted(m for m, s in self.statuses.items()
-                      if s not in KILLED and m not in self.equivalent)
+                      if s not in (*KILLED, "not checked") and m not in self.equivalent)
 
     def ratio(self, num: int, den: int) -> str:
         return f"{num}/{den} = {100 * num / den:.1f}%" if den else "-"
 
 
-def score(target: Target, equivalents: dict[str, dict], children: int) -> Score:
-    work = scratch_copy(target)
-    start = time.perf_counter()
-    mutmut(work, "run", "--max-children", str(children), *target.name_patterns(),
-           log=work / "mutmut-run.log")
-    seconds = time.perf_counter() - start
+def _statuses(work: Path, target: Target) -> dict[str, str]:
     statuses = {}
     for line in mutmut(work, "results", "--all", "true").splitlines():
         m = STATUS.match(line)
         if m and target.owns(m.group(1)):
             statuses[m.group(1)] = m.group(2).strip()
+    return statuses
+
+
+def score(target: Target, equivalents: dict[str, dict], children: int,
+          skip_listed: bool = False) -> Score:
+    work = scratch_copy(target)
+    start = time.perf_counter()
+    patterns = target.name_patterns()
+    skipped: set[str] = set()
+    if skip_listed:
+        # generate the mutants (and mutmut's test map) without running any, then run all but
+        # the listed equivalents: a survivor costs every test reaching it, a kill only one.
+        # (mutmut fails on the name that matches nothing, after generating: expected.)
+        mutmut(work, "run", "--max-children", str(children), f"{target.dotted}.no_such_mutant",
+               log=work / "mutmut-generate.log", check=False)
+        names = sorted(_statuses(work, target))
+        if not names:
+            sys.exit(f"mutmut generated no mutants for {target.module} "
+                     f"(see {work}/mutmut-generate.log)")
+        skipped = {n for n in names if n in equivalents}
+        patterns = [n for n in names if n not in skipped]
+    if patterns:
+        mutmut(work, "run", "--max-children", str(children), *patterns,
+               log=work / "mutmut-run.log")
+    seconds = time.perf_counter() - start
+    statuses = _statuses(work, target)
     if not statuses:
         sys.exit(f"mutmut produced no mutants for {target.module} (see {work}/mutmut-run.log)")
+    for name in skipped:
+        if statuses[name] == "not checked":
+            statuses[name] = "listed, not run"
     unchecked = [m for m, s in statuses.items() if s == "not checked"]
     if unchecked:  # an interrupted run: a score over part of the mutants would mislead
         sys.exit(f"{len(unchecked)} of {len(statuses)} mutants of {target.module} were not "
@@ -210,6 +237,43 @@ def score(target: Target, equivalents: dict[str, dict], children: int) -> Score:
         else:
             stale.append(name)
     return Score(target, seconds, statuses, equivalent, stale, diffs)
+
+
+def _judge_equivalents(work: Path, target: Target, statuses: dict[str, str],
+                       equivalents: dict[str, dict]) -> tuple[dict, dict, list]:
+    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
+             if s not in KILLED or m in equivalents}
+    equivalent, stale = {}, []
+    for name, entry in equivalents.items():
+        if not target.owns(name):
+            continue
+        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
+                          if x.startswith("+") and not x.startswith("+++"))
+        if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
+            equivalent[name] = entry["reason"]
+        else:
+            stale.append(name)
+    return diffs, equivalent, stale
+
+
+def results_only(target: Target, equivalents: dict[str, dict]) -> Score:
+    """The score of the last run of ``target`` as it stands (also while it runs), nothing run.
+
+    Mutants not checked yet are counted as such; the ratios are then over the checked ones.
+    """
+    work = WORK / target.dotted
+    if not (work / "mutants" / target.module).exists():
+        sys.exit(f"no earlier run of {target.module} in {work}")
+    statuses = _statuses(work, target)
+    if (work / "mutmut-generate.log").exists():  # a --skip-listed run: listed ones never run
+        for name in equivalents:
+            if statuses.get(name) == "not checked":
+                statuses[name] = "listed, not run"
+    diffs, equivalent, stale = _judge_equivalents(
+        work, target, {m: s for m, s in statuses.items() if s != "not checked"}, equivalents)
+    stale = [n for n in stale if statuses.get(n) != "not checked"]
+    return Score(target, 0.0, statuses, equivalent, stale, diffs,
+                 what="results so far (nothing run)")
 
 
 def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
@@ -277,11 +341,17 @@ def report(s: Score) -> None:
     scope = f" ({', '.join(t.functions)})" if t.functions else ""
     print(f"\n== {t.module}{scope}   tests: {' '.join(t.tests)}")
     print(f"   mutants {s.total}: killed {s.count('killed')}, timeout {s.count('timeout')}, "
-          f"survived {s.count('survived')}, no tests {s.count('no tests')}, other "
-          f"{s.total - s.count('killed', 'timeout', 'survived', 'no tests')}; "
+          f"survived {s.count('survived')}, no tests {s.count('no tests')}, listed and not "
+          f"run {s.count('listed, not run')}, other "
+          f"{s.total - s.count('killed', 'timeout', 'survived', 'no tests', 'listed, not run')}; "
           f"equivalent (listed) {len(s.equivalent)}")
-    print(f"   killed / total          {s.ratio(s.killed, s.total)}")
-    print(f"   killed / non-equivalent {s.ratio(s.killed, s.total - len(s.equivalent))}")
+    unchecked = s.count("not checked")
+    if unchecked:
+        print(f"   NOT CHECKED yet: {unchecked}; the ratios are over the "
+              f"{s.total - unchecked} checked")
+    print(f"   killed / total          {s.ratio(s.killed, s.total - unchecked)}")
+    print(f"   killed / non-equivalent "
+          f"{s.ratio(s.killed, s.total - unchecked - len(s.equivalent))}")
     print(f"   {s.what} took {s.seconds:.0f} s")
     for name in s.stale:
         print(f"   STALE equivalent entry (mutant gone, killed or changed): {name}")
@@ -300,6 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recheck", action="store_true",
                     help="re-judge the last run's survivors against the current tests "
                          "(no new mutants; see recheck())")
+    ap.add_argument("--results", action="store_true",
+                    help="print the score of the last run as it stands (nothing is run)")
+    ap.add_argument("--skip-listed", action="store_true",
+                    help="do not run the mutants listed as equivalent (much faster; a listed "
+                         "mutant that a test now kills is then not reported as stale)")
     ap.add_argument("--fail-under", type=float, default=0.0,
                     help="exit 1 if killed / non-equivalent is below this percentage")
     args = ap.parse_args(argv)
@@ -316,8 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     equivalents = load_equivalents()
     failed = False
     for t in chosen:
-        s = recheck(t, equivalents) if args.recheck else score(t, equivalents,
-                                                                args.max_children)
+        if args.results:
+            s = results_only(t, equivalents)
+        elif args.recheck:
+            s = recheck(t, equivalents)
+        else:
+            s = score(t, equivalents, args.max_children, skip_listed=args.skip_listed)
         report(s)
         den = s.total - len(s.equivalent)
         failed |= bool(den) and 100 * s.killed / den < args.fail_under

@@ -1088,11 +1088,25 @@ def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
     assert not report.paired_deltas(df, metrics=["success"], n_resamples=199)["degenerate"].any()
     explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
     pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
-    pd.testing.assert_frame_equal(
-        delta_table(df, side="controller", strata=["family"], pairs=pairs,
-                    metrics=["success"]),
-        delta_table(df, side="controller", strata=["family"], pairs=pairs, metrics=["success"],
-                    a_col="a", b_col="b", **explicit))
+    # valid_count: not a rate, so its interval is never clipped to [-1, 1] and shows the
+    # generator's seed and the number of resamples (success rows here clip on both sides)
+    # (nine instances: enough distinct resamples that 9999 and 10000 resamples differ too)
+    df9 = report.episodes_frame(suite(targets=(10,), seeds=range(18), n_instances=9))
+    kw = dict(side="controller", strata=["family"], pairs=pairs,
+              metrics=["success", "valid_count"])
+    got = delta_table(df9, **kw)
+    pd.testing.assert_frame_equal(got, delta_table(df9, a_col="a", b_col="b", **kw, **explicit),
+                                  check_exact=True)
+    for change in ({"seed": 1}, {"n_resamples": 10000}):   # the comparison can tell them
+        other = delta_table(df9, **kw, **{**explicit, **change})
+        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
+    both = ["success", "valid_count"]
+    got = report.paired_deltas(df9, metrics=both)
+    pd.testing.assert_frame_equal(got, report.paired_deltas(df9, metrics=both, **explicit),
+                                  check_exact=True)
+    for change in ({"seed": 1}, {"n_resamples": 10000}):
+        other = report.paired_deltas(df9, metrics=both, **{**explicit, **change})
+        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
     pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
                                   report.paired_deltas(df, metrics=["success"], **explicit))
     assert list(report.paired_deltas(df)["metric"].unique()) == [
@@ -1115,6 +1129,18 @@ def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
         report.write_report(eps, tmp_path / name, steps_reference=False, **kwargs)
     for f in ("summary.csv", "paired_deltas.csv", "report.md"):
         assert (tmp_path / "d" / f).read_bytes() == (tmp_path / "e" / f).read_bytes(), f
+
+
+def test_delta_table_rows_come_in_sorted_strata_order_whatever_the_line_order():
+    from pushbench.analysis.deltas import delta_table
+
+    eps = suite(targets=(10,), policy="alpha") + suite(targets=(10,), policy="zeta")
+    df = report.episodes_frame(eps)
+    df = df.iloc[::-1]                                   # a frame in any row order
+    out = delta_table(df, side="controller", strata=["policy"],
+                      pairs=lambda names: [("stateqgp", "standard")], metrics=["success"],
+                      n_resamples=99)
+    assert out["policy"].tolist() == ["alpha", "zeta"]
 
 
 def test_row_rng_derivation_is_stable_across_versions():

@@ -294,6 +294,46 @@ def test_gated_over_claim_and_blocked_reported_counts():
     assert m.gated_over_claim(SIX) is None and m.blocked_reported_counts(SIX) == []
 
 
+def test_proposed_duplicate_rate_counts_ids_a_controller_submitted_for_the_policy():
+    # Step 1: the policy proposed a search, the controller executed a submit of q (a flush of
+    # ids the policy never proposed here). Step 2: the policy submits q itself: a duplicate of
+    # a submission made by anyone earlier in the episode (RepoScan ids).
+    rec = _record([_submit(1, ("q", "accepted"), ("bad id", "malformed")),
+                   _submit(2, ("q", "duplicate"), ("r", "accepted"))],
+                  controller={"name": "stateqgp", "components": ["buffered_submit"],
+                              "steps": [_kept(1, ["buffer_flush"], [])]})
+    assert m.proposed_duplicate_rate(rec) == pytest.approx(1 / 2)   # q of {q, r}
+    assert m.duplicate_submit_rate(rec) == pytest.approx(1 / 3)     # executed: q, q, r
+
+
+def test_proposed_duplicate_rate_reads_positions_when_calls_carry_no_step():
+    rec = copy.deepcopy(GATED)
+    for call in rec["calls"]:
+        del call["step"]
+    assert m.proposed_duplicate_rate(rec) == pytest.approx(5 / 13)
+
+
+def test_gated_over_claim_reads_positions_when_calls_carry_no_step():
+    # A ledger whose calls carry no "step" (the field is optional in a record): a call's step
+    # is its 1-based position, so the verified counts after steps 7 and 9 are still 5 and 6.
+    rec = copy.deepcopy(GATED)
+    for call in rec["calls"]:
+        del call["step"]
+    assert m.gated_over_claim(rec) == pytest.approx(((9 - 5) + (6 - 6)) / 2)
+    # only the later blocked final left: 6 reported, 6 verified after step 9
+    rec["controller"]["steps"] = rec["controller"]["steps"][4:]
+    assert m.gated_over_claim(rec) == 0.0
+
+
+def test_kept_steps_without_intervention_labels_are_not_gated_finals():
+    # A kept step that names no intervention (an older or hand-edited record) is no blocked
+    # final: it neither counts nor breaks the other metrics.
+    rec = copy.deepcopy(GATED)
+    del rec["controller"]["steps"][3]["interventions"]      # the final blocked at step 7
+    assert m.blocked_reported_counts(rec) == [6]
+    assert m.gated_over_claim(rec) == 0.0                   # 6 reported, 6 verified at step 9
+
+
 def test_false_claim_and_honest_stop_split_false_completion():
     below = {**SIX, "target": 5}                          # verified 4, reported 5
     assert m.false_claim(below) and not m.honest_stop(below)
@@ -320,6 +360,8 @@ def test_anytime_steps():
                    _submit(3, ("b", "accepted"))], target=2)
     assert m.anytime_steps(rec) == [1, 1, 3, 3]
     assert m.anytime_steps(_record([], target=4)) == [None] * 4
+    # a target of 0 is reached before the first call: step 0 for every quarter
+    assert m.anytime_steps({**SIX, "target": 0}) == [0, 0, 0, 0]
 
 
 def test_episode_metrics_bundles_every_metric_and_is_json_stable():

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
+import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +52,9 @@ def test_holm_by_hand():
     assert stats.holm(p)[[0, 1, 3, 4]] == pytest.approx([0.04, 0.09, 0.09, 0.5])
     assert math.isnan(stats.holm(p)[2])
     assert stats.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
+    # a missing p-value from an object column (None) is NaN too: not counted, stays missing
+    adj = stats.holm(np.array([0.01, None, 0.04], dtype=object))
+    assert adj[[0, 2]] == pytest.approx([0.02, 0.04]) and math.isnan(adj[1])
 
 
 @settings(max_examples=60, deadline=None)
@@ -83,16 +88,32 @@ def test_interval_is_ordered_bounded_or_degenerate(m, method):
     assert 0 < p[0] <= 1 and p[0] == pytest.approx(q[0])   # the test is two-sided
 
 
-def test_bca_falls_back_where_scipy_cannot_form_it():
-    # two clusters: BCa's acceleration is 0/0 for some inputs; every row gets a finite interval
-    x = np.array([[0.0, 1.0], [0.0, 0.0 + 1e-3], [0.2, 0.2, ][:2]])
-    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="bca",
-                                  n_resamples=999)
-    assert used[2] == "none (degenerate)"
-    for i in (0, 1):
-        assert np.isfinite(lo[i]) and np.isfinite(hi[i])
-        assert used[i] in ("BCa cluster bootstrap",
-                           "percentile cluster bootstrap (BCa undefined)")
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_bca_rows_scipy_leaves_undefined_get_scipys_percentile_interval(confidence):
+    # With few resamples scipy's BCa is undefined for a row whose resample means all lie on one
+    # side of the estimate (z0 = ndtri(0) = -inf): it returns NaN for both bounds. Those rows,
+    # and only those, get the percentile interval from the same generator, continued.
+    x = np.array([[5, 5, 5, 1], [0, 1 / 3, 1, 1], [0, 0, 1, 1], [1, 0, 0, 0],
+                  [0.2, 0.5, 0.1, 0.9]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # scipy's warnings stay inside: the method says it
+        lo, hi, used = stats.interval(x, rng=np.random.default_rng(1), method="bca",
+                                      n_resamples=4, confidence=confidence)
+    ref_rng = np.random.default_rng(1)
+    kw = dict(axis=-1, vectorized=True, n_resamples=4, confidence_level=confidence, rng=ref_rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # scipy's DegenerateDataWarning
+        bca = scipy.stats.bootstrap((x,), np.mean, method="BCa", **kw).confidence_interval
+    bad = np.isnan(bca.low) | np.isnan(bca.high)
+    assert bad.tolist() == [False, False, False, False, True]   # the case under test exists
+    pct = scipy.stats.bootstrap((x[bad],), np.mean, method="percentile", **kw).confidence_interval
+    assert lo[~bad] == pytest.approx(bca.low[~bad], rel=1e-12)
+    assert hi[~bad] == pytest.approx(bca.high[~bad], rel=1e-12)
+    assert lo[bad] == pytest.approx(pct.low, rel=1e-12)
+    assert hi[bad] == pytest.approx(pct.high, rel=1e-12)
+    assert lo[4] < hi[4]
+    assert used.tolist() == ["BCa cluster bootstrap"] * 4 + [
+        "percentile cluster bootstrap (BCa undefined)"]
 
 
 def test_studentized_interval_is_not_clamped_to_the_estimate():
