@@ -395,6 +395,11 @@ def test_refusals_say_why(email_snapshot, home):
         new_task("em", "docstring", name="requests-docstring")
     with pytest.raises(snapshots.SnapshotError, match="unknown snapshot"):
         new_task("nope", "docstring")
+    # the scripted judge cannot pursue these: refused, never calibrated as the nearest atom
+    with pytest.raises(TaskCreationError, match="combines several conditions"):
+        new_task("em", "docstring and not method", [10])
+    with pytest.raises(TaskCreationError, match="cannot tell the property"):
+        new_task("em", "not raises", [10])
     assert not (home / "user" / "reposcan.yaml").exists()  # nothing was written
 
 

@@ -19,17 +19,30 @@ _PATTERNS = {
 }
 
 
+JUDGED = ("docstring", "assert", "returns", "raises", "decorated")  # plus fixture:X
+
+
 def property_from_objective(objective: str) -> str:
-    """Predicate spec the objective describes (``docstring``, ``fixture:app``, ...)."""
+    """Predicate spec the objective describes (``docstring``, ``fixture:app``, ...).
+
+    Exact: the objective must contain the description of one of the atoms this judge reads
+    (:data:`JUDGED` and ``fixture:X``), word for word. Anything else (a negation, a compound
+    predicate, a newer atom) raises ``ValueError`` rather than being read as the nearest atom,
+    so a calibration never measures an agent that pursued the wrong property.
+    """
+    from ...families.reposcan.predicates import parse_predicate
+
+    if "of these conditions:" in objective:
+        raise ValueError("the objective combines several conditions; the scripted judge "
+                         "reads single atoms only (" + ", ".join(JUDGED) + ", fixture:X)")
     m = re.search(r"parameter named `([A-Za-z_][A-Za-z0-9_]*)`", objective)
-    if m:
+    if m and parse_predicate(f"fixture:{m.group(1)}").description in objective:
         return f"fixture:{m.group(1)}"
-    for needle, spec in (("docstring", "docstring"), ("`assert`", "assert"),
-                         ("`return <expression>`", "returns"), ("`raise`", "raises"),
-                         ("decorator", "decorated")):
-        if needle in objective:
+    for spec in JUDGED:
+        if parse_predicate(spec).description in objective:
             return spec
-    raise ValueError("cannot tell the property from the objective")
+    raise ValueError("cannot tell the property from the objective: the scripted judge reads "
+                     "the atoms " + ", ".join(JUDGED) + " and fixture:X")
 
 
 def queries_for(spec: str) -> list[str]:
