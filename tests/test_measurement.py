@@ -442,7 +442,9 @@ def test_write_report_embeds_the_figures_present_and_links_traces(tmp_path):
 def test_steps_reference_flag_reaches_the_summary(tmp_path):
     from pushbench.analysis import reference
 
-    assert reference.snapshots_ready()        # conftest builds the snapshots for the session
+    # conftest builds the built-in snapshots for the session; only this task's snapshot counts
+    assert reference.snapshots_ready("RepoScan-requests-returns-N10", None)
+    assert not reference.snapshots_ready("RepoScan-no-such-task-N10", None)
     ep = line("standard", instance="x", seed=0, valid=10, steps=30, budget=60)
     ep.update(task_id="RepoScan-requests-returns-N10", instance="RepoScan-requests-returns-N10")
     on = report.write_report([ep], tmp_path / "on", n_resamples=199)["summary"]

@@ -36,13 +36,18 @@ ON_DEMAND_FAMILIES = ("reposcan", "dataops")
 
 
 @lru_cache(maxsize=1)
-def snapshots_ready() -> bool:
-    """All pinned snapshots are built here (a report never downloads or builds one)."""
-    from .. import snapshots
+@lru_cache(maxsize=1024)
+def snapshots_ready(task_id: str, instance: str | None) -> bool:
+    """The snapshots this task (or its recorded instance) reads are built here: a report never
+    downloads or builds one, and an unbuilt snapshot of another task changes nothing."""
+    from .. import snapshots, tasks
 
     try:
-        return all(snapshots.info(name) is not None for name in snapshots.load_pins())
-    except Exception:  # noqa: BLE001 - unreadable pins or cache: no on-demand reference
+        spec = tasks.get_task(task_id)
+        names = [instance] if instance else list(spec.instances)
+        return all(snapshots.info(tasks.instance_config(spec.family, n)["snapshot"]) is not None
+                   for n in names)
+    except Exception:  # noqa: BLE001 - unreadable pins or cache, unknown task: no reference
         return False
 
 
@@ -92,11 +97,12 @@ def reference_steps(df: pd.DataFrame, on_demand: bool = True) -> pd.Series:
         cell = _cell(row)
         if cell in known:
             out[i] = known[cell]
-        elif on_demand and row.family in ON_DEMAND_FAMILIES and row.success \
-                and snapshots_ready():
+        elif on_demand and row.family in ON_DEMAND_FAMILIES and row.success:
             # the recorded instance is pinned (a line without one falls back to its task id)
-            steps = diligent_steps(row.task_id, row.instance if row.instance != row.task_id
-                                   else None, cell[2], cell[3])
+            instance = row.instance if row.instance != row.task_id else None
+            if not snapshots_ready(row.task_id, instance):
+                continue
+            steps = diligent_steps(row.task_id, instance, cell[2], cell[3])
             known[cell] = math.nan if steps is None else float(steps)
             out[i] = known[cell]
     return pd.Series(out, index=df.index)
