@@ -265,3 +265,17 @@ def test_llm_policies_survive_adversarial_model_output(policy, controller, scrip
     json.dumps(record, allow_nan=False).encode("utf-8")
     for c in record["calls"]:
         assert c["ok"] or c["error_type"] in A.ERROR_TYPES
+
+
+def test_raw_del_decodes_like_its_dict_form_and_is_refused_in_free_text():
+    """DEL is legal raw JSON: text, escape and dict forms agree; free-text arguments refuse it."""
+    import pushbench
+
+    key = {"\x7f": None}
+    assert A.decode(json.dumps(key, ensure_ascii=False)) == A.decode(key) == key
+    assert A.decode(json.dumps(key)) == key  # the \\u007f escape
+    env = pushbench.make("RepoScan-requests-docstring-N10")
+    env.reset(seed=0)
+    for form in ('{"tool":"search","query":"a\x7fb"}', {"tool": "search", "query": "a\x7fb"}):
+        obs, *_ = env.step(form)
+        assert json.loads(obs)["error_type"] == "control_chars"

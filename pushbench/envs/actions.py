@@ -42,8 +42,8 @@ ERROR_TYPES: dict[str, str] = {
     "number_too_large": f"an integer of more than {MAX_INT_DIGITS} digits, or a number that "
                         "overflows to infinity",
     "bad_encoding": "bytes that are not UTF-8, or a string holding a lone surrogate",
-    "control_chars": "raw control characters in the text, or in a free-text argument "
-                     "(newlines and tabs are allowed inside arguments)",
+    "control_chars": "raw control characters in the text (DEL is allowed there), or in a "
+                     "free-text argument (newlines and tabs are allowed inside arguments)",
     # -- the call ---------------------------------------------------------------------------
     "missing_tool": 'the object has no "tool" string',
     "unknown_tool": "the tool is not one of this environment's tools",
@@ -69,7 +69,13 @@ ERROR_TYPES: dict[str, str] = {
                 "server answers it with this code and logs the traceback)",
 }
 
+# Free-text arguments (query, message, ...) refuse C0 controls other than tab/LF/CR, and DEL.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# The raw action text refuses the C0 controls JSON forbids raw, but not DEL: JSON may carry it
+# raw, and its dict form and its "\u007f" escape decode, so a raw DEL must decode too (the
+# text and dict forms of one action agree; found by test_decode_is_total_and_bounded). A DEL
+# inside a free-text argument is still refused there, whichever form it came in.
+_RAW_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how ASCII JSON text spells a surrogate
 _STRUCTURE = re.compile(r'\\.|["\[\]{}]', re.S)
@@ -179,7 +185,7 @@ def _from_text(text: str) -> dict:
             > MAX_ACTION_BYTES:
         raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit (it "
                           "was not parsed)")
-    if _CONTROL.search(text):
+    if _RAW_CONTROL.search(text):
         raise ActionError("control_chars", "action contains control characters")
     call = loads(text)
     if not isinstance(call, dict):
