@@ -437,7 +437,10 @@ def test_cli_team_folder_to_pushbench_run_in_a_process_pool(tmp_path):
     r = cli("tasks", "new", "--snapshot", "jsonlib", "--predicate", "not a predicate(",
             "--tasks-dir", str(team), env=env)
     assert r.returncode == 2 and r.stderr.strip().startswith("error:")
-    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    # one error line, then the predicate with a caret under the column it names
+    err = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr and len(err) == 3 and "at column 5" in err[0]
+    assert err[1].strip() == "not a predicate(" and err[2].strip() == "^"
     exp = tmp_path / "exp.yaml"
     exp.write_text(yaml.safe_dump({
         "schema_version": 1, "name": "own", "tasks": ["RepoScan-jsonlib-returns-N10"],

@@ -50,7 +50,7 @@ def assert_nothing_used(home: Path, name: str) -> None:
 
 
 def test_pins_match_the_issue():
-    pins = snapshots.load_pins()
+    pins = snapshots.builtin_pins()
     assert {n: (p.package, p.version, p.sha256) for n, p in pins.items()} == {
         "requests": ("requests", "2.32.3",
                      "55365417734eb18255590a9ff9eb97e9e1da868d4ccd6402399eaf68af20a760"),
