@@ -42,13 +42,15 @@ from typing import Any, Callable, Iterator, Mapping
 import yaml
 
 from . import paths, sources, userdata
+from .errors import PushBenchError
 
 _MARKER = ".pushbench-snapshot.json"
 _FIXED_DATE = "2000-01-01T00:00:00+0000"
 
 
-class SnapshotError(RuntimeError):
-    """A snapshot cannot be used: unknown, wrong hash, unobtainable offline, or corrupt."""
+class SnapshotError(PushBenchError, RuntimeError):
+    """A snapshot cannot be used: unknown, wrong hash, unobtainable offline, or corrupt (a
+    :class:`~pushbench.errors.PushBenchError`: the CLI prints it as one error line, exit 2)."""
 
 
 @dataclass(frozen=True)
