@@ -24,10 +24,13 @@ snapshots) and run folders hold records an agent must neither read nor edit.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import platformdirs
 
@@ -166,3 +169,17 @@ def exposure(path: str | os.PathLike) -> str | None:
     if mode & _READABLE:
         return f"{path} is readable by other users (mode {mode:04o})"
     return None
+
+
+@contextmanager
+def locked(name: str) -> Iterator[None]:
+    """Hold the cache-wide lock ``name`` (an flock under ``$PUSHBENCH_HOME/locks``): builders
+    of one cache entry (snapshots, SWE-lite venvs and unit sets, user files) run one at a time."""
+    lock_dir = private_dir(home() / "locks")
+    fd = open_private(lock_dir / f"{name}.lock", os.O_WRONLY | os.O_CREAT)
+    with os.fdopen(fd, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

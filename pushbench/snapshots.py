@@ -24,8 +24,6 @@ user (folders 0700, files 0600, executables 0700) before it is renamed into plac
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -33,15 +31,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from contextlib import contextmanager
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from . import paths, sources, userdata
+from .paths import locked  # noqa: F401  (re-exported: the SWE-lite builders use it)
+from .sources import sha256_file  # noqa: F401  (re-exported)
 from .errors import PushBenchError
 
 _MARKER = ".pushbench-snapshot.json"
@@ -138,28 +137,6 @@ def get_pin(name: str) -> Pin:
 
 def snapshot_dir(pin: Pin) -> Path:
     return paths.home() / "snapshots" / f"{pin.name}-{pin.version}"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-@contextmanager
-def locked(name: str) -> Iterator[None]:
-    """Hold the cache-wide lock ``name`` (an flock under ``$PUSHBENCH_HOME/locks``): builders
-    of one cache entry (snapshots, SWE-lite venvs and unit sets) run one at a time."""
-    lock_dir = paths.private_dir(paths.home() / "locks")
-    fd = paths.open_private(lock_dir / f"{name}.lock", os.O_WRONLY | os.O_CREAT)
-    with os.fdopen(fd, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _find_local_sdist(pin: Pin, source: str | os.PathLike | None) -> Path | None:

@@ -21,11 +21,8 @@ folder. Files are replaced atomically (0600; a folder PushBench creates is 0700)
 
 from __future__ import annotations
 
-import fcntl
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
@@ -109,19 +106,6 @@ def read(path: Path, key: str) -> dict:
     return raw
 
 
-@contextmanager
-def _locked() -> Iterator[None]:
-    # the lock lives in the cache, not in a (possibly committed) tasks folder
-    lock_dir = paths.private_dir(paths.home() / "locks")
-    fd = paths.open_private(lock_dir / "userdata.lock", os.O_WRONLY | os.O_CREAT)
-    with os.fdopen(fd, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def record(folder: Path, filename: str, key: str, name: str, entry: dict,
            header: dict | None = None, replace: bool = False) -> Path:
     """Add ``entry`` as ``key.name`` of ``folder/filename`` (created if missing); return the
@@ -130,7 +114,7 @@ def record(folder: Path, filename: str, key: str, name: str, entry: dict,
     ours = folder.resolve() == home_dir().resolve() if folder.exists() else False
     paths.private_dir(folder, tighten=ours)
     path = folder / filename
-    with _locked():
+    with paths.locked("userdata"):
         raw = read(path, key) or {"schema_version": 1, **(header or {})}
         section = dict(raw.get(key) or {})
         if name in section and section[name] != entry and not replace:
