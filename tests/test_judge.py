@@ -5,7 +5,6 @@ Kleene logic over expressions, the objective round trip, and soundness on real c
 from __future__ import annotations
 
 import hashlib
-import itertools
 import sysconfig
 from pathlib import Path
 
@@ -191,3 +190,12 @@ def test_expression_judgements_are_sound(spec, i):
     v = judge(spec, h)
     if v != "maybe":
         assert (v == "yes") == parse_predicate(spec).test(f)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(NEW_ATOMS + ["docstring", "raises", "fixture:x", "not (yields or test)"]),
+       st.dictionaries(st.sampled_from(["id", "kind", "signature", "location", "snippet"]),
+                       st.text(st.sampled_from("def async @():,*x\n yield=."), max_size=80)))
+def test_judge_answers_three_values_on_any_hit(spec, h):
+    """Hypothesis: whatever a hit holds (missing fields, broken code), the judge answers."""
+    assert judge(spec, h) in V
