@@ -30,6 +30,8 @@ from pushbench import snapshots, sources, tasks, userdata
 from pushbench.families.reposcan import indexer, verifier
 from pushbench.families.reposcan.env import RepoScanIntegrityError
 from pushbench.runner import calibration
+from pushbench.families.reposcan.predicates import parse_predicate
+from pushbench.policies.reposcan.judge import property_from_objective
 from pushbench.runner.calibration import TaskCreationError, new_task
 
 STDLIB = Path(json.__file__).resolve().parent.parent
@@ -395,12 +397,32 @@ def test_refusals_say_why(email_snapshot, home):
         new_task("em", "docstring", name="requests-docstring")
     with pytest.raises(snapshots.SnapshotError, match="unknown snapshot"):
         new_task("nope", "docstring")
-    # the scripted judge cannot pursue these: refused, never calibrated as the nearest atom
-    with pytest.raises(TaskCreationError, match="combines several conditions"):
-        new_task("em", "docstring and not method", [10])
-    with pytest.raises(TaskCreationError, match="cannot tell the property"):
-        new_task("em", "not raises", [10])
+    # compound, negated and newer-atom predicates are read exactly, but still refused when
+    # the valid set cannot support the target
+    with pytest.raises(TaskCreationError, match="a task needs at least 16"):
+        new_task("em", "yields and decorator:nonexistent_decorator", [10])
     assert not (home / "user" / "reposcan.yaml").exists()  # nothing was written
+
+
+@pytest.mark.parametrize("spec", ["docstring and not method", "not raises",
+                                  "(returns or yields) and param:self"])
+def test_tasks_new_calibrates_any_predicate(email_snapshot, home, spec):
+    made = new_task("em", spec, [10, 25])
+    facts = indexer.load_facts("em")
+    test = parse_predicate(spec).test
+    valid = {f.ident for f in facts if test(f)}
+    entry = yaml.safe_load(Path(made.path).read_text())["instances"][made.name]
+    assert entry["predicate"] == spec and entry["valid_count"] == len(valid)
+    assert entry["valid_sha256"] == verifier.digest(valid)
+    for r in made.rows:  # the diligent agent pursued exactly this predicate and reached targets
+        assert r.success and r.headroom >= calibration.HEADROOM
+    env = pushbench.make(made.task_ids[0])
+    obs, _ = env.reset(seed=0)
+    objective = json.loads(obs)["result"]["objective"]
+    env.close()
+    canonical = parse_predicate(spec).canonical
+    assert f"(predicate: `{canonical}`)" in objective
+    assert property_from_objective(objective) == canonical
 
 
 def test_instance_defined_in_two_user_files_is_an_error(email_snapshot, home, tmp_path,

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pushbench.families.reposcan.predicates import parse_predicate
 from pushbench.policies import OFFLINE_POLICIES, make_policy
 from pushbench.policies.reposcan.judge import judge, property_from_objective
 from pushbench.runner.episode import run_episode
@@ -32,7 +33,9 @@ def test_diligent_reads_only_observations():
     # The policy never receives the environment: its whole input is the observation text.
     pol = make_policy("diligent", seed=0)
     first = json.dumps({"tool": "reset", "ok": True, "result": {
-        "family": "reposcan", "objective": "find definitions that has a docstring (x). at least 3",
+        "family": "reposcan",
+        "objective": "find definitions that has a docstring (its first statement is a string "
+                     "literal). at least 3",
         "target": 3, "budget": 10, "tools": []}})
     pol.reset(first)
     assert pol.act(first) == {"tool": "search", "query": "", "page": 1}
@@ -66,16 +69,15 @@ def test_simulated_presets_order_by_strength_under_standard():
     assert false_completions("simulated-weak") > false_completions("simulated-strong")
 
 
-@pytest.mark.parametrize("objective,spec", [
-    ("... that has a docstring (its first statement ...)", "docstring"),
-    ("... contains an `assert` statement in its own body", "assert"),
-    ("... contains a `return <expression>` statement ...", "returns"),
-    ("... contains a `raise` statement ...", "raises"),
-    ("... has at least one decorator", "decorated"),
-    ("... takes a parameter named `client` (the `client` fixture)", "fixture:client"),
-])
-def test_property_from_objective(objective, spec):
+@pytest.mark.parametrize("spec", ["docstring", "assert", "returns", "raises", "decorated",
+                                  "fixture:client"])
+def test_property_from_objective(spec):
+    # exact: the atom's full description, word for word (see tests/test_judge.py for the rest)
+    objective = f"... that {parse_predicate(spec).description}. ..."
     assert property_from_objective(objective) == spec
+    with pytest.raises(ValueError, match="cannot tell the property"):
+        property_from_objective(objective.replace(parse_predicate(spec).description,
+                                                  parse_predicate(spec).description[:20]))
 
 
 def test_judge_reads_snippets():

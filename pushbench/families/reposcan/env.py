@@ -45,7 +45,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from . import indexer, verifier
-from .predicates import parse_predicate
+from .predicates import objective_words, parse_predicate
 from .search import PAGE_SIZE, SearchIndex
 from ...tasks import instance_config
 from ...envs.base import QGPEnv, ToolArgs
@@ -97,7 +97,7 @@ def objective_text(instance: str, target: int) -> str:
     return (
         f"In the {cfg['snapshot']} repository snapshot, find function or method definitions "
         f"(module- or class-level `def`/`async def`, not functions nested in functions) that "
-        f"{pred.description}. Submit their identifiers, written "
+        f"{objective_words(pred)}. Submit their identifiers, written "
         f"`<path relative to the repository root>::<Qualified.name>` exactly as search results "
         f"show them. The task is complete when the verifier has accepted at least {target} "
         f"distinct identifiers. Use `search` to find candidates, `submit` (up to {MAX_IDS} ids "

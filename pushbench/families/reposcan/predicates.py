@@ -286,3 +286,24 @@ def parse_predicate(spec: str) -> Predicate:
                              f"predicate longer than {MAX_SPEC_CHARS} characters")
     node = _Parser(spec).parse()
     return Predicate(spec, _compile(node), _describe(_nnf(node)), _spell(node))
+
+
+def parse_tree(spec: str) -> Node:
+    """The syntax tree of ``spec`` (same errors as :func:`parse_predicate`), for readers such as
+    the scripted judge that evaluate an expression atom by atom."""
+    return _Parser(parse_predicate(spec).canonical).parse()
+
+
+# The single atoms whose plain words alone name them in the objective (the built-in instances
+# use these; their objectives must never change). Every other predicate also gets its canonical
+# expression stated, so an agent that reads only the objective can recover it exactly.
+WORDS_ONLY = frozenset({"docstring", "assert", "returns", "raises", "decorated", "fixture"})
+
+
+def objective_words(pred: Predicate) -> str:
+    """The words for the objective: the description, followed by `` (predicate: `<canonical>`)``
+    unless the predicate is one positive atom of :data:`WORDS_ONLY`."""
+    node = parse_tree(pred.canonical)
+    if isinstance(node, Atom) and node.name in WORDS_ONLY:
+        return pred.description
+    return f"{pred.description} (predicate: `{pred.canonical}`)"
