@@ -233,9 +233,15 @@ def test_keyboard_interrupt_keeps_finished_work(tmp_path):
 
 
 # ----- the CLI, killed and resumed ----------------------------------------------------------
+def _default_sigint() -> None:
+    # A job started with `&` by a non-interactive shell (CI in the background) has SIGINT
+    # ignored, and a child inherits that: give the CLI the default, as at a terminal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _kill_midway(cmd: list[str], out: Path, at_least: int, sig: int) -> subprocess.CompletedProcess:
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_default_sigint)
     path = out / "episodes.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:

@@ -262,9 +262,11 @@ def test_view_serve_answers_on_loopback_until_interrupted(run, tmp_path):
     import subprocess
     import sys
 
+    # SIG_DFL in the child: a background CI job inherits SIGINT ignored (shell `&`)
     proc = subprocess.Popen([sys.executable, "-m", "pushbench.cli", "view", str(run), "--out",
                              str(tmp_path / "v"), "--serve", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         url = None
         for line in proc.stderr:
