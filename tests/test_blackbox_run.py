@@ -80,6 +80,24 @@ def test_a_client_that_hangs_is_killed_at_the_timeout(tmp_path):
     assert (ep / "prompt.txt").read_text().count('"tool":"reset"') == 1
 
 
+def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, monkeypatch):
+    # The client runs with the episode workspace as its working folder; CI once passed
+    # `.venv/npm-clients/...` and every client failed to start with FileNotFoundError.
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin" / "claude"
+    script.write_text("#!/bin/sh\necho started\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.chdir(tmp_path)
+    assert bc.find_binary("claude-code", "bin/claude") == str(script)
+    b = blackbox_run.Batch(agent="claude-code", tasks=[TASK], seeds=[0], condition="default",
+                           out=tmp_path / "out", policy="diligent", timeout=60,
+                           client_bin="bin/claude")
+    blackbox_run.run_batch(b, log=lambda m: None)
+    ep = blackbox_run.episode_dir(b, TASK, 0)
+    assert (ep / "client.out").read_text() == "started\n"
+    assert json.loads((ep / "client.json").read_text())["rc"] == 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--agent", "cursor"], "choose claude-code or codex"),
     (["--agent", "codex", "--condition", "nagging"], "--condition 'nagging'"),

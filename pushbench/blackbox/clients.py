@@ -56,14 +56,17 @@ class Launch:
 
 
 def find_binary(agent: str, explicit: str | None = None) -> str:
-    """The client executable: ``explicit``, ``$PUSHBENCH_CLAUDE`` / ``$PUSHBENCH_CODEX``, PATH."""
+    """The client executable, as an absolute path: ``explicit``, ``$PUSHBENCH_CLAUDE`` /
+    ``$PUSHBENCH_CODEX``, then PATH."""
     name = {"claude-code": "claude", "codex": "codex"}[agent]
     cand = explicit or os.environ.get(f"PUSHBENCH_{name.upper()}") or shutil.which(name)
     if not cand or not os.access(cand, os.X_OK):
         pkg = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[name]
         raise FileNotFoundError(f"{name} not found (install it with npm install -g {pkg}, or "
                                 f"give --client-bin / $PUSHBENCH_{name.upper()})")
-    return cand
+    # Absolute, because the client is started with the episode workspace as its working
+    # folder: a relative path given from elsewhere would no longer name the file there.
+    return os.path.abspath(cand)
 
 
 def client_version(binary: str) -> str:
