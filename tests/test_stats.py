@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 import warnings
 
@@ -166,3 +168,271 @@ def test_calibration_coverage_and_type_one_error():
     assert null.reject_rate <= 0.05 + 3 * calibration.monte_carlo_se(0.05, reps)
     # the calibration can tell a method that under-covers with 9 clusters
     assert pct.coverage < COVERAGE_BAND[0]
+
+
+# ----- the studentized interval against a plain-Python reference ---------------------------
+# One row at a time, in loops, from the module docstring's definition: resample k clusters
+# with the generator's own draws (one `integers` call of shape (1, B, k) for a one-row input),
+# t* = (mean* - mean) / se*; a resample with no spread (se* within 1e-9 x max(1, |mean|) of
+# zero) takes the row's smallest positive se* (or the row's own se if there is none) under
+# "floor", and t* = 0 or +-inf under "inf"; linear-interpolation quantiles of the sorted t*,
+# where two equal neighbours (also two infinities) give that value. A batch of rows draws
+# (rows, B, k) at once, which is the same stream as one row after another.
+
+def _quantile(ts: list[float], q: float) -> float:
+    pos = q * (len(ts) - 1)
+    i = math.floor(pos)
+    if pos == i or i + 1 >= len(ts):
+        return ts[i]
+    if ts[i] == ts[i + 1]:
+        return ts[i]
+    return ts[i] + (pos - i) * (ts[i + 1] - ts[i])
+
+
+def reference_bootstrap_t(x, rng, n_resamples, confidence=0.95, zero_spread="floor",
+                          bounds=None):
+    k = len(x)
+    est = sum(x) / k
+
+    def sd(v):
+        mu = sum(v) / len(v)
+        return math.sqrt(sum((a - mu) ** 2 for a in v) / (len(v) - 1))
+
+    se = sd(x) / math.sqrt(k)
+    idx = rng.integers(0, k, size=(1, n_resamples, k))[0]
+    draws = [[x[j] for j in row] for row in idx.tolist()]
+    tol = 1e-9 * max(1.0, abs(est))
+    ses = [sd(r) / math.sqrt(k) for r in draws]
+    positive = [s for s in ses if s > tol]
+    floor = min(positive) if positive else se
+    ts = []
+    for r, s in zip(draws, ses):
+        diff = sum(r) / k - est
+        if s > tol:
+            ts.append(diff / s)
+        elif zero_spread == "floor":
+            ts.append(diff / floor)
+        else:
+            ts.append(0.0 if abs(diff) <= tol else math.copysign(math.inf, diff))
+    ts.sort()
+    alpha = 1 - confidence
+    lo = est - _quantile(ts, 1 - alpha / 2) * se
+    hi = est - _quantile(ts, alpha / 2) * se
+    clipped = False
+    if bounds is not None:
+        clipped = not (bounds[0] <= lo and hi <= bounds[1])  # also NaN
+        lo = bounds[0] if math.isnan(lo) else min(max(lo, bounds[0]), bounds[1])
+        hi = bounds[1] if math.isnan(hi) else min(max(hi, bounds[0]), bounds[1])
+    return lo, hi, clipped
+
+
+STUDENTIZED_CASES = [
+    # (cluster means, n_resamples, confidence, bounds, seed)
+    ([0, 0, 0, 0, 0, 1 / 3, 1 / 3, 1, 1], 999, 0.95, None, 11),    # skewed, RepoScan-sized
+    ([0, 0, 0, 0, 0, 0, 0, 2 / 3, 0], 199, 0.95, (-1.0, 1.0), 11), # mostly all-zero resamples
+    ([1, 1, 1, 1, 1, 1, 2 / 3, 1, 1], 199, 0.9, (-1.0, 1.0), 11),  # at the ceiling: clipped
+    ([-1, 1 / 3, 2 / 3, 0, 1], 500, 0.8, (-1.0, 1.0), 11),         # even B - 1: interpolation
+    ([0.25, -0.5, 0.75], 4, 0.95, None, 11),                       # +-inf neighbours: NaN high
+    ([0.25, -0.5, 0.75], 4, 0.95, (-2.0, 2.0), 11),                # ... clipped to the bound
+    ([-0.25, 0.5, -0.75], 3, 0.95, (-2.0, 2.0), 0),                # NaN low, clipped
+    ([0.0, 1.0], 5, 0.95, None, 45),                               # no resample has spread
+    ([3.0, 3.0, 3.0, 4.0], 300, 0.95, None, 11),                   # |mean| > 1
+    ([3.0, 3.0, 3.0, 3.0 + 4e-9], 199, 0.95, None, 11),            # tolerance relative to |mean|
+    ([0.0] * 8 + [1.35e-8], 199, 0.95, None, 11),                  # spread near the tolerance
+    ([0] * 7 + [1, -1], 199, 0.05, None, 11),                      # quantiles inside the t*=0 block
+    ([2.0, -1.0], 50, 0.99, (-1.0, 2.0), 11),                      # a bound reached exactly
+    ([5.0, 6.0, 7.5], 99, 0.95, (-1.0, 1.0), 11),                  # above the range: [1, 1]
+    ([-5.0, -6.0, -7.5], 99, 0.95, (-1.0, 1.0), 11),               # below the range: [-1, -1]
+    ([0.0, 0.5, 1.0], 41, 0.95, None, 3),       # integral quantile position, +inf next to it
+]
+
+
+@pytest.mark.parametrize("method", ["studentized", "studentized-inf"])
+@pytest.mark.parametrize("case", range(len(STUDENTIZED_CASES)))
+def test_studentized_interval_equals_the_reference(case, method):
+    m, b, conf, bounds, seed = STUDENTIZED_CASES[case]
+    zero_spread = "inf" if method == "studentized-inf" else "floor"
+    want_lo, want_hi, clipped = reference_bootstrap_t(m, np.random.default_rng(seed), b, conf,
+                                                      zero_spread, bounds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # inf - inf stays inside, as NaN
+        lo, hi, used = stats.interval(np.array([m]), rng=np.random.default_rng(seed),
+                                      method=method, n_resamples=b, confidence=conf,
+                                      bounds=bounds)
+    for got, want in ((lo[0], want_lo), (hi[0], want_hi)):
+        if math.isinf(want) or math.isnan(want):
+            assert got == want or (math.isnan(got) and math.isnan(want)), (got, want)
+        else:
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+    name = "studentized (+-inf) cluster bootstrap" if zero_spread == "inf" else \
+        "studentized cluster bootstrap"
+    assert used[0] == name + (" (clipped to metric range)" if clipped else "")
+
+
+def test_studentized_batch_equals_the_reference_row_after_row():
+    # degenerate rows are skipped (no draws); the others share one generator in row order;
+    # 250 rows of 9 clusters x 1,999 resamples span several memory-bounded chunks
+    rng = np.random.default_rng(4)
+    x = rng.choice([-1, -2 / 3, -1 / 3, 0, 1 / 3, 2 / 3, 1], size=(250, 9), p=[
+        0.05, 0.05, 0.1, 0.4, 0.2, 0.1, 0.1])
+    x[3] = 1 / 3     # a degenerate row in the middle
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(8), n_resamples=1999,
+                                  bounds=(-1.0, 1.0))
+    assert math.isnan(lo[3]) and math.isnan(hi[3]) and used[3] == "none (degenerate)"
+    ref_rng = np.random.default_rng(8)
+    for i in range(len(x)):
+        if i == 3:
+            continue
+        want_lo, want_hi, _ = reference_bootstrap_t(list(x[i]), ref_rng, 1999,
+                                                    bounds=(-1.0, 1.0))
+        assert (lo[i], hi[i]) == pytest.approx((want_lo, want_hi), rel=1e-9, abs=1e-12), i
+
+
+def test_t_interval_is_scipys_student_t_interval():
+    x = np.array([[0.0, 1 / 3, 1.0, 2 / 3, 0.0], [0.5, -0.25, 0.75, 0.0, 1.0]])
+    for conf in (0.9, 0.95):
+        lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="t",
+                                      confidence=conf)
+        for i, row in enumerate(x):
+            want = scipy.stats.t.interval(conf, len(row) - 1, loc=row.mean(),
+                                          scale=scipy.stats.sem(row))
+            assert (lo[i], hi[i]) == pytest.approx(want, rel=1e-12)
+        assert used.tolist() == ["t interval over clusters"] * 2
+
+
+def test_percentile_interval_is_scipys_with_the_same_generator():
+    x = np.array([[0.0, 1 / 3, 1.0, 2 / 3, 0.0, 1.0, 1 / 3], [0.5, -0.25, 0.75, 0.0, 1.0, 0, 0]])
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(6), method="percentile",
+                                  n_resamples=999, confidence=0.9)
+    ci = scipy.stats.bootstrap((x,), np.mean, axis=-1, vectorized=True, method="percentile",
+                               n_resamples=999, confidence_level=0.9,
+                               rng=np.random.default_rng(6)).confidence_interval
+    assert lo == pytest.approx(ci.low, rel=1e-12) and hi == pytest.approx(ci.high, rel=1e-12)
+    assert used.tolist() == ["percentile cluster bootstrap"] * 2
+
+
+def test_row_rng_is_seeded_from_the_seed_and_the_rows_identity():
+    # the documented derivation: SeedSequence([seed mod 2^32, the first 8 bytes (little end) of
+    # sha256 of the JSON list of str(part)]); a run's intervals depend on it staying put
+    digest = hashlib.sha256(json.dumps(["RepoScan", "50", "stateqgp"]).encode()).digest()
+    want = np.random.default_rng(np.random.SeedSequence(
+        [7, int.from_bytes(digest[:8], "little")])).integers(0, 2 ** 62, 4)
+    got = stats.row_rng(7, "RepoScan", 50, "stateqgp").integers(0, 2 ** 62, 4)
+    assert got.tolist() == want.tolist()
+    again = stats.row_rng(7 + 2 ** 32, "RepoScan", "50", "stateqgp").integers(0, 2 ** 62, 4)
+    assert again.tolist() == want.tolist()
+    other = stats.row_rng(7, "RepoScan", 50, "standard").integers(0, 2 ** 62, 4)
+    assert other.tolist() != want.tolist()
+
+
+def test_degenerate_uses_a_tolerance_relative_to_the_largest_mean():
+    rows = np.array([[0.0, 0.0], [0.0, 1.5e-9], [0.0, 0.5e-9], [1e3, 1e3 + 1e-7],
+                     [1e3, 1e3 + 1e-5], [0.0, 1e-9]])
+    # the last row's spread equals the tolerance (1e-9 x 1) exactly: still degenerate
+    assert stats.degenerate(rows).tolist() == [True, False, True, True, False, True]
+    # any leading shape; booleans and integers count as 0/1 values
+    assert stats.degenerate(rows.reshape(6, 1, 2)).tolist() == [[d] for d in
+                                                               stats.degenerate(rows)]
+    assert stats.degenerate(np.array([[True, False], [True, True]])).tolist() == [False, True]
+    assert stats.degenerate(np.array([[[2, 2], [2, 3]]])).tolist() == [[True, False]]
+    # rows of very different size keep their own tolerance
+    assert stats.degenerate(np.array([[0.0, 1e-3], [1e12, 1e12]])).tolist() == [False, True]
+
+
+@pytest.mark.parametrize("method", stats.METHODS)
+def test_interval_accepts_any_leading_shape(method):
+    x = np.array([[[0, 1 / 3, 1, 0, 2 / 3], [1, 1, 1, 1, 1]],
+                  [[0.5, -0.5, 0, 1, 0.25], [1e12, 1e12 + 1e6, 1e12, 1e12, 1e12 - 1e6]]])
+    kw = dict(method=method, n_resamples=99, confidence=0.9)
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(2), **kw)
+    assert lo.shape == hi.shape == used.shape == (2, 2)
+    flo, fhi, fused = stats.interval(x.reshape(4, 5), rng=np.random.default_rng(2), **kw)
+    np.testing.assert_array_equal(lo.reshape(4), flo)
+    np.testing.assert_array_equal(hi.reshape(4), fhi)
+    assert used.reshape(4).tolist() == fused.tolist()
+    assert used[0, 1] == "none (degenerate)" and used[1, 1] != "none (degenerate)"
+    # one row as a 1-D array gives 0-d results; an empty batch gives empty results
+    one = stats.interval(x[0, 0], rng=np.random.default_rng(2), **kw)
+    assert [a.shape for a in one] == [()] * 3
+    assert (float(one[0]), float(one[1])) == (flo[0], fhi[0])
+    for empty in (np.empty((0, 5)), np.empty((2, 0, 5))):
+        out = stats.interval(empty, rng=np.random.default_rng(2), **kw)
+        assert [a.shape for a in out] == [empty.shape[:-1]] * 3
+
+
+def test_interval_converts_numbers_held_in_object_arrays():
+    x = np.array([[0.0, 1 / 3, 1.0, 2 / 3, 0.0]])
+    for method in ("studentized", "t"):
+        want = stats.interval(x, rng=np.random.default_rng(1), method=method, n_resamples=99)
+        got = stats.interval(x.astype(object), rng=np.random.default_rng(1), method=method,
+                             n_resamples=99)
+        assert got[0] == pytest.approx(want[0]) and got[1] == pytest.approx(want[1])
+
+
+def test_interval_and_test_defaults_are_the_documented_ones():
+    # continuous values: with a few distinct means the t* have ties and one resample more or
+    # less can leave the quantiles unchanged
+    x = np.random.default_rng(0).normal(size=(1, 9))
+    default = stats.interval(x, rng=np.random.default_rng(1))
+    explicit = stats.interval(x, rng=np.random.default_rng(1), method="studentized",
+                              n_resamples=9999, confidence=0.95)
+    assert (default[0][0], default[1][0]) == (explicit[0][0], explicit[1][0])
+    m = np.tile(x, 2)             # 18 clusters: Monte Carlo
+    p, method = stats.sign_flip_p(m, rng=np.random.default_rng(1))
+    q, _ = stats.sign_flip_p(m, rng=np.random.default_rng(1), n_mc=9999)
+    assert method == "Monte Carlo sign-flip (9999 draws)" and p[0] == q[0]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.float64(0.5), "^interval needs at least one cluster mean per row$"),
+    (np.empty((3, 0)), "^interval needs at least one cluster mean per row$"),
+])
+def test_interval_rejects_rows_without_clusters(bad, message):
+    with pytest.raises(ValueError, match=message):
+        stats.interval(bad, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="^sign_flip_p needs at least one cluster mean per row$"):
+        stats.sign_flip_p(np.empty((3, 0)), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"unknown interval method 'bootstrap'; known: "
+                                         r"studentized, studentized-inf, bca, percentile, t$"):
+        stats.interval(np.ones((1, 3)), rng=np.random.default_rng(0), method="bootstrap")
+
+
+def test_sign_flip_exact_up_to_and_including_16_clusters():
+    m = np.r_[np.full(10, 0.5), np.full(6, -0.1)][None, :]
+    p, method = stats.sign_flip_p(m, rng=np.random.default_rng(0))
+    assert method == "exact sign-flip (65536 assignments)"
+    assert p[0] == pytest.approx(brute_force_p(list(m[0])))
+
+
+def test_sign_flip_monte_carlo_equals_the_reference_draws():
+    # (1 + hits) / (1 + n_mc) over the generator's own assignments, rows of any leading shape
+    m = np.array([[[0.5] * 12 + [-0.1] * 8, [1.0, -1.0] * 10],
+                  [[0.2, -0.3, 0.1, 0.4] * 5, [1 / 3] * 17 + [-1, 0, 0]]])
+    p, _ = stats.sign_flip_p(m, rng=np.random.default_rng(3), n_mc=999)
+    signs = np.random.default_rng(3).choice(np.array([-1.0, 1.0]), size=(999, 20))
+    for i, j in itertools.product(range(2), range(2)):
+        row = m[i, j]
+        obs = abs(row.mean())
+        hits = sum(abs(float(s @ row)) / 20 >= obs - 1e-9 * max(1.0, obs) for s in signs)
+        assert p[i, j] == pytest.approx((1 + hits) / 1000, rel=1e-12), (i, j)
+    assert p[0, 1] == 1.0          # mean 0: every assignment is at least as extreme (ties count)
+
+
+def test_sign_flip_exact_rows_of_any_leading_shape():
+    m = np.array([[[0.5, 1.0, -0.25], [1.0, 1.0, 1.0]], [[0.0, 0.0, 0.0], [2.0, -1.0, 0.5]]])
+    p, _ = stats.sign_flip_p(m, rng=np.random.default_rng(0))
+    assert p.shape == (2, 2)
+    for i, j in itertools.product(range(2), range(2)):
+        assert p[i, j] == pytest.approx(brute_force_p(list(m[i, j])))
+
+
+def test_sign_flip_ties_within_a_relative_tolerance():
+    # assignments whose |mean| falls short of the observed one by less than 1e-9 x max(1, obs)
+    # count as ties (rounding in the sums must not decide a p-value); larger shortfalls do not.
+    # [a, e, a]: the flips (+, -, +) and (-, +, -) fall short by 2e / 3.
+    def p_of(a, e):
+        return stats.sign_flip_p(np.array([[a, e, a]]), rng=np.random.default_rng(0))[0][0]
+    assert p_of(3.0, 1.5e-9) == 0.5       # obs = 2: shortfall 1e-9 <= tolerance 2e-9
+    assert p_of(3.0, 6e-9) == 0.25        # shortfall 4e-9 > 2e-9
+    assert p_of(0.3, 1.2e-9) == 0.5       # obs = 0.2: shortfall 0.8e-9 <= 1e-9
+    assert p_of(0.3, 2.25e-9) == 0.25     # shortfall 1.5e-9 > 1e-9

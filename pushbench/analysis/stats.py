@@ -171,9 +171,8 @@ def _studentized(x, *, rng, confidence, n_resamples, bounds, zero_spread: str = 
         tb.sort(axis=-1)
         q_lo[s:s + step] = _quantile_sorted(tb, alpha / 2)
         q_hi[s:s + step] = _quantile_sorted(tb, 1 - alpha / 2)
-    with np.errstate(invalid="ignore"):
-        lo = est - q_hi * se
-        hi = est - q_lo * se
+    lo = est - q_hi * se     # se > 0 (degenerate rows never get here); NaN/inf q stay so
+    hi = est - q_lo * se
     names = np.full(len(x), "studentized cluster bootstrap", dtype=object)
     if bounds is not None:
         clipped = (lo < bounds[0]) | (hi > bounds[1]) | np.isnan(lo) | np.isnan(hi)
