@@ -226,6 +226,10 @@ def reference_bootstrap_t(x, rng, n_resamples, confidence=0.95, zero_spread="flo
     return lo, hi, clipped
 
 
+# Nine distinct cluster means: a resample of 9 from 9 has zero spread only when all nine draws
+# hit one cluster (probability 9 / 9^9), so the floor and the +-inf variant never act on it.
+SKEWED = np.array([-0.4, -0.1, 0.0, 0.05, 0.1, 0.2, 0.35, 0.8, 1.0])
+
 STUDENTIZED_CASES = [
     # (cluster means, n_resamples, confidence, bounds, seed)
     ([0, 0, 0, 0, 0, 1 / 3, 1 / 3, 1, 1], 999, 0.95, None, 11),    # skewed, RepoScan-sized
@@ -244,6 +248,10 @@ STUDENTIZED_CASES = [
     ([5.0, 6.0, 7.5], 99, 0.95, (-1.0, 1.0), 11),                  # above the range: [1, 1]
     ([-5.0, -6.0, -7.5], 99, 0.95, (-1.0, 1.0), 11),               # below the range: [-1, -1]
     ([0.0, 0.5, 1.0], 41, 0.95, None, 3),       # integral quantile position, +inf next to it
+    (list(SKEWED), 999, 0.8, None, 5),                             # nine distinct means
+    (list(SKEWED), 999, 0.95, (-5.0, 5.0), 5),                     # bounds that do not bite
+    (list(SKEWED), 401, 0.95, None, 8),                            # quantiles on a resample
+    (list(SKEWED), 1000, 0.95, None, 8),                           # ... and between two
 ]
 
 
@@ -286,43 +294,6 @@ def test_studentized_batch_equals_the_reference_row_after_row():
         want_lo, want_hi, _ = reference_bootstrap_t(list(x[i]), ref_rng, 1999,
                                                     bounds=(-1.0, 1.0))
         assert (lo[i], hi[i]) == pytest.approx((want_lo, want_hi), rel=1e-9, abs=1e-12), i
-
-
-def test_t_interval_is_scipys_student_t_interval():
-    x = np.array([[0.0, 1 / 3, 1.0, 2 / 3, 0.0], [0.5, -0.25, 0.75, 0.0, 1.0]])
-    for conf in (0.9, 0.95):
-        lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="t",
-                                      confidence=conf)
-        for i, row in enumerate(x):
-            want = scipy.stats.t.interval(conf, len(row) - 1, loc=row.mean(),
-                                          scale=scipy.stats.sem(row))
-            assert (lo[i], hi[i]) == pytest.approx(want, rel=1e-12)
-        assert used.tolist() == ["t interval over clusters"] * 2
-
-
-def test_percentile_interval_is_scipys_with_the_same_generator():
-    x = np.array([[0.0, 1 / 3, 1.0, 2 / 3, 0.0, 1.0, 1 / 3], [0.5, -0.25, 0.75, 0.0, 1.0, 0, 0]])
-    lo, hi, used = stats.interval(x, rng=np.random.default_rng(6), method="percentile",
-                                  n_resamples=999, confidence=0.9)
-    ci = scipy.stats.bootstrap((x,), np.mean, axis=-1, vectorized=True, method="percentile",
-                               n_resamples=999, confidence_level=0.9,
-                               rng=np.random.default_rng(6)).confidence_interval
-    assert lo == pytest.approx(ci.low, rel=1e-12) and hi == pytest.approx(ci.high, rel=1e-12)
-    assert used.tolist() == ["percentile cluster bootstrap"] * 2
-
-
-def test_row_rng_is_seeded_from_the_seed_and_the_rows_identity():
-    # the documented derivation: SeedSequence([seed mod 2^32, the first 8 bytes (little end) of
-    # sha256 of the JSON list of str(part)]); a run's intervals depend on it staying put
-    digest = hashlib.sha256(json.dumps(["RepoScan", "50", "stateqgp"]).encode()).digest()
-    want = np.random.default_rng(np.random.SeedSequence(
-        [7, int.from_bytes(digest[:8], "little")])).integers(0, 2 ** 62, 4)
-    got = stats.row_rng(7, "RepoScan", 50, "stateqgp").integers(0, 2 ** 62, 4)
-    assert got.tolist() == want.tolist()
-    again = stats.row_rng(7 + 2 ** 32, "RepoScan", "50", "stateqgp").integers(0, 2 ** 62, 4)
-    assert again.tolist() == want.tolist()
-    other = stats.row_rng(7, "RepoScan", 50, "standard").integers(0, 2 ** 62, 4)
-    assert other.tolist() != want.tolist()
 
 
 def test_degenerate_uses_a_tolerance_relative_to_the_largest_mean():
@@ -436,3 +407,136 @@ def test_sign_flip_ties_within_a_relative_tolerance():
     assert p_of(3.0, 6e-9) == 0.25        # shortfall 4e-9 > 2e-9
     assert p_of(0.3, 1.2e-9) == 0.5       # obs = 0.2: shortfall 0.8e-9 <= 1e-9
     assert p_of(0.3, 2.25e-9) == 0.25     # shortfall 1.5e-9 > 1e-9
+
+
+# ----- moved from test_measurement.py: the interval's and the test's corners ---------------
+
+
+@pytest.mark.parametrize("method,scipy_method", [("percentile", "percentile"), ("bca", "BCa")])
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_scipy_methods_are_a_direct_scipy_bootstrap_with_the_same_generator(
+        method, scipy_method, confidence):
+    lo, hi, used = stats.interval(SKEWED[None, :], rng=np.random.default_rng(11), method=method,
+                                  confidence=confidence, n_resamples=1999)
+    ref = scipy.stats.bootstrap((SKEWED,), np.mean, method=scipy_method,
+                                confidence_level=confidence, n_resamples=1999,
+                                rng=np.random.default_rng(11)).confidence_interval
+    assert (lo[0], hi[0]) == pytest.approx((ref.low, ref.high), rel=1e-12, abs=1e-12)
+    assert used[0] == ("BCa cluster bootstrap" if method == "bca"
+                       else "percentile cluster bootstrap")
+
+
+def test_bounds_clip_only_the_side_that_crosses_and_say_so():
+    x = np.array([[1.0, 1.0, 1.0, 0.9, 1.0, 1.0, 0.2, 1.0, 1.0]])   # skewed near the ceiling
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(2), n_resamples=999)
+    lo_c, hi_c, used_c = stats.interval(x, rng=np.random.default_rng(2), n_resamples=999,
+                                        bounds=(-1.0, 1.0))
+    assert hi[0] > 1.0 and hi_c[0] == 1.0                 # the unbounded side is clipped
+    assert lo_c[0] == lo[0] and -1.0 < lo[0] < x.mean()   # the other side is untouched
+    assert used_c[0] == "studentized cluster bootstrap (clipped to metric range)"
+    assert used[0] == "studentized cluster bootstrap"
+    # clipped from below as well
+    lo_n, hi_n, _ = stats.interval(-x, rng=np.random.default_rng(2), n_resamples=999,
+                                   bounds=(-1.0, 1.0))
+    assert lo_n[0] == -1.0 and hi_n[0] == pytest.approx(-lo[0])
+
+
+@pytest.mark.parametrize("means,expected", [
+    ([0.0, 1.0], False),                 # instance means that differ by exactly 1
+    ([1.0, 2.0, 1.0], False),
+    ([-1.0, 0.0], False),
+    ([0.0, 2e-9], False),                # a difference just above the tie tolerance
+    ([0.0, 5e-10], True),                # rounding noise below it
+    ([3.0, 3.0, 3.0], True),
+    ([7.0], True),                       # one cluster
+    ([1e6, 1e6 + 1e-4], True),           # the tolerance scales with the magnitude ...
+    ([-1e6, -1e6 + 1e-4], True),         # ... of either sign
+    ([1e6, 1e6 + 1e-2], False),
+    ([2.0, 2.0 + 1.5e-9], True),         # 1.5e-9 is within 1e-9 of magnitude 2 ...
+    ([0.5, 0.5 + 1.5e-9], False),        # ... but below magnitude 1 the tolerance stays 1e-9
+])
+def test_degenerate_means_all_equal(means, expected):
+    x = np.array([means])
+    assert bool(stats.degenerate(x)[0]) is expected
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), n_resamples=199)
+    assert (used[0] == "none (degenerate)") is expected
+    assert math.isnan(lo[0]) is expected and math.isnan(hi[0]) is expected
+
+
+def test_row_rng_depends_on_seed_and_every_part_in_order():
+    draw = lambda *a: stats.row_rng(*a).integers(0, 2 ** 62, size=4).tolist()  # noqa: E731
+    base = draw(3, "reposcan", "p", 10, "a", "b", "success")
+    assert base == draw(3, "reposcan", "p", 10, "a", "b", "success")
+    others = [draw(4, "reposcan", "p", 10, "a", "b", "success"),
+              draw(3, "reposcan", "p", 10, "b", "a", "success"),
+              draw(3, "reposcan", "p", 25, "a", "b", "success"),
+              draw(3, "reposcan", "p", 10, "a", "b", "valid_count")]
+    assert all(o != base for o in others)
+
+
+def test_studentized_inf_takes_zero_spread_resamples_as_infinite():
+    # two clusters: the resamples (a, a) and (b, b) have no spread; as +-inf they fill both
+    # 2.5% tails, so the interval is unbounded (clipped to the metric range when given)
+    x = np.array([[0.5, -1.0]])
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="studentized-inf",
+                                  n_resamples=999)
+    assert (lo[0], hi[0]) == (-math.inf, math.inf)
+    assert used[0] == "studentized (+-inf) cluster bootstrap"
+    lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="studentized-inf",
+                                  n_resamples=999, bounds=(-1.0, 1.0))
+    assert (lo[0], hi[0]) == (-1.0, 1.0)
+    assert used[0] == "studentized (+-inf) cluster bootstrap (clipped to metric range)"
+    # the floor instead: +-1 (see test_report), a bounded interval
+    lo, hi, _ = stats.interval(x, rng=np.random.default_rng(0), n_resamples=999)
+    assert (lo[0], hi[0]) == pytest.approx((-1.0, 0.5))
+    # without zero-spread resamples the two variants agree exactly
+    a = stats.interval(SKEWED[None, :], rng=np.random.default_rng(4), n_resamples=999)
+    b = stats.interval(SKEWED[None, :], rng=np.random.default_rng(4), n_resamples=999,
+                       method="studentized-inf")
+    assert (a[0][0], a[1][0]) == (b[0][0], b[1][0])
+
+
+def test_quantile_of_sorted_values_with_infinities():
+    from pushbench.analysis.stats import _quantile_sorted
+
+    a = np.array([[-np.inf, -np.inf, 0.0, 1.0, np.inf, np.inf]])
+    assert _quantile_sorted(a, 0.1)[0] == -np.inf           # between two -inf: no NaN
+    assert _quantile_sorted(a, 0.9)[0] == np.inf
+    assert _quantile_sorted(a, 0.5)[0] == pytest.approx(0.5)
+    assert _quantile_sorted(a, 0.0)[0] == -np.inf and _quantile_sorted(a, 1.0)[0] == np.inf
+    b = np.array([[1.0, 2.0, 4.0]])
+    assert _quantile_sorted(b, 0.75)[0] == pytest.approx(3.0)
+    assert _quantile_sorted(b, 0.5)[0] == 2.0
+
+
+def test_monte_carlo_sign_flip_p_written_out():
+    m = np.r_[np.full(12, 0.5), np.full(8, -0.4), [0.1]]
+    p, method = stats.sign_flip_p(m[None, :], rng=np.random.default_rng(3), n_mc=999)
+    signs = np.random.default_rng(3).choice([-1.0, 1.0], size=(999, m.size))
+    obs = abs(m.mean())
+    hits = sum(abs((s * m).mean()) >= obs - 1e-9 for s in signs)
+    assert p[0] == (1 + hits) / 1000 and method == "Monte Carlo sign-flip (999 draws)"
+    # ties with the observed statistic count as extreme (both signs of the all-equal sample)
+    p, _ = stats.sign_flip_p(np.full((1, 3), 0.2), rng=np.random.default_rng(0))
+    assert p[0] == 2 / 8
+    p, _ = stats.sign_flip_p(np.array([[1e6, 1e6, 1e6 - 1e-4]]), rng=np.random.default_rng(0))
+    assert p[0] == 2 / 8                          # the tie tolerance scales with the statistic
+    p, method = stats.sign_flip_p(np.array([[0.3, -0.1]]), rng=np.random.default_rng(0),
+                                  max_exact=1)
+    assert method == "Monte Carlo sign-flip (9999 draws)"
+    p, method = stats.sign_flip_p(np.full((1, 16), 0.1), rng=np.random.default_rng(0))
+    assert method == "exact sign-flip (65536 assignments)" and p[0] == 2 / 65536
+
+
+def test_row_rng_derivation_is_stable_across_versions():
+    # the same seed must give the same CSVs tomorrow: the generator is a SeedSequence of the
+    # seed (32 bits) and the first 8 bytes (little-endian) of the sha256 of the row's identity
+    parts = ["reposcan", "simulated-mid", 10, "stateqgp", "standard", "success"]
+    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
+    want = np.random.default_rng(np.random.SeedSequence(
+        [7, int.from_bytes(digest[:8], "little")])).integers(0, 2 ** 62, size=4)
+    assert stats.row_rng(7, *parts).integers(0, 2 ** 62, size=4).tolist() == want.tolist()
+    # parts enter as text; the seed modulo 2^32
+    again = stats.row_rng(7 + 2 ** 32, *map(str, parts)).integers(0, 2 ** 62, size=4)
+    assert again.tolist() == want.tolist()
+

@@ -170,15 +170,11 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
         df[col] = df[col].fillna(False).astype(bool)
     numeric = [c for c in _METRIC_COLUMNS if c not in BOOL_METRICS] + list(ANYTIME_COLUMNS) \
         + extra + ["steps_used", "budget", "reported_count"]
-    for col in numeric:
-        df[col] = pd.to_numeric(df[col].map(_num), errors="coerce").astype(float)
+    for col in numeric:  # booleans count as 0/1; text that is not a number is NaN
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["seed"] = pd.to_numeric(df["seed"], errors="coerce").astype("Int64")
     return sort_frame(df, ["family", "policy", "controller", "target", "task_id", "instance",
                            "seed", "key"])
-
-
-def _num(v):
-    return float(v) if isinstance(v, bool) else v
 
 
 def controller_rank(name: str) -> tuple[int, str]:
@@ -192,14 +188,12 @@ def order_controllers(names: Iterable[str]) -> list[str]:
 
 
 def sort_frame(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Stable sort by ``by`` with controllers in baseline-first order."""
+    """Stable sort by ``by`` (which names ``controller``) with controllers baseline-first."""
     if df.empty:
         return df.reset_index(drop=True)
-    keyed = df.assign(_crank=[controller_rank(c) for c in df["controller"]]) \
-        if "controller" in df else df
+    keyed = df.assign(_crank=[controller_rank(c) for c in df["controller"]])
     by = ["_crank" if c == "controller" else c for c in by]
-    return keyed.sort_values(by, kind="mergesort").drop(columns="_crank", errors="ignore") \
-        .reset_index(drop=True)
+    return keyed.sort_values(by, kind="mergesort").drop(columns="_crank").reset_index(drop=True)
 
 
 def as_frame(data: pd.DataFrame | Iterable[dict]) -> pd.DataFrame:
