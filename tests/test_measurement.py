@@ -343,16 +343,21 @@ def test_report_md_is_utf8_whatever_the_locale(tmp_path):
     eps = [line(c, policy="modèle-ü", instance=f"i{i}", seed=0, valid=10 - i % 2 * (c < "t"))
            for c in ("standard", "stateqgp") for i in range(3)]
     (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in eps))
+    # the child imports the package this process tests (also a mutation tester's copy)
+    src = str(Path(report.__file__).resolve().parents[2])
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
-           "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "utf-8"}
+           "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": "utf-8",
+           "PYTHONPATH": os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])}
     code = ("import sys; from pushbench.analysis import report; "
             "assert sys.getfilesystemencoding() and __import__('locale').getencoding() "
             "in ('ANSI_X3.4-1968', 'ascii', 'US-ASCII'), __import__('locale').getencoding(); "
             "report.write_report(report.load_episodes(sys.argv[1]), sys.argv[1], "
             "n_resamples=99, steps_reference=False)")
+    code += "; print(report.__file__)"
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(Path(report.__file__).resolve())
     assert "modèle-ü" in (tmp_path / "report.md").read_text(encoding="utf-8")
 
 
@@ -667,6 +672,8 @@ def test_frame_takes_each_column_from_its_documented_place():
         assert not row["odd"][flag], flag
     assert row["odd"]["reported_count"] == 12.0 and math.isnan(row["odd"]["valid_count"])
     assert row["odd"]["rejected"] == 1.0 and pd.isna(row["odd"]["seed"])
+    nan_only = {**base, "metrics": {**base["metrics"], "budget_exhausted": math.nan}}
+    assert not report.episodes_frame([nan_only])["budget_exhausted"].iloc[0]   # a float column
     with pytest.raises(ValueError, match="^episode 'k9' has neither metrics nor calls$"):
         report.episodes_frame([{"key": "k9", "target": 10}])
 

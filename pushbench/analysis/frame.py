@@ -167,7 +167,9 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
                                                             else [])
     df = pd.DataFrame(rows, columns=EPISODE_COLUMNS + extra + ["progress"])
     for col in BOOL_METRICS + ("simulated", "tampered", "incomplete"):
-        df[col] = df[col].fillna(False).astype(bool)
+        # missing, null and NaN are False (pandas deprecates fillna(False) on a float column)
+        df[col] = pd.Series([bool(v) if pd.notna(v) else False for v in df[col]],
+                            index=df.index, dtype=bool)
     numeric = [c for c in _METRIC_COLUMNS if c not in BOOL_METRICS] + list(ANYTIME_COLUMNS) \
         + extra + ["steps_used", "budget", "reported_count"]
     for col in numeric:  # booleans count as 0/1; text that is not a number is NaN
