@@ -772,6 +772,37 @@ def test_summary_columns_are_means_over_scored_episodes_in_documented_order():
     assert s["n_instances"].dtype == int and s["simulated"].dtype == bool
     first = s[(s["controller"] == "standard") & (s["target"] == 10)].iloc[0]
     assert (first["n_backend_errors"], first["n_tampered"]) == (2, 1)
+    assert s["n_spend_cut"].dtype == int
+
+
+def test_summary_bill_of_a_one_episode_cell_and_cells_with_a_missing_key():
+    usage = {"prompt_tokens": 7, "completion_tokens": 2, "cost_usd": 0.25}
+    one = report.summary_table([line("standard", target=5, valid=5, usage=usage)],
+                               steps_reference=False).iloc[0]
+    assert (one["total_prompt_tokens"], one["total_cost_usd"]) == (7, 0.25)
+    assert one["cost_per_success"] == 0.25                  # one success divides the spend
+    # a frame (not lines) may hold a missing key: its cell is kept like any other
+    eps = [line(c, seed=sd, valid=10 - 5 * (c == "standard" and sd == 1), usage=usage)
+           for c in ("standard", "stateqgp") for sd in (0, 1)]
+    df = report.episodes_frame(eps)
+    df.loc[df["controller"] == "stateqgp", "family"] = None
+    s = report.summary_table(df, steps_reference=False)
+    assert len(s) == 2 and s["family"].isna().tolist() == [False, True]
+    nan_row = s[s["family"].isna()].iloc[0]
+    assert (nan_row["n_episodes"], nan_row["n_backend_errors"], nan_row["success_rate"],
+            nan_row["pass^2"], nan_row["total_cost_usd"]) == (2, 0, 1.0, 1.0, 0.5)
+    assert nan_row["cost_per_success"] == 0.25 and bool(nan_row["simulated"])
+    assert s["n_backend_errors"].dtype == int and s["simulated"].dtype == bool
+    assert s[s["family"].notna()].iloc[0]["success_rate"] == 0.5
+
+
+def test_report_computes_missing_step_references_unless_told_not_to():
+    import inspect
+
+    from pushbench.analysis.output import write_report
+
+    for fn in (report.summary_table, write_report):
+        assert inspect.signature(fn).parameters["steps_reference"].default is True, fn
 
 
 def test_pass_k_counts_seeds_per_instance_up_to_the_largest_seed_count():

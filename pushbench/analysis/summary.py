@@ -39,13 +39,19 @@ def pass_k_table(df: pd.DataFrame, group: list[str] = GROUP) -> pd.DataFrame:
     """``pass^1`` .. ``pass^K`` per ``group`` (instances averaged; see the module docstring)."""
     if df.empty:
         return pd.DataFrame(columns=group)
-    cells = df.groupby(group + ["task_id", "instance"], sort=True, dropna=False)["success"] \
+    return _pass_k(df, group).reset_index()
+
+
+def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
+    """:func:`pass_k_table` indexed by ``group`` as groupby builds it. (``set_index`` would
+    code a missing key differently, and such a row would then match no cell of the summary.)"""
+    cells = df.groupby(group + ["task_id", "instance"], dropna=False)["success"] \
         .agg(["sum", "size"]).reset_index()
     big_k = int(cells["size"].max())
     for k in range(1, big_k + 1):
         cells[f"pass^{k}"] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"])]
     cols = [f"pass^{k}" for k in range(1, big_k + 1)]
-    return cells.groupby(group, sort=False, dropna=False)[cols].mean().reset_index()
+    return cells.groupby(group, dropna=False)[cols].mean()
 
 
 def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
@@ -111,28 +117,29 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     flags = df.assign(n_backend_errors=(df["terminated_by"] == "error").astype(int),
                       n_tampered=(df["tampered"] & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES)
                                   ).astype(int))
-    n_bad = flags.groupby(GROUP, sort=False, dropna=False)[counts].sum()
+    # Cells are matched by label from here on (column assignment and insert align a Series on
+    # the index), and every cell of the table is a group of ``flags``; the row order is set
+    # once, by sort_frame at the end.
+    n_bad = flags.groupby(GROUP, dropna=False)[counts].sum()
     work = df[~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]].copy()
-    work["steps_ratio"] = steps_ratio(work, on_demand=steps_reference) if not work.empty \
-        else pd.Series(dtype=float)
+    work["steps_ratio"] = steps_ratio(work, on_demand=steps_reference)
     for col in BOOL_METRICS + FLAG_METRICS:
         work[col] = work[col].astype(float)
     if work.empty:  # every episode errored or was tampered: one row per cell, no metric
         out = pd.DataFrame(index=n_bad.index, columns=list(spec), dtype=float)
     else:
-        out = work.groupby(GROUP, sort=False, dropna=False).agg(**spec)
-        passk = pass_k_table(work).set_index(GROUP)
+        out = work.groupby(GROUP, dropna=False).agg(**spec)
+        passk = _pass_k(work, GROUP)
         pos = out.columns.get_loc("success_rate") + 1
         for j, col in enumerate(passk.columns):
-            out.insert(pos + j, col, passk[col].reindex(out.index))
+            out.insert(pos + j, col, passk[col])
     # keep cells whose every episode errored or was tampered visible, with 0 episodes
     out = out.reindex(out.index.union(n_bad.index))
     out["n_episodes"] = out["n_episodes"].fillna(0).astype(int)
-    sim = flags.groupby(GROUP, sort=False, dropna=False)["simulated"].any()
-    out["simulated"] = sim.reindex(out.index).fillna(False).astype(bool)
+    out["simulated"] = flags.groupby(GROUP, dropna=False)["simulated"].any()
     pos = out.columns.get_loc("n_episodes") + 1
     for j, col in enumerate(counts):
-        out.insert(pos + j, col, n_bad[col].reindex(out.index).fillna(0).astype(int))
+        out.insert(pos + j, col, n_bad[col])
     out["n_instances"] = out["n_instances"].fillna(0).astype(int)
     if "cost_usd" in df:  # the bill (pushbench/runner/costcap.py; docs/llm.md)
         _bill_columns(out, df, work)
@@ -143,13 +150,11 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
 def _bill_columns(out: pd.DataFrame, df: pd.DataFrame, work: pd.DataFrame) -> None:
     """Add the bill columns to ``out`` (indexed by :data:`GROUP`) in place."""
     g = df.assign(_cut=df["terminated_by"].isin(SPEND_CUTS).astype(int)).groupby(
-        GROUP, sort=False, dropna=False)
-    out["n_spend_cut"] = g["_cut"].sum().reindex(out.index).fillna(0).astype(int)
+        GROUP, dropna=False)
+    out["n_spend_cut"] = g["_cut"].sum()          # aligned by cell (see summary_table)
     for col in ("prompt_tokens", "completion_tokens", "cost_usd"):
-        out[f"total_{col}"] = g[col].sum(min_count=1).reindex(out.index).astype(float)
-    wins = work.groupby(GROUP, sort=False, dropna=False)["success"].sum() if not work.empty \
-        else pd.Series(dtype=float)
-    wins = wins.reindex(out.index).fillna(0).astype(float)
+        out[f"total_{col}"] = g[col].sum(min_count=1).astype(float)
+    wins = work.groupby(GROUP, dropna=False)["success"].sum().reindex(out.index)
     out["cost_per_success"] = (out["total_cost_usd"] / wins).where(wins > 0)
 
 
