@@ -296,6 +296,18 @@ def test_studentized_batch_equals_the_reference_row_after_row():
         assert (lo[i], hi[i]) == pytest.approx((want_lo, want_hi), rel=1e-9, abs=1e-12), i
 
 
+def test_t_interval_is_scipys_student_t_interval():
+    x = np.array([[0.0, 1 / 3, 1.0, 2 / 3, 0.0], [0.5, -0.25, 0.75, 0.0, 1.0]])
+    for conf in (0.8, 0.95):
+        lo, hi, used = stats.interval(x, rng=np.random.default_rng(0), method="t",
+                                      confidence=conf)
+        for i, row in enumerate(x):
+            want = scipy.stats.t.interval(conf, len(row) - 1, loc=row.mean(),
+                                          scale=scipy.stats.sem(row))
+            assert (lo[i], hi[i]) == pytest.approx(want, rel=1e-12)
+        assert used.tolist() == ["t interval over clusters"] * 2
+
+
 def test_degenerate_uses_a_tolerance_relative_to_the_largest_mean():
     rows = np.array([[0.0, 0.0], [0.0, 1.5e-9], [0.0, 0.5e-9], [1e3, 1e3 + 1e-7],
                      [1e3, 1e3 + 1e-5], [0.0, 1e-9]])
