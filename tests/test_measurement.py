@@ -359,6 +359,10 @@ def test_report_md_is_utf8_whatever_the_locale(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(Path(report.__file__).resolve())
     assert "modèle-ü" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    # the same bytes as written here, in this process's locale
+    here = report.write_report(report.load_episodes(tmp_path), tmp_path / "here",
+                               n_resamples=99, steps_reference=False)
+    assert (tmp_path / "report.md").read_bytes() == here["report_md"].encode("utf-8")
 
 
 def test_write_report_embeds_the_figures_present_and_links_traces(tmp_path):
@@ -639,7 +643,9 @@ def test_frame_columns_from_odd_and_older_lines():
     assert math.isnan(row["steps_to_100"])
     assert "out_of_band_edits" not in report.episodes_frame([base]).columns
     assert list(report.episodes_frame([base]).columns) == report.EPISODE_COLUMNS + ["progress"]
-    assert list(report.episodes_frame([]).columns) == report.EPISODE_COLUMNS + ["progress"]
+    empty = report.episodes_frame([])
+    assert list(empty.columns) == report.EPISODE_COLUMNS + ["progress"]
+    assert empty["success"].dtype == bool and empty["valid_count"].dtype == float
 
 
 def test_frame_takes_each_column_from_its_documented_place():

@@ -168,8 +168,7 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=EPISODE_COLUMNS + extra + ["progress"])
     for col in BOOL_METRICS + ("simulated", "tampered", "incomplete"):
         # missing, null and NaN are False (pandas deprecates fillna(False) on a float column)
-        df[col] = pd.Series([bool(v) if pd.notna(v) else False for v in df[col]],
-                            index=df.index, dtype=bool)
+        df[col] = df[col].map(_flag).astype(bool)
     numeric = [c for c in _METRIC_COLUMNS if c not in BOOL_METRICS] + list(ANYTIME_COLUMNS) \
         + extra + ["steps_used", "budget", "reported_count"]
     for col in numeric:  # booleans count as 0/1; text that is not a number is NaN
@@ -177,6 +176,10 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
     df["seed"] = pd.to_numeric(df["seed"], errors="coerce").astype("Int64")
     return sort_frame(df, ["family", "policy", "controller", "target", "task_id", "instance",
                            "seed", "key"])
+
+
+def _flag(v) -> bool:
+    return bool(v) if pd.notna(v) else False
 
 
 def controller_rank(name: str) -> tuple[int, str]:
