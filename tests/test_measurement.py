@@ -787,6 +787,9 @@ def test_summary_bill_of_a_one_episode_cell_and_cells_with_a_missing_key():
                                steps_reference=False).iloc[0]
     assert (one["total_prompt_tokens"], one["total_cost_usd"]) == (7, 0.25)
     assert one["cost_per_success"] == 0.25                  # one success divides the spend
+    none = report.summary_table([line("standard", target=5, valid=2, usage=usage)],
+                                steps_reference=False).iloc[0]
+    assert none["total_cost_usd"] == 0.25 and math.isnan(none["cost_per_success"])
     # a frame (not lines) may hold a missing key: its cell is kept like any other
     eps = [line(c, seed=sd, valid=10 - 5 * (c == "standard" and sd == 1), usage=usage)
            for c in ("standard", "stateqgp") for sd in (0, 1)]
@@ -798,17 +801,47 @@ def test_summary_bill_of_a_one_episode_cell_and_cells_with_a_missing_key():
     assert (nan_row["n_episodes"], nan_row["n_backend_errors"], nan_row["success_rate"],
             nan_row["pass^2"], nan_row["total_cost_usd"]) == (2, 0, 1.0, 1.0, 0.5)
     assert nan_row["cost_per_success"] == 0.25 and bool(nan_row["simulated"])
-    assert s["n_backend_errors"].dtype == int and s["simulated"].dtype == bool
+    assert s["n_backend_errors"].dtype == int and s["n_tampered"].dtype == int
+    assert s["simulated"].dtype == bool
     assert s[s["family"].notna()].iloc[0]["success_rate"] == 0.5
 
 
-def test_report_computes_missing_step_references_unless_told_not_to():
-    import inspect
+def test_report_computes_missing_step_references_unless_told_not_to(monkeypatch, tmp_path):
+    from pushbench.analysis import summary as summary_mod
 
-    from pushbench.analysis.output import write_report
+    asked = []
+    real = summary_mod.steps_ratio
+    monkeypatch.setattr(summary_mod, "steps_ratio", lambda work, on_demand: asked.append(
+        on_demand) or real(work, on_demand=False))
+    eps = [line()]
+    report.summary_table(eps)
+    report.summary_table(eps, steps_reference=False)
+    report.write_report(eps, tmp_path / "a", n_resamples=99)
+    report.write_report(eps, tmp_path / "b", n_resamples=99, steps_reference=False)
+    assert asked == [True, False, True, False]
 
-    for fn in (report.summary_table, write_report):
-        assert inspect.signature(fn).parameters["steps_reference"].default is True, fn
+
+def test_pass_k_table_is_the_summarys_pass_columns_for_any_grouping():
+    from pushbench.analysis.summary import GROUP
+
+    eps = rich_run()
+    s = report.summary_table(eps, steps_reference=False)
+    pk = report.pass_k_table(report.episodes_frame(eps))
+    assert list(pk.columns) == GROUP + ["pass^1", "pass^2", "pass^3"]
+    merged = s.merge(pk, on=GROUP, suffixes=("", "_t"))
+    assert len(merged) == len(s) == len(pk)
+    for c in ("pass^1", "pass^2", "pass^3"):
+        assert merged[c].tolist() == pytest.approx(merged[c + "_t"].tolist())
+    df = report.episodes_frame(eps)
+    by_ctrl = report.pass_k_table(df, group=["controller"]).set_index("controller")
+    assert list(by_ctrl.columns) == ["pass^1", "pass^2", "pass^3"]
+    for ctrl, g in df.groupby("controller"):       # the mean over (task, instance) cells
+        cells = g.groupby(["task_id", "instance"])["success"].agg(["sum", "size"])
+        for k in (1, 2, 3):
+            want = np.mean([math.comb(int(c), k) / math.comb(int(n), k)
+                            for c, n in zip(cells["sum"], cells["size"])])
+            assert by_ctrl.at[ctrl, f"pass^{k}"] == pytest.approx(want), (ctrl, k)
+    assert report.pass_k_table(report.episodes_frame([])).columns.tolist() == GROUP
 
 
 def test_pass_k_counts_seeds_per_instance_up_to_the_largest_seed_count():

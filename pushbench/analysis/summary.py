@@ -47,10 +47,9 @@ def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
     code a missing key differently, and such a row would then match no cell of the summary.)"""
     cells = df.groupby(group + ["task_id", "instance"], dropna=False)["success"] \
         .agg(["sum", "size"]).reset_index()
-    big_k = int(cells["size"].max())
-    for k in range(1, big_k + 1):
-        cells[f"pass^{k}"] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"])]
-    cols = [f"pass^{k}" for k in range(1, big_k + 1)]
+    cols = [f"pass^{k}" for k in range(1, int(cells["size"].max()) + 1)]
+    for k, col in enumerate(cols, start=1):
+        cells[col] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"])]
     return cells.groupby(group, dropna=False)[cols].mean()
 
 
