@@ -224,18 +224,7 @@ def score(target: Target, equivalents: dict[str, dict], children: int,
     if unchecked:  # an interrupted run: a score over part of the mutants would mislead
         sys.exit(f"{len(unchecked)} of {len(statuses)} mutants of {target.module} were not "
                  f"checked (interrupted?); see {work}/mutmut-run.log")
-    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
-             if s not in KILLED or m in equivalents}
-    equivalent, stale = {}, []
-    for name, entry in equivalents.items():
-        if not target.owns(name):
-            continue
-        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
-                          if x.startswith("+") and not x.startswith("+++"))
-        if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
-            equivalent[name] = entry["reason"]
-        else:
-            stale.append(name)
+    diffs, equivalent, stale = _judge_equivalents(work, target, statuses, equivalents)
     return Score(target, seconds, statuses, equivalent, stale, diffs)
 
 
@@ -307,11 +296,7 @@ def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
     start = time.perf_counter()
     if run("") != 0:
         sys.exit(f"the current tests of {target.module} fail without a mutant (in {mdir})")
-    statuses = {}
-    for line in mutmut(work, "results", "--all", "true").splitlines():
-        m = STATUS.match(line)
-        if m and target.owns(m.group(1)):
-            statuses[m.group(1)] = m.group(2).strip()
+    statuses = _statuses(work, target)
     again = [n for n, s in sorted(statuses.items()) if s not in KILLED and n not in equivalents]
     for name in again:
         if run(name) != 0:
@@ -320,18 +305,7 @@ def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
           f"{sum(statuses[n] == 'killed' for n in again)} of the {len(again)} survivors of the "
           "last full run that are not listed as equivalent")
     seconds = time.perf_counter() - start
-    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
-             if s not in KILLED or m in equivalents}
-    equivalent, stale = {}, []
-    for name, entry in equivalents.items():
-        if not target.owns(name):
-            continue
-        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
-                          if x.startswith("+") and not x.startswith("+++"))
-        if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
-            equivalent[name] = entry["reason"]
-        else:
-            stale.append(name)
+    diffs, equivalent, stale = _judge_equivalents(work, target, statuses, equivalents)
     return Score(target, seconds, statuses, equivalent, stale, diffs,
                  what="recheck of the survivors")
 
