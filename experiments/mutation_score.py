@@ -245,6 +245,17 @@ def _judge_equivalents(work: Path, target: Target, statuses: dict[str, str],
     return diffs, equivalent, stale
 
 
+def _last_statuses(work: Path, target: Target, equivalents: dict[str, dict]) -> dict[str, str]:
+    """The statuses of the last run in ``work``; after a ``--skip-listed`` run the listed
+    equivalents it never ran say ``listed, not run`` (not ``not checked``)."""
+    statuses = _statuses(work, target)
+    if (work / "mutmut-generate.log").exists():  # a --skip-listed run: listed ones never run
+        for name in equivalents:
+            if statuses.get(name) == "not checked":
+                statuses[name] = "listed, not run"
+    return statuses
+
+
 def results_only(target: Target, equivalents: dict[str, dict]) -> Score:
     """The score of the last run of ``target`` as it stands (also while it runs), nothing run.
 
@@ -253,11 +264,7 @@ def results_only(target: Target, equivalents: dict[str, dict]) -> Score:
     work = WORK / target.dotted
     if not (work / "mutants" / target.module).exists():
         sys.exit(f"no earlier run of {target.module} in {work}")
-    statuses = _statuses(work, target)
-    if (work / "mutmut-generate.log").exists():  # a --skip-listed run: listed ones never run
-        for name in equivalents:
-            if statuses.get(name) == "not checked":
-                statuses[name] = "listed, not run"
+    statuses = _last_statuses(work, target, equivalents)
     diffs, equivalent, stale = _judge_equivalents(
         work, target, {m: s for m, s in statuses.items() if s != "not checked"}, equivalents)
     stale = [n for n in stale if statuses.get(n) != "not checked"]
@@ -296,7 +303,7 @@ def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
     start = time.perf_counter()
     if run("") != 0:
         sys.exit(f"the current tests of {target.module} fail without a mutant (in {mdir})")
-    statuses = _statuses(work, target)
+    statuses = _last_statuses(work, target, equivalents)
     again = [n for n, s in sorted(statuses.items()) if s not in KILLED and n not in equivalents]
     for name in again:
         if run(name) != 0:
