@@ -26,9 +26,22 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import paths, userdata
-from .errors import UnknownNameError, did_you_mean
+from .errors import UnknownNameError, did_you_mean, unknown
 
 TASK_SCHEMA_VERSION = 1
+
+# What an agent sees, per family: observation text, tool schemas, verdict rules, budgets and
+# search. Any change to one of them bumps that family's version (Gymnasium's ``-vN`` habit);
+# records, traces and bundles carry it, and results of two versions are never pooled.
+FAMILY_VERSIONS: dict[str, int] = {"reposcan": 1, "dataops": 1, "swelite": 1}
+
+
+def family_version(family: str) -> int:
+    """The current version of ``family`` (``reposcan``, ``dataops`` or ``swelite``)."""
+    try:
+        return FAMILY_VERSIONS[family]
+    except KeyError:
+        raise unknown("family", family, FAMILY_VERSIONS) from None
 
 
 class _Strict(BaseModel):
