@@ -10,8 +10,10 @@ A snapshot is built once into the cache (``paths.home()/snapshots/<name>-<versio
    one commit whose author, committer and dates are fixed, so its id is reproducible.
 
 User snapshots (``pushbench snapshots add``, :func:`add_snapshot`) go through the same freeze:
-an archive, a folder or a git revision is copied safely (:mod:`pushbench.sources`), frozen to a
-reproducible commit, and pinned in a user ``pins.yaml`` (:mod:`pushbench.userdata`) with its
+an archive, a folder or a git revision is copied safely and within
+:class:`~pushbench.archives.Limits` (:mod:`pushbench.sources`), checked by the caller's
+``check`` (the CLI indexes it there), frozen to a reproducible commit, and only then installed
+in the cache and pinned in a user ``pins.yaml`` (:mod:`pushbench.userdata`) with its
 kind, identity (archive sha256 or tree hash), commit and provenance. A ``synth`` pin also names
 a registered generator and its parameters, so a missing cache entry is rebuilt by regenerating
 (:func:`register_generator`). Built-in pins load first; a user name equal to a built-in one, or
@@ -39,6 +41,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from . import paths, sources, userdata
+from .archives import DEFAULT_LIMITS, Limits
 from .paths import locked  # noqa: F401  (re-exported: the SWE-lite builders use it)
 from .sources import sha256_file  # noqa: F401  (re-exported)
 from .errors import PushBenchError
@@ -225,17 +228,18 @@ def _git_freeze(root: Path) -> str:
 
 
 def build(name: str, source: str | os.PathLike | None = None, *, force: bool = False,
-          log=None) -> Path:
+          log=None, limits: Limits = DEFAULT_LIMITS) -> Path:
     """Build snapshot ``name`` into the cache if needed and return its root folder.
 
     ``source`` is where to read it: the sdist (file or folder) for built-in pins, the archive,
-    folder or repository for a user pin (default: the path recorded in the pin)."""
+    folder or repository for a user pin (default: the path recorded in the pin). ``limits``
+    bound what a user pin's source may unpack to (a built-in sdist is trusted by its sha256)."""
     pin = get_pin(name)
     final = snapshot_dir(pin)
     if not force and (final / _MARKER).is_file():
         return final
     if pin.kind != "sdist" or not pin.builtin:
-        return _build_user(pin, source, log)
+        return _build_user(pin, source, log, limits)
     with locked(f"snapshot-{pin.name}"):
         if not force and (final / _MARKER).is_file():
             return final  # another process built it while we waited for the lock
@@ -376,7 +380,9 @@ def _check_name(name: str) -> None:
 def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
                  tasks_dir: str | os.PathLike | None = None, *, kind: str | None = None,
                  generator_name: str | None = None, params: Mapping[str, Any] | None = None,
-                 replace: bool = False, log: Callable[[str], None] | None = None) -> Pin:
+                 replace: bool = False, log: Callable[[str], None] | None = None,
+                 limits: Limits = DEFAULT_LIMITS, skip_unreadable: bool = False,
+                 check: Callable[[Path], Any] | None = None) -> Pin:
     """Freeze ``source`` as user snapshot ``name``, build it into the cache and pin it.
 
     ``source``: an archive (sdist), a folder, or a git repository (at ``rev``, default
@@ -384,6 +390,11 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
     folder made by the registered generator ``generator_name`` with ``params``, recorded so the
     snapshot can be rebuilt by regenerating). The pin is written to ``pins.yaml`` in
     :func:`pushbench.userdata.target_dir` (``tasks_dir``) and returned.
+
+    ``limits`` bound what the source may unpack to; ``skip_unreadable`` leaves out (and logs)
+    files and folders that cannot be read instead of refusing; ``check(root)`` runs on the
+    copied tree before anything is frozen, installed or pinned (the CLI indexes the tree
+    there), so an exception from it leaves no trace in the cache or the pins.
 
     Idempotent: adding the same content again under the same name returns the existing pin.
     Errors (:class:`SnapshotError`, :class:`~pushbench.sources.SourceError`,
@@ -411,7 +422,12 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
             if log:
                 log(f"copying {source} ...")
             m = sources.materialise(source, Path(tmp), rev=rev,
-                                    kind="folder" if kind == "synth" else kind)
+                                    kind="folder" if kind == "synth" else kind, limits=limits,
+                                    skip_unreadable=skip_unreadable)
+            for rel in m.unreadable if log else ():
+                log(f"skipped (unreadable): {sources.escaped(rel)}")
+            if check is not None:
+                check(m.root)
             if log:
                 log(f"freezing {m.files} files as a git repository ...")
             commit = _git_freeze(m.root)
@@ -439,7 +455,8 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
     return pin
 
 
-def _build_user(pin: Pin, source: str | os.PathLike | None, log) -> Path:
+def _build_user(pin: Pin, source: str | os.PathLike | None, log,
+                limits: Limits = DEFAULT_LIMITS) -> Path:
     """Rebuild a user snapshot from its source (or generator) and check it against the pin."""
     final = snapshot_dir(pin)
     with locked(f"snapshot-{pin.name}"):
@@ -465,7 +482,8 @@ def _build_user(pin: Pin, source: str | os.PathLike | None, log) -> Path:
                         f"user snapshot {pin.name!r} is not built here and its source "
                         f"{pin.source} is missing; give it with `pushbench snapshots build "
                         f"{pin.name} --from PATH` (pinned in {pin.origin})")
-            m = sources.materialise(src, work, rev=rev, kind=kind)
+            m = sources.materialise(src, work, rev=rev, kind=kind, limits=limits,
+                                    skip_unreadable=bool((pin.skipped or {}).get("unreadable")))
             if m.sha256 != pin.sha256 or m.tree_sha256 != (pin.tree_sha256 or m.tree_sha256):
                 raise SnapshotError(
                     f"user snapshot {pin.name!r}: {src} gives sha256 {m.sha256}, pinned "

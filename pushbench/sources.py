@@ -5,22 +5,27 @@ into a folder of regular files that :mod:`pushbench.snapshots` then freezes as a
 one-commit git repository:
 
 * **archive** (``.tar.gz``, ``.tgz``, ``.tar``, ``.tar.bz2``, ``.tar.xz``, ``.zip``, e.g. an
-  sdist): every member is checked *before anything is extracted*; a member with an absolute
-  path, a ``..`` part, a backslash or NUL, a symbolic or hard link, or a device/FIFO is refused
-  (:class:`UnsafeArchiveError`) and nothing is used. Tar members are then extracted with
-  tarfile's ``data`` filter as a second line of defence. An archive holding exactly one top
-  folder (the sdist layout) has that folder as its root. Identity: the archive's sha256.
+  sdist): extracted by :func:`pushbench.archives.safe_extract`, which checks every member as it
+  streams (no absolute path, ``..`` part, backslash or NUL, link, device/FIFO, clashing or
+  non-UTF-8 name) and enforces the :class:`~pushbench.archives.Limits`; on any refusal nothing
+  is kept. An archive holding exactly one top folder (the sdist layout) has that folder as its
+  root. Identity: the archive's sha256.
 * **folder**: regular files are copied; symbolic links (never followed) and special files are
-  skipped and counted. Identity: the tree hash.
+  skipped and counted. A file or folder that cannot be read is an error naming it
+  (:class:`UnreadableError`) unless ``skip_unreadable``, which skips and lists it. Identity:
+  the tree hash.
 * **git** (a local repository, at ``rev`` or ``HEAD``): the committed tree at that revision is
   exported (uncommitted changes are not part of it); symlinks and submodules are skipped and
   counted. Identity: the tree hash; the resolved commit is recorded.
 
-Everywhere, version-control, cache and virtual-environment folders (:data:`IGNORED_DIRS`) and
+Everywhere, the same :class:`~pushbench.archives.Limits` bound what is taken in (entries,
+bytes per file and in total, path length and depth) and names must be UTF-8, counted while
+copying; version-control, cache and virtual-environment folders (:data:`IGNORED_DIRS`) and
 compiled ``.pyc``/``.pyo`` files are left out, so one tree gives one hash however it arrived.
 
 Tree hash (:func:`tree_hash`): sha256 over one line per file in sorted path order,
-``<posix path>\\0<x if owner-executable else ->\\0<sha256 of the content>\\n``.
+``<posix path>\\0<x if owner-executable else ->\\0<sha256 of the content>\\n`` (files are
+hashed in chunks, never read whole).
 """
 
 from __future__ import annotations
@@ -29,12 +34,11 @@ import hashlib
 import os
 import shutil
 import stat
-import tarfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .errors import PushBenchError
+from .archives import (DEFAULT_LIMITS, Budget, Limits, SourceError,  # noqa: F401 (re-exported)
+                       UnsafeArchiveError, escaped, member_problem, safe_extract)
 
 IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".venv", "venv",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
@@ -44,12 +48,8 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", "
 KINDS = ("sdist", "folder", "git")
 
 
-class SourceError(PushBenchError, ValueError):
-    """A source that cannot be used as given (missing, unknown format, bad revision)."""
-
-
-class UnsafeArchiveError(SourceError):
-    """An archive member would escape the target folder or is a link or device."""
+class UnreadableError(SourceError):
+    """A file or folder of a source tree that cannot be read (``--skip-unreadable`` lists it)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Materialised:
     files: int
     skipped: dict[str, int] = field(default_factory=dict)  # symlinks, special, ignored
     source_commit: str | None = None                       # git: the resolved commit
+    unreadable: tuple[str, ...] = ()                       # skipped (skip_unreadable only)
 
 
 def is_archive(path: Path) -> bool:
@@ -93,78 +94,6 @@ def _ignored(parts: tuple[str, ...]) -> bool:
         parts[-1].endswith(IGNORED_SUFFIXES)
 
 
-def member_problem(name: str) -> str | None:
-    """Why an archive member name may not be extracted (``None`` if it is safe).
-
-    Refused: empty names, NUL or backslash anywhere, absolute paths (``/x``, ``C:...``) and any
-    ``..`` part. ``.`` parts and repeated slashes are harmless and allowed.
-    """
-    if not name or "\x00" in name:
-        return "has an empty name or a NUL character"
-    if "\\" in name:
-        return "contains a backslash"
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        return "has an absolute path"
-    if ".." in PurePosixPath(name).parts:
-        return "contains a '..' part (it would escape the target folder)"
-    return None
-
-
-def _refuse(archive: Path, name: str, why: str) -> UnsafeArchiveError:
-    return UnsafeArchiveError(f"archive {archive.name}: member {name!r} {why}; refused, "
-                              "nothing was extracted")
-
-
-def safe_extract(archive: Path, dest: Path) -> None:
-    """Extract ``archive`` into ``dest`` after checking every member (see the module doc)."""
-    if archive.name.lower().endswith(".zip"):
-        try:
-            zf = zipfile.ZipFile(archive)
-        except zipfile.BadZipFile as e:
-            raise SourceError(f"archive {archive.name} is not a readable zip file: {e}") from e
-        with zf:
-            infos = zf.infolist()
-            for info in infos:
-                why = member_problem(info.filename)
-                if why is None and stat.S_ISLNK(info.external_attr >> 16):
-                    why = "is a symbolic link"
-                if why:
-                    raise _refuse(archive, info.filename, why)
-            for info in infos:
-                target = dest.joinpath(*PurePosixPath(info.filename).parts)
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                if (info.external_attr >> 16) & 0o100:
-                    target.chmod(0o700)
-        return
-    try:
-        tar = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, OSError) as e:
-        raise SourceError(f"archive {archive.name} is not a readable tar archive: {e}") from e
-    with tar:
-        members = tar.getmembers()
-        for m in members:
-            why = member_problem(m.name)
-            if why is None and m.issym():
-                why = f"is a symbolic link (to {m.linkname!r})"
-            if why is None and m.islnk():
-                why = f"is a hard link (to {m.linkname!r})"
-            if why is None and not (m.isfile() or m.isdir()):
-                why = "is a device, FIFO or other special file"
-            if why:
-                raise _refuse(archive, m.name, why)
-        try:
-            tar.extractall(dest, members=members, filter="data")
-        except tarfile.FilterError as e:  # pragma: no cover - the checks above come first
-            raise UnsafeArchiveError(f"archive {archive.name}: {e}; refused") from e
-        except (tarfile.TarError, OSError) as e:  # truncated data, a file where a folder is
-            raise SourceError(f"archive {archive.name} cannot be extracted: {e}") from e
-
-
 def _prune(root: Path) -> dict[str, int]:
     """Remove ignored folders/files and links from an extracted tree; count them."""
     skipped = {"ignored": 0, "symlinks": 0, "special": 0}
@@ -191,20 +120,45 @@ def _prune(root: Path) -> dict[str, int]:
     return skipped
 
 
-def copy_folder(src: Path, dest: Path) -> dict[str, int]:
-    """Copy the regular files of ``src`` into ``dest`` (links and special files skipped)."""
+def copy_folder(src: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
+                skip_unreadable: bool = False) -> tuple[dict[str, int], list[str]]:
+    """Copy the regular files of ``src`` into ``dest`` (links and special files skipped) under
+    ``limits``; return the skipped counts and the unreadable paths (relative, ``/``-joined)
+    that ``skip_unreadable`` let through (otherwise the first one is an
+    :class:`UnreadableError`)."""
     skipped = {"ignored": 0, "symlinks": 0, "special": 0}
+    unreadable: list[str] = []
+    budget = Budget(limits, f"folder {src}")
+
+    def cannot_read(path: str, err: OSError) -> None:
+        rel = os.path.relpath(path, src)
+        if not skip_unreadable:
+            raise UnreadableError(f"folder {src}: cannot read {escaped(rel)} "
+                                  f"({err.strerror or err}); fix its permissions or give "
+                                  "--skip-unreadable to leave it out (it is then listed)")
+        unreadable.append(Path(rel).as_posix())
+
+    def walk_error(err: OSError) -> None:
+        cannot_read(err.filename or str(src), err)
+
     dest.mkdir(parents=True, exist_ok=True)
-    for dirpath, dirnames, filenames in os.walk(src):  # never follows symlinked folders
+    for dirpath, dirnames, filenames in os.walk(src, onerror=walk_error):  # no symlinked dirs
         rel = Path(dirpath).relative_to(src)
         for d in list(dirnames):
             if d in IGNORED_DIRS or Path(dirpath, d).is_symlink():
                 skipped["ignored" if d in IGNORED_DIRS else "symlinks"] += 1
                 dirnames.remove(d)
+            else:
+                budget.name((rel / d).as_posix())
+                budget.entry()
         dirnames.sort()
         for f in sorted(filenames):
             p = Path(dirpath, f)
-            st = p.lstat()
+            try:
+                st = p.lstat()
+            except OSError as e:
+                cannot_read(str(p), e)
+                continue
             if stat.S_ISLNK(st.st_mode):
                 skipped["symlinks"] += 1
             elif not stat.S_ISREG(st.st_mode):
@@ -212,16 +166,25 @@ def copy_folder(src: Path, dest: Path) -> dict[str, int]:
             elif f.endswith(IGNORED_SUFFIXES):
                 skipped["ignored"] += 1
             else:
+                shown = escaped((rel / f).as_posix())
+                budget.name((rel / f).as_posix(), shown)
+                budget.entry()
                 out = dest / rel / f
                 out.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(p, out)
-                out.chmod(0o700 if st.st_mode & stat.S_IXUSR else 0o600)
-    return skipped
+                try:
+                    fh = open(p, "rb")
+                except OSError as e:
+                    cannot_read(str(p), e)
+                    continue
+                with fh:
+                    budget.copy(fh, out, shown, bool(st.st_mode & stat.S_IXUSR))
+    return skipped, unreadable
 
 
-def export_git(repo_path: Path, rev: str | None, dest: Path) -> tuple[str, dict[str, int]]:
-    """Write the committed tree of ``repo_path`` at ``rev`` (default ``HEAD``) into ``dest``;
-    return the resolved commit id and the skipped counts."""
+def export_git(repo_path: Path, rev: str | None, dest: Path,
+               limits: Limits = DEFAULT_LIMITS) -> tuple[str, dict[str, int]]:
+    """Write the committed tree of ``repo_path`` at ``rev`` (default ``HEAD``) into ``dest``
+    under ``limits``; return the resolved commit id and the skipped counts."""
     import git  # gitpython, needed only here
 
     try:
@@ -235,6 +198,7 @@ def export_git(repo_path: Path, rev: str | None, dest: Path) -> tuple[str, dict[
         hint = "" if rev else " (a repository without commits? --working-tree takes its files)"
         raise SourceError(f"revision {rev or 'HEAD'!r} not found in {repo_path}{hint}") from e
     skipped = {"ignored": 0, "symlinks": 0, "special": 0}
+    budget = Budget(limits, f"repository {repo_path} at {rev or 'HEAD'}")
     dest.mkdir(parents=True, exist_ok=True)
     for item in commit.tree.traverse():
         parts = PurePosixPath(item.path).parts
@@ -249,6 +213,10 @@ def export_git(repo_path: Path, rev: str | None, dest: Path) -> tuple[str, dict[
         if item.mode == 0o120000:
             skipped["symlinks"] += 1
             continue
+        shown = escaped(item.path)
+        budget.name(item.path, shown)
+        budget.entry()
+        budget.add(item.size, item.size, shown)  # git's object sizes are exact
         out = dest.joinpath(*parts)
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "wb") as fh:
@@ -264,7 +232,7 @@ def tree_hash(root: Path) -> tuple[str, int]:
         rel = p.relative_to(root)
         if ".git" in rel.parts or p.is_symlink() or not p.is_file():
             continue
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        digest = sha256_file(p)
         exe = "x" if p.stat().st_mode & stat.S_IXUSR else "-"
         lines.append(f"{rel.as_posix()}\0{exe}\0{digest}\n")
     lines.sort()
@@ -279,12 +247,13 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def materialise(source: Path, work: Path, rev: str | None = None,
-                kind: str | None = None) -> Materialised:
+def materialise(source: Path, work: Path, rev: str | None = None, kind: str | None = None,
+                limits: Limits = DEFAULT_LIMITS, skip_unreadable: bool = False) -> Materialised:
     """Copy ``source`` into a new folder under the empty folder ``work``; see the module doc.
 
     ``kind`` forces ``folder`` for a git working tree (uncommitted files included) or ``git``;
-    by default it is :func:`detect_kind`'s answer.
+    by default it is :func:`detect_kind`'s answer. ``limits`` bound what is taken in;
+    ``skip_unreadable`` (folders) leaves out what cannot be read and lists it.
     """
     source = Path(source).expanduser()
     detected = detect_kind(source, rev)
@@ -294,25 +263,26 @@ def materialise(source: Path, work: Path, rev: str | None = None,
     if kind != detected and not (kind == "folder" and detected == "git" and rev is None) \
             and not (kind == "git" and detected == "folder"):
         raise SourceError(f"source {source} is a {detected}, not a {kind}")
-    commit = None
+    commit, unreadable = None, []
     if kind == "sdist":
         extract = work / "extract"
-        extract.mkdir()
-        safe_extract(source, extract)
+        safe_extract(source, extract, limits)
         skipped = _prune(extract)
         tops = list(extract.iterdir())
         root = tops[0] if len(tops) == 1 and tops[0].is_dir() else extract
         sha = sha256_file(source)
     elif kind == "folder":
         root = work / "tree"
-        skipped = copy_folder(source, root)
+        skipped, unreadable = copy_folder(source, root, limits, skip_unreadable)
+        if unreadable:
+            skipped["unreadable"] = len(unreadable)
         sha = None
     else:
         root = work / "tree"
-        commit, skipped = export_git(source, rev, root)
+        commit, skipped = export_git(source, rev, root, limits)
         sha = None
     tree, files = tree_hash(root)
     if files == 0:
         raise SourceError(f"source {source} holds no files to freeze")
     return Materialised(kind=kind, root=root, sha256=sha or tree, tree_sha256=tree, files=files,
-                        skipped=skipped, source_commit=commit)
+                        skipped=skipped, source_commit=commit, unreadable=tuple(unreadable))

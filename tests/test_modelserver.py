@@ -25,7 +25,7 @@ from pushbench.blackbox.episode_prompt import episode_prompt  # noqa: E402
 from pushbench.modelserver import PolicyBackend, build_app  # noqa: E402
 from pushbench.modelserver import app as app_mod  # noqa: E402
 from pushbench.modelserver.app import RequestLog, check_loopback  # noqa: E402
-from pushbench.modelserver.core import observation_from_result  # noqa: E402
+from pushbench.modelserver.core import MODEL, observation_from_result  # noqa: E402
 from pushbench.runner.episode import run_episode  # noqa: E402
 
 TASK = "RepoScan-requests-docstring-N10"
@@ -69,7 +69,7 @@ class Anthropic:
                       for t in TOOLS] + [{"name": "Read", "input_schema": {"type": "object"}}]
 
     def body(self):
-        return {"model": "m", "max_tokens": 1000, "system": "You are an agent.",
+        return {"model": MODEL, "max_tokens": 1000, "system": "You are an agent.",
                 "messages": self.messages, "tools": self.tools, "stream": self.stream}
 
     def read(self, resp):
@@ -109,7 +109,7 @@ class Responses:
                        "tools": [{"type": "function", "name": t} for t in TOOLS]}]
 
     def body(self):
-        return {"model": "m", "input": self.input, "tools": self.tools, "stream": self.stream,
+        return {"model": MODEL, "input": self.input, "tools": self.tools, "stream": self.stream,
                 "instructions": "be precise"}
 
     def read(self, resp):
@@ -146,7 +146,7 @@ class Chat:
                       for t in TOOLS]
 
     def body(self):
-        return {"model": "m", "messages": self.messages, "tools": self.tools,
+        return {"model": MODEL, "messages": self.messages, "tools": self.tools,
                 "stream": self.stream}
 
     def read(self, resp):
@@ -235,7 +235,7 @@ def test_harness_results_and_wrapped_observations():
 
 def test_errors_in_each_api_shape(prompt, monkeypatch):
     c = client_for()
-    no_tools = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": prompt}],
+    no_tools = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": prompt}],
                 "tools": [{"name": "Read"}]}
     r = c.post("/v1/messages", json=no_tools)
     assert r.status_code == 400 and r.json()["type"] == "error"
@@ -245,7 +245,7 @@ def test_errors_in_each_api_shape(prompt, monkeypatch):
     assert r.status_code == 400 and "first observation" in r.json()["error"]["message"]
     r = c.post("/v1/responses", content=b"{not json")
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
-    r = c.post("/v1/chat/completions", json={"model": "m"})
+    r = c.post("/v1/chat/completions", json={"model": MODEL})
     assert r.status_code == 400 and "messages" in r.json()["error"]["message"]
     r = c.get("/v1/messages")
     assert r.status_code == 405 and r.json()["type"] == "error"
@@ -288,14 +288,17 @@ def test_property_any_bytes_get_an_error_in_the_api_shape(path, body):
 def test_property_malformed_requests_get_an_error_in_the_api_shape(path, body, extra):
     payload = {**body, **extra} if isinstance(body, dict) else body
     r = client_for().post(path, json=payload)
-    assert r.status_code == 400 and _shape_ok(path, r)
+    # a request that validates but names another model: that API's "model not found"
+    assert r.status_code in (400, 404) and _shape_ok(path, r)
+    assert r.status_code == 400 or "not found" in r.json()["error"]["message"]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(st.text(min_size=1, max_size=30), max_size=6), stream=st.booleans())
 def test_property_unknown_tools_are_refused(names, stream, prompt):
     names = [n for n in names if "pushbench" not in n and n not in TOOLS]
-    body = {"model": "m", "max_tokens": 10, "stream": stream, "tools": [{"name": n} for n in names],
+    body = {"model": MODEL, "max_tokens": 10, "stream": stream,
+            "tools": [{"name": n} for n in names],
             "messages": [{"role": "user", "content": prompt}]}
     r = client_for().post("/v1/messages", json=body)
     assert r.status_code == 400 and "PushBench tool" in r.json()["error"]["message"]
@@ -306,7 +309,7 @@ def test_nested_and_huge_payloads():
     deep = "[" * 100000 + "]" * 100000
     r = c.post("/v1/responses", content=deep.encode())
     assert r.status_code == 400 and _shape_ok("/v1/responses", r)
-    big = {"model": "m", "max_tokens": 5,
+    big = {"model": MODEL, "max_tokens": 5,
            "messages": [{"role": "user", "content": "x" * (2 << 20)}], "tools": []}
     r = c.post("/v1/messages", json=big)
     assert r.status_code == 400 and _shape_ok("/v1/messages", r)

@@ -266,7 +266,7 @@ def test_unsafe_archive_members_are_refused_and_nothing_is_pinned(home, tmp_path
     archive = tar_with(tmp_path / "evil.tar.gz", [member("pkg/ok.py"), bad])
     with pytest.raises(sources.UnsafeArchiveError, match=needle) as err:
         snapshots.add_snapshot("j-evil", archive)
-    assert "nothing was extracted" in str(err.value)
+    assert "nothing was kept" in str(err.value)
     assert "j-evil" not in snapshots.load_pins()
     assert not list((home / "snapshots").glob("j-evil*"))
     assert not list((home / "snapshots").glob(".add-*"))  # the temporary folder is gone
@@ -314,10 +314,12 @@ def test_any_member_name_is_either_refused_or_extracted_inside(tmp_path_factory,
     try:
         sources.safe_extract(archive, target)
     except sources.UnsafeArchiveError as e:
-        assert any(sources.member_problem(n) for n in stored), e
-        assert list(target.iterdir()) == []  # checked before anything was written
+        # an unsafe name, or a clash (a file where a folder is, a name given twice)
+        assert any(sources.member_problem(n) for n in stored) or "folder" in str(e) \
+            or "twice" in str(e) or "names no file" in str(e), e
+        assert list(target.iterdir()) == []  # whatever was written is gone again
     except sources.SourceError:
-        pass  # e.g. a file where a folder is: refused, never outside (checked below)
+        assert list(target.iterdir()) == []
     else:
         assert not any(sources.member_problem(n) for n in stored), unsafe
     outside = [p for p in base.rglob("*") if p != archive and target not in (p, *p.parents)

@@ -128,6 +128,9 @@ def claude_code(binary: str, ep: Path, prompt: str, server_cmd: list[str],
                DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1",
                ENABLE_TOOL_SEARCH="false", MCP_CONNECTION_NONBLOCKING="false",
                MCP_TIMEOUT="120000", MCP_TOOL_TIMEOUT="300000")
+    if endpoint.offline:  # the model server answers its served names only: no haiku side calls
+        env.update(ANTHROPIC_SMALL_FAST_MODEL=endpoint.model,
+                   ANTHROPIC_DEFAULT_HAIKU_MODEL=endpoint.model)
     argv = [binary, "-p", prompt, "--mcp-config", str(cfg), "--strict-mcp-config",
             "--tools", "Read,Grep,Glob", "--permission-mode", "dontAsk",
             "--allowedTools", tools + ",Read,Grep,Glob", "--output-format", "json"]

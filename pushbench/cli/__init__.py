@@ -6,7 +6,7 @@ One module per command group, each command a thin layer over the library:
   usage error or a :class:`~pushbench.errors.PushBenchError` becomes one ``error: ...`` line
   and exit status 2 (commands raise; they do not print errors themselves);
 - :mod:`.run`: ``run``, ``report``, ``plot``;
-- :mod:`.snapshots`: ``snapshots ...`` and ``tasks ...``;
+- :mod:`.snapshots`: ``snapshots ...``; :mod:`.tasks`: ``tasks``, ``tasks new``;
 - :mod:`.viewer`: ``view``;
 - :mod:`.blackbox`: ``mcp``, ``mcp-prompt``, ``evaluate``, ``blackbox run``;
 - :mod:`.modelserver`: ``model-server``;
@@ -19,12 +19,12 @@ The commands are registered here, in one list, because their order is the order 
 from __future__ import annotations
 
 from ..families.swelite.cli import swelite_app  # light: typer and rich only
-from . import blackbox, modelserver, run, snapshots, viewer
+from . import blackbox, modelserver, run, snapshots, tasks, viewer
 from .common import app
 
 app.add_typer(snapshots.snap_app, name="snapshots")
 app.add_typer(swelite_app, name="swelite")
-app.add_typer(snapshots.tasks_app, name="tasks")
+app.add_typer(tasks.tasks_app, name="tasks")
 app.command("run")(run.run_cmd)
 app.command("report")(run.report_cmd)
 app.command("plot")(run.plot_cmd)

@@ -23,6 +23,9 @@ def model_server_cmd(
     port_file: Optional[Path] = typer.Option(None, "--port-file", help="write the bound port "
                                              "here once listening"),
     server_name: str = typer.Option("pushbench", help="the MCP server name the client uses"),
+    models: Optional[list[str]] = typer.Option(None, "--model", help="a model name to serve "
+                                               "(repeat for more; default pushbench-policy); "
+                                               "any other gets the API's model-not-found error"),
 ) -> None:
     """Serve an offline policy as a model (Anthropic Messages, OpenAI Responses and Chat
     Completions APIs) on loopback, for driving Claude Code or Codex CLI offline."""
@@ -35,7 +38,8 @@ def model_server_cmd(
         parsed = _json.loads(params) if params else {}
         if not isinstance(parsed, dict):
             raise ValueError("--params must be a JSON object")
-        backend = PolicyBackend(policy, parsed, seed, server_name)
+        backend = PolicyBackend(policy, parsed, seed, server_name,
+                                **({"models": tuple(models)} if models else {}))
         check_loopback(host)
     except (KeyError, ValueError) as e:
         fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))

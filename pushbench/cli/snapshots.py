@@ -1,6 +1,10 @@
-"""``pushbench snapshots ...`` and ``pushbench tasks ...``: repository snapshots and the tasks
-built on them (each command a thin layer over :mod:`pushbench.snapshots` and the runner's
-calibration)."""
+"""``pushbench snapshots ...``: repository snapshots (each command a thin layer over
+:mod:`pushbench.snapshots`, :mod:`pushbench.sources` and the RepoScan indexer).
+
+``add`` and ``build`` take the :class:`~pushbench.archives.Limits` flags (one per limit; a
+refusal names its flag); ``add`` indexes the copied tree before anything is pinned and lists the
+files the indexer skipped; ``build`` reports a broken pin as one error line and goes on.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,33 @@ from typing import Optional
 
 import typer
 from rich.table import Table
-from typer.core import TyperGroup
 
-from .common import TASKS_DIR_HELP, console, fail, out, split, use_tasks_dir
+from ..archives import DEFAULT_LIMITS, FLAGS, Limits, human, parse_size
+from ..errors import PushBenchError
+from .common import TASKS_DIR_HELP, console, error_line, fail, out, use_tasks_dir
+
+_D = DEFAULT_LIMITS
+# One Option per limit, shared by `add` and `build` (the flag names are archives.FLAGS).
+MAX_TOTAL = typer.Option(None, FLAGS["total_bytes"], help="uncompressed bytes of the whole "
+                         f"tree, e.g. 4G (default {human(_D.total_bytes)})")
+MAX_FILE = typer.Option(None, FLAGS["file_bytes"], help="bytes of any one file, e.g. 512M "
+                        f"(default {human(_D.file_bytes)})")
+MAX_FILES = typer.Option(None, FLAGS["files"], min=1, help="files and folders in the tree "
+                         f"(default {_D.files})")
+MAX_RATIO = typer.Option(None, FLAGS["ratio"], min=1, help="archive compression ratio, checked "
+                         f"past the first 16 MiB (default {_D.ratio})")
+MAX_PATH = typer.Option(None, FLAGS["path_length"], min=1, help="bytes of one relative path "
+                        f"(default {_D.path_length})")
+MAX_DEPTH = typer.Option(None, FLAGS["depth"], min=1, help="parts of one relative path "
+                         f"(default {_D.depth})")
+
+
+def _limits(total: Optional[str], file: Optional[str], files: Optional[int],
+            ratio: Optional[int], path_length: Optional[int], depth: Optional[int]) -> Limits:
+    given = {"total_bytes": parse_size(total, FLAGS["total_bytes"]) if total else None,
+             "file_bytes": parse_size(file, FLAGS["file_bytes"]) if file else None,
+             "files": files, "ratio": ratio, "path_length": path_length, "depth": depth}
+    return Limits(**{k: v for k, v in given.items() if v is not None})
 
 snap_app = typer.Typer(no_args_is_help=True, help="Build, list and verify repository snapshots.")
 
@@ -21,16 +49,31 @@ def snapshots_build(
     names: list[str] = typer.Argument(None, help="snapshots to build (default: all)"),
     source: Optional[Path] = typer.Option(None, "--from", help="sdist file or folder holding it"),
     force: bool = typer.Option(False, help="rebuild even if cached"),
+    max_total_bytes: Optional[str] = MAX_TOTAL, max_file_bytes: Optional[str] = MAX_FILE,
+    max_files: Optional[int] = MAX_FILES, max_ratio: Optional[int] = MAX_RATIO,
+    max_path_length: Optional[int] = MAX_PATH, max_depth: Optional[int] = MAX_DEPTH,
 ) -> None:
-    """Obtain, verify (sha256), extract and freeze the pinned sdists; then index them."""
+    """Obtain, verify (sha256), extract and freeze the pinned sdists; then index them.
+
+    A snapshot that cannot be built is one error line; the others are still built (exit 2)."""
     from ..families.reposcan import indexer
     from .. import snapshots
 
+    limits = _limits(max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length,
+                     max_depth)
+    broken = 0
     for name in names or sorted(snapshots.load_pins()):
-        root = snapshots.build(name, source, force=force,
-                               log=lambda m, n=name: console.print(f"[{n}] {m}"))
-        defs = indexer.load_index(name)
+        try:
+            root = snapshots.build(name, source, force=force, limits=limits,
+                                   log=lambda m, n=name: console.print(f"[{n}] {m}"))
+            defs = indexer.load_index(name)
+        except (PushBenchError, OSError) as e:  # a broken pin: say so, build the others
+            error_line(f"snapshot {name}: {e}")
+            broken += 1
+            continue
         console.print(f"[green]ok[/] {name}: {root} ({len(defs)} definitions)")
+    if broken:
+        raise typer.Exit(2)
 
 
 @snap_app.command("list")
@@ -59,20 +102,42 @@ def snapshots_add(
                                       "(uncommitted changes included) instead of a commit"),
     tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
     replace: bool = typer.Option(False, help="re-pin an existing user snapshot to new content"),
+    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="leave out (and "
+                                         "list) files and folders that cannot be read instead "
+                                         "of refusing the source"),
+    max_total_bytes: Optional[str] = MAX_TOTAL, max_file_bytes: Optional[str] = MAX_FILE,
+    max_files: Optional[int] = MAX_FILES, max_ratio: Optional[int] = MAX_RATIO,
+    max_path_length: Optional[int] = MAX_PATH, max_depth: Optional[int] = MAX_DEPTH,
 ) -> None:
-    """Freeze your own source tree as a snapshot, index it and pin it in a user pins file."""
+    """Freeze your own source tree as a snapshot, index it and pin it in a user pins file.
+
+    The tree is indexed before anything is pinned; .py files the indexer cannot take (too
+    large, too deep, not parseable, not UTF-8) are skipped and listed."""
     import time
 
     from .. import snapshots
     from ..families.reposcan import indexer
 
+    limits = _limits(max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length,
+                     max_depth)
     use_tasks_dir(tasks_dir)
     t0 = time.perf_counter()
+    found: dict = {}
+
+    def index(root: Path) -> None:  # runs on the copied tree, before anything is pinned
+        found["defs"], found["skipped"] = indexer.index_tree_report(root)
+
+    say = lambda m: console.print(f"[{name}] {m}", highlight=False)  # noqa: E731
     pin = snapshots.add_snapshot(name, source, rev, tasks_dir,
                                  kind="folder" if working_tree else None, replace=replace,
-                                 log=lambda m: console.print(f"[{name}] {m}", highlight=False))
+                                 log=say, limits=limits, skip_unreadable=skip_unreadable,
+                                 check=index)
+    indexer.remember(name, pin.sha256, found["defs"])
     defs = indexer.load_index(name)
-    unparsable = indexer.unparsable_files(snapshots.ensure(name), defs)
+    for s in found["skipped"][:20]:
+        say(f"skipped {s.path}: {s.reason}")
+    if len(found["skipped"]) > 20:
+        say(f"... and {len(found['skipped']) - 20} more skipped .py files")
     if pin.kind == "git" and rev is None:
         import git
 
@@ -82,8 +147,8 @@ def snapshots_add(
     skipped = ", ".join(f"{v} {k}" for k, v in (pin.skipped or {}).items() if v) or "none"
     console.print(
         f"[green]ok[/] {name} ({pin.kind}): {pin.files} files (skipped: {skipped}), "
-        f"{len(defs)} definitions, {len(unparsable)} .py files skipped (not parseable or not "
-        f"UTF-8); sha256 {pin.sha256[:12]}, commit {pin.commit[:12]}; pinned in {pin.origin} "
+        f"{len(defs)} definitions, .py skipped: {indexer.skipped_summary(found['skipped'])}; "
+        f"sha256 {pin.sha256[:12]}, commit {pin.commit[:12]}; pinned in {pin.origin} "
         f"({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 
@@ -141,82 +206,3 @@ def snapshots_verify() -> None:
     if problems:
         raise typer.Exit(1)
     console.print("[green]all snapshots match their pins[/]")
-
-
-class _TasksGroup(TyperGroup):
-    """``pushbench tasks [PREFIX]`` lists (as before); ``pushbench tasks new ...`` creates."""
-
-    def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
-            args = ["list", *args]
-        return super().parse_args(ctx, args)
-
-
-tasks_app = typer.Typer(cls=_TasksGroup, help="List task ids; create your own RepoScan tasks.")
-
-
-@tasks_app.command("list")
-def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with this prefix"),
-              tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP)) -> None:
-    """List task ids with target and budget (built-in and user tasks)."""
-    from ..tasks import all_tasks, list_tasks
-
-    use_tasks_dir(tasks_dir)
-    table = Table("task id", "family", "target", "budget", "instances")
-    specs = all_tasks()
-    if prefix and not list_tasks(prefix):
-        from ..errors import did_you_mean
-
-        hint = did_you_mean(prefix, specs, n=3, cutoff=0.5)
-        fail(f"no task id starts with {prefix!r}.{hint} (`pushbench tasks` lists them all)")
-    for tid in list_tasks(prefix):
-        s = specs[tid]
-        table.add_row(tid, s.family, str(s.target), str(s.budget), str(len(s.instances)))
-    out.print(table)
-
-
-@tasks_app.command("new")
-def tasks_new(
-    snapshot: str = typer.Option(..., help="snapshot name (`pushbench snapshots list`)"),
-    predicate: str = typer.Option(..., help="the property, e.g. docstring or fixture:app"),
-    targets: str = typer.Option("10,25,50,100", help="targets N, comma-separated"),
-    name: Optional[str] = typer.Option(None, help="instance id (default <snapshot>-<predicate>)"),
-    tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
-    seed: int = typer.Option(0, help="seed of the calibration episodes"),
-) -> None:
-    """Create a RepoScan task: pin its valid set, calibrate its budget, show the floor."""
-    import time
-
-    from ..runner.calibration import HEADROOM, new_task
-
-    use_tasks_dir(tasks_dir)
-    try:
-        wanted = [int(t) for t in split([targets]) or []]
-    except ValueError:
-        fail(f"--targets {targets!r}: give comma-separated integers, e.g. 10,25,50,100")
-    t0 = time.perf_counter()
-    made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
-                    log=lambda m: console.print(m, highlight=False))
-    table = Table("budget", "steps", "headroom", "floor", "floor ids", "floor steps",
-                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)",
-                  caption="steps: diligent, unlimited budget; floor: did `exhaustive` reach "
-                          "N within the budget, ids it got accepted, steps it used")
-    table.add_column("task id", no_wrap=True)
-    table.columns.insert(0, table.columns.pop())
-    for r in made.rows:
-        table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
-                      "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
-    out.print(table)
-    solved = sum(r.floor_success for r in made.rows)
-    out.print(f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
-              f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
-              + (" (every one: the task does not test judgement)"
-                 if solved == len(made.rows) else ""), highlight=False)
-    from .. import userdata
-
-    shipped = Path(made.path).parent.resolve() == userdata.shipped_dir().resolve()
-    suite = userdata.SHIPPED_SYNTH if shipped else "user"
-    out.print(f"written to {made.path} in {time.perf_counter() - t0:.1f} s; "
-              f"task ids: {', '.join(made.task_ids)} (suites RepoScan-{suite}-N<k>)",
-              highlight=False)
-

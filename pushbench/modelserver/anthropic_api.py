@@ -19,7 +19,8 @@ from .core import Conversation, Decision, Step
 
 ERROR_TYPES = {"invalid_request": "invalid_request_error", "not_found": "not_found_error",
                "too_large": "request_too_large", "internal": "api_error",
-               "method": "invalid_request_error"}
+               "method": "invalid_request_error",
+               "model_not_found": "not_found_error"}
 
 
 class _Loose(BaseModel):

@@ -2,21 +2,32 @@
 
 Routes (each also without the ``/v1`` prefix): ``POST /v1/messages`` and
 ``/v1/messages/count_tokens`` (Anthropic), ``POST /v1/responses`` (OpenAI Responses),
-``POST /v1/chat/completions`` (Chat Completions), ``GET /v1/models``, ``GET /health``. The server
-binds loopback addresses only. Every request is logged as one JSON line (API, path, status,
+``POST /v1/chat/completions`` (Chat Completions), ``GET /v1/models`` (the served model names,
+:attr:`PolicyBackend.models`; ``GET /v1/models/{name}`` for one), ``GET /health``. The server
+binds loopback addresses only.
+
+Bounds on what a client sends: a body longer than :data:`MAX_BODY` is refused (413) as it
+streams in; a gzip body is decompressed as it streams in and refused once the decompressed
+bytes pass :data:`MAX_BODY` (the cap is on what comes out, not what goes in); a body the client
+cuts off is a 400 in the API's shape, logged as one line; a model name the server does not
+serve is the API's own "model not found" error (404). Every answer, error or not, is in the
+shape of the API the route belongs to. The request log is created 0600.
+
+Every request is logged as one JSON line (API, path, status,
 bytes in and out, the client's tool names, the PushBench tools found, tool results seen, the
 decision, latency, the error if any); the server never holds the hidden set, so it cannot log it.
 """
 
 from __future__ import annotations
 
-import gzip
 import ipaddress
 import json
 import logging
+import os
 import socket
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -24,7 +35,7 @@ from typing import Callable, Iterator
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -34,7 +45,7 @@ from .core import Conversation, PolicyBackend, RequestProblem
 log = logging.getLogger("pushbench.modelserver")
 MAX_BODY = 32 << 20  # bytes; a longer body is refused (413) without being read whole
 STATUS = {"invalid_request": 400, "not_found": 404, "too_large": 413, "internal": 500,
-          "method": 405}
+          "method": 405, "model_not_found": 404}
 
 
 class RequestLog:
@@ -44,41 +55,86 @@ class RequestLog:
         self.path = Path(path) if path else None
         self._lock = threading.Lock()
         self.entries = 0
+        if self.path is not None:  # private from the first byte: it holds the prompts' tools
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+            if self.path.stat().st_uid == os.getuid():
+                self.path.chmod(0o600)
 
     def write(self, entry: dict) -> None:
         with self._lock:
             self.entries += 1
             if self.path is not None:
-                with open(self.path, "a", encoding="utf-8") as f:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with open(fd, "a", encoding="utf-8") as f:
                     f.write(json.dumps(entry, ensure_ascii=True, default=repr) + "\n")
         log.info("%s %s -> %s in %.1f ms", entry.get("api"), entry.get("path"),
                  entry.get("status"), entry.get("latency_ms", 0.0))
 
 
+class _Gunzip:
+    """Streaming gzip decompression (members in sequence) that stops past ``cap`` bytes out."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.out, self.fed = cap, 0, False
+        self.d = zlib.decompressobj(wbits=31)
+
+    def feed(self, data: bytes) -> bytes:
+        parts = []
+        self.fed = self.fed or bool(data)
+        try:
+            while data:
+                piece = self.d.decompress(data, self.cap - self.out + 1)
+                self.out += len(piece)
+                if self.out > self.cap:
+                    raise RequestProblem(f"the decompressed body exceeds the limit of "
+                                         f"{self.cap} bytes", "too_large", 413)
+                parts.append(piece)
+                if self.d.eof:  # a gzip member ended; another may follow
+                    data = self.d.unused_data
+                    if data:
+                        self.d = zlib.decompressobj(wbits=31)
+                else:
+                    data = self.d.unconsumed_tail
+        except zlib.error as e:
+            raise RequestProblem(f"cannot decompress the gzip body: {e}") from None
+        return b"".join(parts)
+
+    def finish(self) -> None:
+        if self.fed and not self.d.eof:
+            raise RequestProblem("the gzip body is truncated (it ends inside a gzip member)")
+
+
 async def _read_body(request: Request) -> bytes:
+    """The body, decompressed, within :data:`MAX_BODY`; :class:`RequestProblem` otherwise."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY:
         raise RequestProblem(f"request body of {declared} bytes exceeds the limit of "
                              f"{MAX_BODY} bytes", "too_large", 413)
+    enc = request.headers.get("content-encoding", "identity").strip().lower()
+    if enc not in ("identity", "", "gzip"):
+        raise RequestProblem(f"unsupported content-encoding {enc[:40]!r} (send identity or gzip)")
+    gunzip = _Gunzip(MAX_BODY) if enc == "gzip" else None
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise RequestProblem(f"request body exceeds the limit of {MAX_BODY} bytes",
-                                 "too_large", 413)
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    enc = request.headers.get("content-encoding", "identity").lower()
-    if enc == "gzip":
-        try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError) as e:
-            raise RequestProblem(f"cannot decompress the gzip body: {e}") from None
-        if len(body) > MAX_BODY:
-            raise RequestProblem("decompressed body exceeds the limit", "too_large", 413)
-    elif enc not in ("identity", ""):
-        raise RequestProblem(f"unsupported content-encoding {enc!r} (send identity or gzip)")
-    return body
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise RequestProblem(f"request body exceeds the limit of {MAX_BODY} bytes",
+                                     "too_large", 413)
+            chunks.append(gunzip.feed(chunk) if gunzip else chunk)
+    except ClientDisconnect:
+        raise RequestProblem(f"the request body was cut off after {size} bytes (the client "
+                             "disconnected)") from None
+    if gunzip:
+        gunzip.finish()
+    return b"".join(chunks)
+
+
+def _check_model(backend: PolicyBackend, model: object) -> None:
+    if model not in backend.models:
+        raise RequestProblem(f"model {str(model)[:100]!r} not found; this server serves "
+                             f"{', '.join(backend.models)} (GET /v1/models)",
+                             "model_not_found", 404)
 
 
 def _decode(body: bytes) -> dict:
@@ -119,6 +175,7 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
                     raise RequestProblem(_validation_message(e)) from None
                 except RecursionError:
                     raise RequestProblem("the request is nested too deeply") from None
+                _check_model(backend, conv.model)
                 entry.update(stream=conv.stream, client_tools=len(conv.tools),
                              client_tool_names=conv.tools[:100],
                              tool_results=sum(s.result is not None for s in conv.steps))
@@ -131,6 +188,8 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
             except RequestProblem as e:
                 status = e.status
                 entry["error"] = str(e)
+                if "cut off" in str(e):  # one line, no traceback: the client went away
+                    log.warning("%s %s: %s", api, request.url.path, e)
                 payload = json.dumps(error(e.kind, str(e))).encode()
                 entry.update(status=status, bytes_out=len(payload),
                              latency_ms=round(1000 * (time.perf_counter() - t0), 3))
@@ -181,15 +240,31 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
     async def count_tokens(request: Request) -> Response:
         try:
             body = await _read_body(request)
-            _decode(body)
+            obj = _decode(body)
+            if "model" in obj:
+                _check_model(backend, obj["model"])
         except RequestProblem as e:
             return JSONResponse(anthropic_api.error(e.kind, str(e)), status_code=e.status)
         return JSONResponse(anthropic_api.count_tokens(len(body)))
 
+    def model_entry(name: str) -> dict:  # both APIs' fields: OpenAI's and Anthropic's
+        return {"id": name, "object": "model", "created": 0, "owned_by": "pushbench",
+                "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
+
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [
-            {"id": "pushbench-policy", "object": "model", "created": 0,
-             "owned_by": "pushbench"}]})
+        return JSONResponse({"object": "list", "data": [model_entry(m) for m in backend.models],
+                             "has_more": False, "first_id": backend.models[0],
+                             "last_id": backend.models[-1]})
+
+    async def one_model(request: Request) -> Response:
+        name = request.path_params["name"]
+        err = anthropic_api.error if "anthropic-version" in request.headers else \
+            openai_api.error
+        try:
+            _check_model(backend, name)
+        except RequestProblem as e:
+            return JSONResponse(err(e.kind, str(e)), status_code=e.status)
+        return JSONResponse(model_entry(name))
 
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, **backend.describe()})
@@ -217,6 +292,7 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
             Route(f"{prefix}/chat/completions", handler("chat", parse_chat, render_chat,
                                                         openai_api.error), methods=["POST"]),
             Route(f"{prefix}/models", models, methods=["GET"]),
+            Route(f"{prefix}/models/{{name:path}}", one_model, methods=["GET"]),
         ]
     routes.append(Route("/health", health, methods=["GET"]))
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -22,6 +22,7 @@ from typing import Any
 from ..policies import OFFLINE_POLICIES, make_policy, validate_params
 
 TERMINAL_TOOLS = ("final", "ask_user")
+MODEL = "pushbench-policy"  # the model name clients are configured with (blackbox.clients)
 _RESET_START = re.compile(r'\{\s*"tool"\s*:\s*"reset"')
 _OBS_START = re.compile(r'\{\s*"tool"\s*:')
 
@@ -129,16 +130,19 @@ class PolicyBackend:
     """Answers conversations with the moves of offline policy ``name`` (seeded, stateless)."""
 
     def __init__(self, name: str, params: dict | None = None, seed: int = 0,
-                 server_name: str = "pushbench") -> None:
+                 server_name: str = "pushbench", models: tuple[str, ...] = (MODEL,)) -> None:
         if name not in OFFLINE_POLICIES:
             raise ValueError(f"policy {name!r} is not an offline policy; choose one of "
                              f"{', '.join(OFFLINE_POLICIES)}")
+        if not models or any(not isinstance(m, str) or not m or len(m) > 256 for m in models):
+            raise ValueError("the served model names must be 1 to 256 characters each")
         self.name, self.seed, self.server_name = name, seed, server_name
+        self.models = tuple(dict.fromkeys(models))  # the names requests may ask for
         self.params = validate_params(name, params or {})
 
     def describe(self) -> dict:
         return {"policy": self.name, "params": self.params, "seed": self.seed,
-                "server_name": self.server_name}
+                "server_name": self.server_name, "models": list(self.models)}
 
     # -- tool names ------------------------------------------------------------------------
     def match_tools(self, client_tools: list[str], env_tools: list[str]) -> dict[str, str]:

@@ -23,7 +23,8 @@ from .core import Conversation, Decision, Step
 
 ERROR_TYPES = {"invalid_request": "invalid_request_error", "not_found": "not_found_error",
                "too_large": "invalid_request_error", "internal": "server_error",
-               "method": "invalid_request_error"}
+               "method": "invalid_request_error",
+               "model_not_found": "invalid_request_error"}
 
 
 class _Loose(BaseModel):
@@ -252,5 +253,7 @@ def chat_stream(d: Decision, model: str, in_bytes: int) -> list[bytes]:
 
 
 def error(kind: str, message: str) -> dict:
+    model = kind == "model_not_found"  # OpenAI's own shape for an unknown model
     return {"error": {"message": message, "type": ERROR_TYPES.get(kind, "server_error"),
-                      "param": None, "code": None}}
+                      "param": "model" if model else None,
+                      "code": "model_not_found" if model else None}}

@@ -60,6 +60,7 @@ from ..envs.base import MAX_BUDGET
 from ..errors import ExperimentError, did_you_mean
 from ..policies.identity import policy_key_id, policy_label
 from .episode import episode_key
+from .yamlfile import Refused, strict_yaml
 from .spec import EpisodeSpec  # noqa: F401  (an experiment expands into specs)
 
 EXPERIMENT_SCHEMA_VERSION = 1
@@ -389,7 +390,8 @@ def _check_size(data: Any, source: str) -> None:
 
 
 def read_experiment_file(path: Path) -> Any:
-    """The YAML document in ``path``; every way it can fail is an :class:`ExperimentError`."""
+    """The YAML document in ``path``; every way it can fail is an :class:`ExperimentError`
+    (including a key given twice and an integer too long to be a seed, count or budget)."""
     if path.is_dir():
         raise ExperimentError(f"experiment file {str(path)!r} is a directory; give a YAML file "
                               "(e.g. experiments/smoke.yaml)")
@@ -408,7 +410,9 @@ def read_experiment_file(path: Path) -> Any:
         raise ExperimentError(f"{path}: not a text file (byte {e.start} is not UTF-8); give a "
                               "YAML experiment file") from None
     try:
-        return yaml.safe_load(text)
+        return strict_yaml(text)
+    except Refused as e:
+        raise ExperimentError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ExperimentError(f"{path}: not valid YAML: {first}") from None

@@ -7,12 +7,15 @@ Layout of the output directory (default ``RUN_DIR/view``)::
     figures/                the run's figures (PNG), copied
     data/overview.js        run facts, counts, summary table, paired deltas, figure list
     data/episodes.js        one row per episode (loaded by the episode list)
+    data/files.js           the episode file names written (the page opens only these)
     data/ep/<key>.js        one episode's full record (loaded when the episode is opened)
 
 Data files are JavaScript (``PB.loaded(name, {...})``) rather than JSON because a page opened
 from disk may not ``fetch`` other local files; a ``<script>`` element may load them. The JSON
 inside is ASCII with ``<``, ``>`` and ``&`` escaped, and the page renders every string as text
-(never as HTML), so what an agent wrote cannot become markup. Files are private to the user
+(never as HTML), so what an agent wrote cannot become markup. A route names an episode by its
+file name, and the page loads ``data/ep/<name>.js`` only for a name listed in ``files.js``
+(the list's own string, never the URL's), so a crafted URL cannot load any other script. Files are private to the user
 (0700 / 0600) like the run folder they come from.
 """
 
@@ -83,6 +86,8 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
     data = paths.private_dir(out / "data")
     paths.write_private(data / "overview.js", js_payload("overview", overview))
     paths.write_private(data / "episodes.js", js_payload("episodes", episode_list))
+    paths.write_private(data / "files.js", js_payload("files", sorted(
+        {file_stem(line.get("key", "")) for line in lines})))
     _write_episodes(run_dir, paths.private_dir(data / "ep"), lines, df, say)
     paths.write_private(out / "index.html", _static("index.html"))
     say(f"wrote {len(lines)} episode pages")

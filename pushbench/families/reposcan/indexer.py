@@ -12,8 +12,10 @@ Two views of the same definitions, from one walk of each file's ``ast``:
 Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing
 scopes are only the module and classes (nested classes included). Definitions inside module- or
 class-level ``if`` / ``try`` / ``with`` / ``for`` / ``while`` / ``match`` blocks count; anything
-inside a function (or inside a class inside a function) does not. Files that Python 3.11's
-``ast`` cannot parse are skipped.
+inside a function (or inside a class inside a function) does not.
+
+Files skipped, each with a reason (too large, too deep, not parseable, not UTF-8, unreadable:
+:mod:`.pyfiles`), are listed by :func:`index_tree_report`; the index and the facts skip the same.
 
 Identifier: ``<path relative to the root, forward slashes>::<dotted qualified name>``. Several
 definitions may share one identifier (conditional definitions); the verifier accepts an
@@ -29,11 +31,12 @@ from __future__ import annotations
 import ast
 import gzip
 import json
-import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ... import paths
+from .pyfiles import (MAX_PY_BYTES, SKIP_REASONS, Skipped,  # noqa: F401 (re-exported)
+                      parse_checked, py_files, read_bounded, skipped_summary)
 
 # v5: display fields only (predicate facts moved to memory; see the module docstring).
 INDEX_VERSION = 5
@@ -219,12 +222,8 @@ def _walk_scope(body, prefix: list[str], in_class: bool, visit) -> None:
 
 
 def _parse(source: str):
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SyntaxWarning)
-            return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
+    """The module's tree, or None when :func:`parse_checked` gives a reason."""
+    return parse_checked(source)[0]
 
 
 def _qualname_walk(tree, visit) -> None:
@@ -236,8 +235,10 @@ def _qualname_walk(tree, visit) -> None:
 def definitions_in_source(source: str, relpath: str) -> list[Definition]:
     """Return the universe's definitions in one file's source (empty if it does not parse)."""
     tree = _parse(source)
-    if tree is None:
-        return []
+    return [] if tree is None else _definitions(tree, source, relpath)
+
+
+def _definitions(tree, source: str, relpath: str) -> list[Definition]:
     lines = source.splitlines()
     out: list[Definition] = []
 
@@ -283,47 +284,51 @@ def facts_in_source(source: str, relpath: str) -> list[Facts]:
     return out
 
 
-def _sources(root: Path):
-    """``(relative path, source)`` of every readable ``.py`` file under ``root``, sorted."""
+def _scan(root: Path):
+    """``(relative path, tree or None, source or None, reason or None)`` of every ``.py``
+    file under ``root`` in sorted order (the one place that decides what is skipped)."""
     root = Path(root)
-    files = sorted(
-        p for p in root.rglob("*.py")
-        if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
-    )
-    for f in files:
-        try:
-            yield f.relative_to(root).as_posix(), f.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
+    for f in py_files(root):
+        rel = f.relative_to(root).as_posix()
+        source, reason = read_bounded(f)
+        tree = None
+        if source is not None:
+            tree, reason = parse_checked(source)
+        yield rel, tree, source, reason
+
+
+def _sources(root: Path):
+    """``(relative path, source)`` of every ``.py`` file under ``root`` that indexing reads
+    (readable, UTF-8, within :data:`MAX_PY_BYTES`), sorted."""
+    for f in py_files(Path(root)):
+        source, _ = read_bounded(f)
+        if source is not None:
+            yield f.relative_to(root).as_posix(), source
 
 
 def unparsable_files(root: Path, definitions: list[Definition] | None = None) -> list[str]:
-    """Relative paths of the ``.py`` files under ``root`` that indexing skips (not UTF-8, not
-    readable, or not parseable by this Python's ``ast``), sorted.
+    """Relative paths of the ``.py`` files under ``root`` that indexing skips, sorted (see
+    :func:`index_tree_report` for the reasons). ``definitions`` is accepted for callers of
+    the older signature and not needed."""
+    return [s.path for s in index_tree_report(root)[1]]
 
-    Given the root's ``definitions``, only files without any are re-read (a file with a
-    definition parsed), which makes the count nearly free after indexing."""
-    root = Path(root)
-    every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
-                   if p.is_file() and not p.is_symlink()
-                   and ".git" not in p.relative_to(root).parts)
-    have = {d.path for d in definitions or ()}
-    bad = []
-    for rel in every:
-        if rel in have:
-            continue
-        try:
-            ok = _parse((root / rel).read_text(encoding="utf-8")) is not None
-        except (UnicodeDecodeError, OSError):
-            ok = False
-        if not ok:
-            bad.append(rel)
-    return bad
+
+def index_tree_report(root: Path) -> tuple[list[Definition], list[Skipped]]:
+    """:func:`index_tree` and the files it skipped, with their reasons (one parse per file)."""
+    defs: list[Definition] = []
+    skipped: list[Skipped] = []
+    for rel, tree, source, reason in _scan(root):
+        if reason is not None:
+            skipped.append(Skipped(rel, reason))
+        else:
+            defs += _definitions(tree, source, rel)
+    return defs, skipped
 
 
 def index_tree(root: Path) -> list[Definition]:
-    """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths)."""
-    return [d for rel, src in _sources(root) for d in definitions_in_source(src, rel)]
+    """Index every ``.py`` file under ``root`` in a deterministic order (sorted paths), skipping
+    what :func:`index_tree_report` lists."""
+    return index_tree_report(root)[0]
 
 
 def facts_tree(root: Path) -> list[Facts]:
@@ -367,15 +372,25 @@ def load_index(name: str) -> list[Definition]:
         with gzip.open(cache, "rt", encoding="utf-8") as fh:
             defs = [Definition(**{k: d[k] for k in _FIELDS}) for d in json.load(fh)]
     else:
-        root = snapshots.ensure(name)
-        defs = index_tree(root)
-        folder = paths.private_dir(cache.parent)
-        _remove_stale_caches(folder)
-        data = gzip.compress(json.dumps([asdict(d) for d in defs]).encode(), compresslevel=3,
-                             mtime=0)
-        paths.write_private(cache, data)  # atomic: concurrent builders write the same bytes
+        defs = index_tree(snapshots.ensure(name))
+        _store(cache, defs)
     _MEMO[key] = defs
     return defs
+
+
+def _store(cache: Path, defs: list[Definition]) -> None:
+    folder = paths.private_dir(cache.parent)
+    _remove_stale_caches(folder)
+    data = gzip.compress(json.dumps([asdict(d) for d in defs]).encode(), compresslevel=3,
+                         mtime=0)
+    paths.write_private(cache, data)  # atomic: concurrent builders write the same bytes
+
+
+def remember(name: str, sha256: str, defs: list[Definition]) -> None:
+    """Cache ``defs`` as the index of snapshot ``name`` pinned at ``sha256`` (they were built
+    from its tree before it was pinned, so :func:`load_index` need not parse it again)."""
+    _store(_cache_path(name, sha256), defs)
+    _MEMO[f"{name}:{sha256}"] = defs
 
 
 def load_facts(name: str) -> list[Facts]:

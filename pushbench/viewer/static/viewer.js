@@ -413,7 +413,18 @@
   }
 
   // ----- routing -------------------------------------------------------------------------------
-  const epFile = (f) => load("ep:" + f, "data/ep/" + f + ".js").then((p) => Object.assign({ file: f }, p));
+  // Only file names the site wrote (data/files.js) are ever loaded, and the path is built from
+  // the list's own entry, never from the URL: a crafted #/episode/.. route loads nothing.
+  function known(f) {
+    return load("files", "data/files.js").then((files) => {
+      if (!PB.files) PB.files = new Map(files.map((x) => [x, x]));
+      const name = PB.files.get(f);
+      if (name === undefined) throw new Error("this run has no episode " + JSON.stringify(String(f).slice(0, 80)));
+      return name;
+    });
+  }
+  const epFile = (f) => known(f).then((name) => load("ep:" + name, "data/ep/" + name + ".js")
+    .then((p) => Object.assign({ file: name }, p)));
   function route() {
     const hash = location.hash.replace(/^#/, "") || "/";
     const [path, query] = hash.split("?");

@@ -1,0 +1,92 @@
+"""``pushbench tasks [PREFIX]`` and ``pushbench tasks new``: list task ids; create RepoScan tasks
+on a snapshot (a thin layer over :mod:`pushbench.runner.calibration`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+from typer.core import TyperGroup
+
+from .common import TASKS_DIR_HELP, console, fail, out, split, use_tasks_dir
+
+
+class _TasksGroup(TyperGroup):
+    """``pushbench tasks [PREFIX]`` lists (as before); ``pushbench tasks new ...`` creates."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+tasks_app = typer.Typer(cls=_TasksGroup, help="List task ids; create your own RepoScan tasks.")
+
+
+@tasks_app.command("list")
+def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with this prefix"),
+              tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP)) -> None:
+    """List task ids with target and budget (built-in and user tasks)."""
+    from ..tasks import all_tasks, list_tasks
+
+    use_tasks_dir(tasks_dir)
+    table = Table("task id", "family", "target", "budget", "instances")
+    specs = all_tasks()
+    if prefix and not list_tasks(prefix):
+        from ..errors import did_you_mean
+
+        hint = did_you_mean(prefix, specs, n=3, cutoff=0.5)
+        fail(f"no task id starts with {prefix!r}.{hint} (`pushbench tasks` lists them all)")
+    for tid in list_tasks(prefix):
+        s = specs[tid]
+        table.add_row(tid, s.family, str(s.target), str(s.budget), str(len(s.instances)))
+    out.print(table)
+
+
+@tasks_app.command("new")
+def tasks_new(
+    snapshot: str = typer.Option(..., help="snapshot name (`pushbench snapshots list`)"),
+    predicate: str = typer.Option(..., help="the property, e.g. docstring or fixture:app"),
+    targets: str = typer.Option("10,25,50,100", help="targets N, comma-separated"),
+    name: Optional[str] = typer.Option(None, help="instance id (default <snapshot>-<predicate>)"),
+    tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
+    seed: int = typer.Option(0, help="seed of the calibration episodes"),
+) -> None:
+    """Create a RepoScan task: pin its valid set, calibrate its budget, show the floor."""
+    import time
+
+    from ..runner.calibration import HEADROOM, new_task
+
+    use_tasks_dir(tasks_dir)
+    try:
+        wanted = [int(t) for t in split([targets]) or []]
+    except ValueError:
+        fail(f"--targets {targets!r}: give comma-separated integers, e.g. 10,25,50,100")
+    t0 = time.perf_counter()
+    made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
+                    log=lambda m: console.print(m, highlight=False))
+    table = Table("budget", "steps", "headroom", "floor", "floor ids", "floor steps",
+                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)",
+                  caption="steps: diligent, unlimited budget; floor: did `exhaustive` reach "
+                          "N within the budget, ids it got accepted, steps it used")
+    table.add_column("task id", no_wrap=True)
+    table.columns.insert(0, table.columns.pop())
+    for r in made.rows:
+        table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
+                      "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
+    out.print(table)
+    solved = sum(r.floor_success for r in made.rows)
+    out.print(f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
+              f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
+              + (" (every one: the task does not test judgement)"
+                 if solved == len(made.rows) else ""), highlight=False)
+    from .. import userdata
+
+    shipped = Path(made.path).parent.resolve() == userdata.shipped_dir().resolve()
+    suite = userdata.SHIPPED_SYNTH if shipped else "user"
+    out.print(f"written to {made.path} in {time.perf_counter() - t0:.1f} s; "
+              f"task ids: {', '.join(made.task_ids)} (suites RepoScan-{suite}-N<k>)",
+              highlight=False)
+
