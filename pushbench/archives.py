@@ -163,9 +163,8 @@ class Budget:
         return LimitExceeded(f"{self.where}: {what} exceeds the limit {field} = {shown}; "
                              f"refused, nothing was kept (raise it with {FLAGS[field]})")
 
-    def name(self, rel: str, shown: str | None = None) -> tuple[str, ...]:
+    def name(self, rel: str) -> tuple[str, ...]:
         """Check one relative path's encoding, part lengths, length and depth; its parts."""
-        shown = shown or escaped(rel)
         try:
             raw = rel.encode("utf-8")
         except UnicodeEncodeError:
@@ -174,13 +173,15 @@ class Budget:
         parts = tuple(p for p in PurePosixPath(rel).parts if p not in (".", "/"))
         long = [p for p in parts if len(p.encode("utf-8")) > NAME_MAX]
         if long:
-            raise BadNameError(f"{self.where}: {shown} has a name part of "
+            raise BadNameError(f"{self.where}: {escaped(rel)} has a name part of "
                                f"{len(long[0].encode('utf-8'))} bytes; file systems hold "
                                f"{NAME_MAX}; refused")
         if len(raw) > self.limits.path_length:
-            raise self.exceeded("path_length", f"the path {shown[:80]}... ({len(raw)} bytes)")
+            raise self.exceeded("path_length", f"the path {escaped(rel)[:80]}... "
+                                f"({len(raw)} bytes)")
         if len(parts) > self.limits.depth:
-            raise self.exceeded("depth", f"the path {shown[:80]} ({len(parts)} parts deep)")
+            raise self.exceeded("depth", f"the path {escaped(rel)[:80]} "
+                                f"({len(parts)} parts deep)")
         return parts
 
     def entry(self) -> None:
@@ -188,11 +189,11 @@ class Budget:
         if self.files > self.limits.files:
             raise self.exceeded("files", f"the count of entries (over {self.limits.files})")
 
-    def add(self, n: int, file_total: int, shown: str) -> None:
-        """``n`` more bytes, ``file_total`` of them so far in the file ``shown``."""
+    def add(self, n: int, file_total: int, name: str) -> None:
+        """``n`` more bytes, ``file_total`` of them so far in the file ``name``."""
         self.bytes += n
         if file_total > self.limits.file_bytes:
-            raise self.exceeded("file_bytes", f"{shown} (more than {human(file_total - 1)})")
+            raise self.exceeded("file_bytes", f"the file {escaped(name)}")
         if self.bytes > self.limits.total_bytes:
             raise self.exceeded("total_bytes", "the uncompressed size")
         self.ratio(self.bytes)
@@ -203,7 +204,7 @@ class Budget:
             raise self.exceeded("ratio", f"the compression ratio (over {human(out)} from "
                                 f"{human(self.compressed)})")
 
-    def copy(self, src, target: Path, shown: str, executable: bool) -> None:
+    def copy(self, src, target: Path, name: str, executable: bool) -> None:
         """Stream ``src`` into the new file ``target`` in chunks, counting every byte."""
         done = 0
         with open(target, "xb") as out:
@@ -212,7 +213,7 @@ class Budget:
                 if not chunk:
                     break
                 done += len(chunk)
-                self.add(len(chunk), done, shown)
+                self.add(len(chunk), done, name)
                 out.write(chunk)
         target.chmod(0o700 if executable else 0o600)
 
@@ -223,24 +224,25 @@ class _Layout:
     def __init__(self, where: str) -> None:
         self.where, self.files, self.dirs = where, set(), set()
 
-    def add(self, parts: tuple[str, ...], is_dir: bool, shown: str) -> None:
+    def add(self, parts: tuple[str, ...], is_dir: bool, name: str) -> None:
         for k in range(1, len(parts)):
             if parts[:k] in self.files:
-                raise UnsafeArchiveError(
-                    f"{self.where}: member {shown} needs {'/'.join(parts[:k])!r} to be a folder, "
-                    "but the archive holds it as a file; refused, nothing was kept")
+                raise self.clash(name, f"needs {'/'.join(parts[:k])!r} to be a folder, but the "
+                                 "archive holds it as a file")
             self.dirs.add(parts[:k])
         if not parts:
             if is_dir:
                 return
-            raise UnsafeArchiveError(f"{self.where}: member {shown} names no file; refused, "
-                                     "nothing was kept")
-        if parts in self.files or (not is_dir and parts in self.dirs):
-            what = "appears twice" if parts in self.files else \
-                "is a file, but the archive also holds it as a folder"
-            raise UnsafeArchiveError(f"{self.where}: member {shown} {what}; refused, nothing "
-                                     "was kept")
+            raise self.clash(name, "names no file")
+        if parts in self.files:
+            raise self.clash(name, "appears twice")
+        if not is_dir and parts in self.dirs:
+            raise self.clash(name, "is a file, but the archive also holds it as a folder")
         (self.dirs if is_dir else self.files).add(parts)
+
+    def clash(self, name: str, what: str) -> UnsafeArchiveError:
+        return UnsafeArchiveError(f"{self.where}: member {escaped(name)} {what}; refused, "
+                                  "nothing was kept")
 
 
 @dataclass(frozen=True)
@@ -311,7 +313,7 @@ def _extract_zip(archive: Path, dest: Path, limits: Limits) -> Extracted:
             if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
                 raise _refuse(where, name, "is a device, FIFO or other special file")
             is_dir = info.is_dir()
-            layout.add(parts, is_dir, escaped(name))
+            layout.add(parts, is_dir, name)
             budget.entry()
             target = dest.joinpath(*parts)
             if is_dir:
@@ -320,7 +322,7 @@ def _extract_zip(archive: Path, dest: Path, limits: Limits) -> Extracted:
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src:
-                    budget.copy(src, target, escaped(name), bool(mode & 0o100))
+                    budget.copy(src, target, name, bool(mode & 0o100))
             except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError,
                     RuntimeError, lzma.LZMAError) as e:
                 raise SourceError(f"{where}: member {escaped(name)} cannot be read "
@@ -383,14 +385,14 @@ def _extract_tar(archive: Path, dest: Path, limits: Limits) -> Extracted:
                         raise _refuse(where, m.name, f"is a hard link (to {m.linkname!r})")
                     if not (m.isfile() or m.isdir()):
                         raise _refuse(where, m.name, "is a device, FIFO or other special file")
-                    layout.add(parts, m.isdir(), escaped(m.name))
+                    layout.add(parts, m.isdir(), m.name)
                     budget.entry()
                     target = dest.joinpath(*parts)
                     if m.isdir():
                         target.mkdir(parents=True, exist_ok=True)
                         continue
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    budget.copy(tar.extractfile(m), target, escaped(m.name), bool(m.mode & 0o100))
+                    budget.copy(tar.extractfile(m), target, m.name, bool(m.mode & 0o100))
         except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
             if isinstance(e, OSError) and e.filename is not None:
                 raise SourceError(f"{where} cannot be extracted into {dest}: "

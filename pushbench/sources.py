@@ -166,18 +166,25 @@ def copy_folder(src: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
             elif f.endswith(IGNORED_SUFFIXES):
                 skipped["ignored"] += 1
             else:
-                shown = escaped((rel / f).as_posix())
-                budget.name((rel / f).as_posix(), shown)
+                name = (rel / f).as_posix()
+                budget.name(name)
                 budget.entry()
+                # A regular file's size is known before it is read: counted first, then copied
+                # by the kernel (sendfile); a file that grew meanwhile is counted again after.
+                budget.add(st.st_size, st.st_size, name)
                 out = dest / rel / f
                 out.parent.mkdir(parents=True, exist_ok=True)
                 try:
-                    fh = open(p, "rb")
+                    shutil.copyfile(p, out)
                 except OSError as e:
+                    if e.filename not in (str(p), p):
+                        raise
                     cannot_read(str(p), e)
                     continue
-                with fh:
-                    budget.copy(fh, out, shown, bool(st.st_mode & stat.S_IXUSR))
+                grown = out.stat().st_size - st.st_size
+                if grown > 0:
+                    budget.add(grown, st.st_size + grown, name)
+                out.chmod(0o700 if st.st_mode & stat.S_IXUSR else 0o600)
     return skipped, unreadable
 
 
@@ -213,10 +220,9 @@ def export_git(repo_path: Path, rev: str | None, dest: Path,
         if item.mode == 0o120000:
             skipped["symlinks"] += 1
             continue
-        shown = escaped(item.path)
-        budget.name(item.path, shown)
+        budget.name(item.path)
         budget.entry()
-        budget.add(item.size, item.size, shown)  # git's object sizes are exact
+        budget.add(item.size, item.size, item.path)  # git's object sizes are exact
         out = dest.joinpath(*parts)
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "wb") as fh:
@@ -240,6 +246,7 @@ def tree_hash(root: Path) -> tuple[str, int]:
 
 
 def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB chunks (never whole)."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
