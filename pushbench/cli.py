@@ -561,12 +561,15 @@ def plot_cmd(
         _fail(f"--target {target}: the run has no episodes with that target; its targets are "
               f"{', '.join(map(str, targets)) or 'none'}")
     dest = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
+    skipped: list = []
     try:
-        paths = make_plots(episodes, dest, target=target)
+        paths = make_plots(episodes, dest, target=target, skipped=skipped)
     except OSError as e:
         _fail(f"cannot write the figures to {dest}: {e.strerror or e}")
     for p in paths:
         out.print(str(p), highlight=False)
+    for name, why in skipped:  # one line per figure that could not be drawn
+        console.print(f"[yellow]figure {name} skipped[/]: {why}", highlight=False)
 
 
 @app.command("view")

@@ -323,16 +323,20 @@ def _print_condition_deltas(deltas, console=None) -> None:
         console.print("no matched condition pairs (checklist and default runs need the same "
                       "task, instance and seed)")
         return
-    table = Table(title="black-box: condition A - default, matched on (task, instance, seed)",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("agent", "controller", "N", "A", "metric", "delta", "95% CI", "pairs"):
-        table.add_column(col, justify="right" if col in ("N", "delta", "pairs") else "left")
-    for r in deltas.itertuples(index=False):
-        if r.degenerate:
-            ci = f"const ({r.n_clusters} inst.)"
-        else:
-            ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
-        delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
-        table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
-                      r.condition_a, r.metric, delta, ci, str(r.n_pairs))
-    console.print(table)
+    # one table per metric (the metric names a title line), so the table fits 80 columns
+    console.print("black-box: condition A - default, matched on (task, instance, seed)",
+                  style="bold", highlight=False)
+    for metric, grp in deltas.groupby("metric", sort=False):
+        table = Table(title=str(metric), box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "pairs"):
+            table.add_column(col, no_wrap=col in ("agent", "controller", "A"),
+                             justify="right" if col in ("N", "delta", "pairs") else "left")
+        for r in grp.itertuples(index=False):
+            if r.degenerate:
+                ci = f"const ({r.n_clusters} inst.)"
+            else:
+                ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+            delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
+            table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
+                          r.condition_a, delta, ci, str(r.n_pairs))
+        console.print(table)
