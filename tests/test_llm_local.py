@@ -83,7 +83,8 @@ def serve(args: list[str], log: Path):
         deadline = time.monotonic() + 180
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n"
+                            f"{log.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
                     if r.status == 200:

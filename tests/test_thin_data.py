@@ -76,11 +76,11 @@ def episode(i: int, family="reposcan", controller="standard", policy="simulated-
 def episode_sets(draw) -> list[dict]:
     families = draw(st.lists(st.sampled_from(("reposcan", "dataops", "swelite")), min_size=1,
                              max_size=2, unique=True))
-    n_policies = draw(st.integers(1, 7))
+    n_policies = draw(st.integers(1, 4))
     policies = [f"simulated-p{k}" if k % 2 else {"name": "llm", "params": {"model": f"m{k}"}}
                 for k in range(n_policies)]
     out, seen = [], set()
-    for i in range(draw(st.integers(1, 14))):
+    for i in range(draw(st.integers(1, 10))):
         met = draw(st.dictionaries(st.sampled_from(METRICS), VALUES, max_size=6))
         prog = draw(st.one_of(st.none(), st.lists(st.one_of(st.integers(0, 12), st.none()),
                                                   max_size=8)))
@@ -120,7 +120,7 @@ NAMED = {
     "one target": [episode(i, controller=c, instance=f"i{i}", seed=i)
                    for i, c in enumerate(("standard", "stateqgp", "standard", "stateqgp"))],
     "many policies": [episode(i, policy={"name": "llm", "params": {"model": f"model-{i}"}},
-                              controller=("standard", "stateqgp")[i % 2]) for i in range(16)],
+                              controller=("standard", "stateqgp")[i % 2]) for i in range(8)],
 }
 
 
@@ -166,13 +166,13 @@ def test_named_corners(name):
     run_analysis(NAMED[name])
 
 
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(episode_sets())
 def test_generated_episode_sets(lines):
     run_analysis(lines)
 
 
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(episode_sets())
 def test_every_plot_function_on_generated_sets(lines):
     df = scored(episodes_frame(lines))
@@ -188,7 +188,7 @@ def test_every_plot_function_on_generated_sets(lines):
             assert p.read_bytes()[:8] == PNG
 
 
-@settings(max_examples=6)
+@settings(max_examples=4)
 @given(episode_sets())
 def test_pushbench_report_and_plot_commands(lines):
     from typer.testing import CliRunner

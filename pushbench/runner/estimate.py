@@ -275,13 +275,11 @@ def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = N
     console.print(Text("cost estimate" + (" from the pilot" if pilot else ", no model called"),
                        style="bold"))
     for r in rows:
-        total = r["label"] == "TOTAL"
         head = Text(r["label"], style="bold")
         head.append(f"  {r['planned']} episodes, {r['finished']} finished"
                     + (f"; basis: {r['basis']}" if r["basis"] else ""), style="")
         console.print(head, soft_wrap=False, overflow="fold")
-        table = Table(box=box.SIMPLE_HEAD if total else box.SIMPLE, pad_edge=False,
-                      show_edge=False, show_header=True, padding=(0, 1))
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
         table.add_column("", no_wrap=True)
         for col in ("expected", "low", "high"):
             table.add_column(col, justify="right", no_wrap=True)
