@@ -166,13 +166,13 @@ def test_named_corners(name):
     run_analysis(NAMED[name])
 
 
-@settings(max_examples=8)
+@settings(max_examples=6)
 @given(episode_sets())
 def test_generated_episode_sets(lines):
     run_analysis(lines)
 
 
-@settings(max_examples=8)
+@settings(max_examples=4)
 @given(episode_sets())
 def test_every_plot_function_on_generated_sets(lines):
     df = scored(episodes_frame(lines))
@@ -188,7 +188,7 @@ def test_every_plot_function_on_generated_sets(lines):
             assert p.read_bytes()[:8] == PNG
 
 
-@settings(max_examples=4)
+@settings(max_examples=3)
 @given(episode_sets())
 def test_pushbench_report_and_plot_commands(lines):
     from typer.testing import CliRunner

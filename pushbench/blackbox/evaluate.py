@@ -324,13 +324,14 @@ def _print_condition_deltas(deltas, console=None) -> None:
                       "task, instance and seed)")
         return
     # one table per metric (the metric names a title line), so the table fits 80 columns
-    console.print("black-box: condition A - default, matched on (task, instance, seed)",
-                  style="bold", highlight=False)
+    console.print("black-box: condition A - default, matched on (task, instance, seed); "
+                  "n: matched pairs", style="bold", highlight=False)
     for metric, grp in deltas.groupby("metric", sort=False):
-        table = Table(title=str(metric), box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "pairs"):
-            table.add_column(col, no_wrap=col in ("agent", "controller", "A"),
-                             justify="right" if col in ("N", "delta", "pairs") else "left")
+        table = Table(title=str(metric), box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                      collapse_padding=True)
+        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "n"):
+            table.add_column(col, no_wrap=True,
+                             justify="right" if col in ("N", "delta", "n") else "left")
         for r in grp.itertuples(index=False):
             if r.degenerate:
                 ci = f"const ({r.n_clusters} inst.)"
