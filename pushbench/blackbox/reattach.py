@@ -17,8 +17,9 @@ any other non-empty one is refused. A different configuration is refused as befo
 ``--overwrite`` still discards the old run. So is a run this installation did not sign (an
 unsigned schema-2 run, another key, a bad signature on ``run.json`` or a trace line): its
 continuation could not be signed as one account. A server killed between writing
-``episode.json`` and the trace line of a call (the call was never answered) loses that call: the trace is the
-account of answered calls, and the resumed record follows it (``blackbox.dropped_unanswered``).
+``episode.json`` and the trace line of a call (the call was never answered) loses that call:
+the trace is the account of answered calls, and the resumed record follows it
+(``blackbox.dropped_unanswered``).
 """
 
 from __future__ import annotations

@@ -31,9 +31,10 @@ private to the user (0700 / 0600) and ``main`` refuses to serve when the cache o
 readable by other users (``--allow-shared-cache`` downgrades that to a warning), and always
 refuses a run dir another user could replace (:mod:`pushbench.blackbox.rundir_safety`). Trace
 lines form a sha256 chain whose head ``episode.json`` records; ``run.json``, ``episode.json``
-and every trace line are signed with the installation key (:mod:`pushbench.blackbox.signing`). For families with a live workspace
-(DataOps-lite, SWE-lite) the server snapshots the workspace after every call and records, before
-the next one, every change it did not make (``blackbox.out_of_band_edits``).
+and every trace line are signed with the installation key (:mod:`pushbench.blackbox.signing`).
+For families with a live workspace (DataOps-lite, SWE-lite) the server snapshots the workspace
+after every call and records, before the next one, every change it did not make
+(``blackbox.out_of_band_edits``).
 """
 
 from __future__ import annotations
