@@ -144,6 +144,16 @@ def test_an_unsafe_or_broken_key_file_is_refused_with_the_fix(home, tmp_path):
         assert h == signing.key_path().parents[1]
 
 
+def test_mcp_refuses_an_unsafe_key_in_one_line(tmp_path):
+    with temporary_home(tmp_path / "h"):
+        signing.installation_key()
+        signing.key_path().chmod(0o640)
+        out = _serve_once(tmp_path / "run")
+        assert out.returncode == 2 and out.stdout == ""
+        err = out.stderr.strip().splitlines()
+        assert len(err) == 1 and f"chmod 600 {signing.key_path()}" in err[0], err
+
+
 def test_the_key_never_lies_inside_a_run_dir_or_a_workspace(home):
     from pushbench.blackbox.session import BlackBoxSession, SetupError
 
@@ -328,6 +338,14 @@ def test_unsigned_runs_are_reported_apart_and_still_replayed(honest, tmp_path):
     assert rec["tampered"] is False, rec["tamper_reasons"]
     assert rec["blackbox"]["signature"] == "unsigned"
     assert rec["metrics"] == signed["metrics"]
+    from typer.testing import CliRunner
+
+    from pushbench.cli import app
+
+    result = CliRunner().invoke(app, ["evaluate", str(run), "--out", str(tmp_path / "out"),
+                                      "--resamples", "200"])
+    assert result.exit_code == 0, result.output
+    assert "1 unsigned run" in result.output and "tampered run" not in result.output
     edit_record(run, _flip_first("accepted", "rejected"))
     assert any("replay" in r for r in reasons_of(run))  # still replayed
 
