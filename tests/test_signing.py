@@ -350,6 +350,23 @@ def test_unsigned_runs_are_reported_apart_and_still_replayed(honest, tmp_path):
     assert any("replay" in r for r in reasons_of(run))  # still replayed
 
 
+def test_a_signed_run_relabelled_as_unsigned_is_flagged(honest, tmp_path):
+    """Schema 3 -> 2 and the chain recomputed from the old genesis, the signatures left in."""
+    run = copy_run(honest["mixed"], tmp_path)
+    lines, rec, meta = parts(run)
+    meta["schema_version"] = 2
+    head, out = audit.genesis(meta["run_id"]), b""
+    for ln in lines:
+        ln["prev"] = head
+        data = (json.dumps(ln, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+        head, out = audit.line_digest(data), out + data
+    rec["blackbox"]["trace_head"] = head
+    (run / "trace.jsonl").write_bytes(out)
+    (run / "run.json").write_bytes(raw_json(meta))
+    (run / "episode.json").write_bytes(raw_json(rec))
+    assert any("carries signature fields" in r for r in reasons_of(run))
+
+
 def test_unsigned_fabricated_tail_is_dropped_not_counted(honest, tmp_path):
     """The issue's case on a schema-2 run (no seal to break): 3 accepted must not become 10."""
     run = copy_run(honest["open"], tmp_path)

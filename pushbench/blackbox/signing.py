@@ -199,6 +199,13 @@ def is_signed(run: dict) -> bool:
     return run.get("schema_version") == SIGNED_SCHEMA
 
 
+def _signature_traces(run: dict, record: dict, trace_raw: bytes | None) -> bool:
+    """Whether an unsigned run still holds what only a signing server writes. A careful forger
+    strips it all; this catches the schema number edited back to 2 to dodge the signatures."""
+    return ("signing" in run or "signature" in run or "signature" in record
+            or any(_LINE_TAIL.search(line) for line in (trace_raw or b"").splitlines(True)))
+
+
 def verify_run(run: dict, run_raw: bytes, record: dict, record_raw: bytes,
                trace_raw: bytes | None, key: bytes | None) -> tuple[str, list[str]]:
     """Check every signature of one run folder with this installation's ``key``.
@@ -209,6 +216,9 @@ def verify_run(run: dict, run_raw: bytes, record: dict, record_raw: bytes,
     signature failure.
     """
     if not is_signed(run):
+        if _signature_traces(run, record, trace_raw):
+            return "invalid", ["an unsigned (schema-2) run that carries signature fields (a "
+                               "signed run relabelled as unsigned?)"]
         return "unsigned", []
     block = run.get("signing") if isinstance(run.get("signing"), dict) else {}
     if block.get("alg") != ALG:
