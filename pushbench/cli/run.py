@@ -246,5 +246,5 @@ def plot_cmd(
     for p in paths:
         out.print(str(p), highlight=False)
     for name, why in skipped:  # one line per figure that could not be drawn
-        console.print(f"[yellow]figure {name} skipped[/]: {why}", highlight=False)
+        console.print(f"[yellow]figure {name} skipped[/]: {escape(why)}", highlight=False)
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
@@ -213,8 +214,8 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
                                             seed=seed, n_resamples=n_resamples, outcomes=False)
         except Exception as e:  # raised after the figures, which do not depend on it
             failed = e
-            console.print(f"[bold red]report not written[/]: {type(e).__name__}: {e}",
-                          highlight=False)
+            console.print(f"[bold red]report not written[/]: {type(e).__name__}: "
+                          f"{escape(str(e))}", highlight=False)
     figures: list[Path] = []
     skipped: list[tuple[str, str]] = []
     if plot:
@@ -254,16 +255,18 @@ def _draw_figures(episodes: list[dict], out_dir, console: Console,
         skipped.append(("all figures", f"{type(e).__name__}: {e}"))
         figures = []
     for name, why in skipped:
-        console.print(f"[yellow]figure {name} skipped[/]: {why}", highlight=False)
+        console.print(f"[yellow]figure {name} skipped[/]: {escape(why)}", highlight=False)
     return figures
 
 
 def _print_outcomes(episodes: list[dict], info: dict | None, console: Console) -> None:
+    from rich.text import Text
+
     from ..analysis.outcomes import outcome_lines
 
     capped = ((info or {}).get("cost") or {}).get("capped_episodes") or 0
-    for line in outcome_lines(episodes, capped_episodes=capped):
-        console.print(f"[bold yellow]{line}[/]", highlight=False)
+    for line in outcome_lines(episodes, capped_episodes=capped):  # causes are data: no markup
+        console.print(Text(line, style="bold yellow"), highlight=False)
 
 
 def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: str | Path,
