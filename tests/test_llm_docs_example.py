@@ -83,3 +83,38 @@ def test_the_documented_llama_run(tmp_path):
     assert "done" in res.output and "reposcan |" in res.output and "dataops |" in res.output
     assert "skipped" not in res.output and "Traceback" not in res.output
     assert max(map(len, res.output.splitlines())) <= 80, res.output
+
+
+def test_a_real_refusal_is_read_and_the_retry_fits(tmp_path):
+    """llama-cpp-python's own refusal (its window is not discoverable): the policy client reads
+    the window and the prompt tokens from it, and the call retried with the fitted view
+    passes (one short model call; the server keeps its window small)."""
+    from pushbench.policies.errors import ContextOverflow
+    from pushbench.policies.llm.client import ChatClient, Usage
+    from pushbench.policies.llm.config import LLMConfig
+    from pushbench.policies.llm.core import AgentCore, Stats
+
+    require_local_llm()
+    port = str(free_port())
+    args = ["--model", str(gguf_path()), "--chat_format", "chatml-function-calling-bounded",
+            "--host", "127.0.0.1", "--port", port, "--n_ctx", "1024"]
+    with serve(args, tmp_path / "server.log") as url:
+        cfg = LLMConfig(model="local", base_url=url, api_key_env=None, max_tokens=16,
+                        timeout=600, max_retries=1)
+        client, core, stats = ChatClient(cfg, seed=0), AgentCore(cfg), Stats("native")
+        assert client.window() is None  # nothing in its API says
+        pinned = [{"role": "system", "content": "You answer briefly."},
+                  {"role": "user", "content": "Say ok."}]
+        history = [m for i in range(12) for m in (
+            {"role": "assistant", "content": f"note {i}: " + "lorem ipsum dolor " * 20},
+            {"role": "user", "content": "continue"})]
+        request, kept = core.view([*pinned, *history], stats)
+        with pytest.raises(ContextOverflow) as caught:
+            client.complete(request, [], Usage())
+        err = caught.value
+        assert err.window == 1024 and err.prompt_tokens >= 1024 - 16
+        core.after_overflow(err, request, stats, 1)
+        assert stats.context_window == 1024 and stats.context_budget is not None
+        request, _ = core.view(kept, stats)
+        turn = client.complete(request, [], Usage())
+        assert turn.prompt_tokens + 16 <= 1024
