@@ -206,6 +206,27 @@ def test_a_swelite_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_p
     assert bad["tampered"] and not bad["success"], bad["tamper_reasons"]
 
 
+def test_refused_and_unreadable_calls_replay_clean(tmp_path):
+    from pushbench.envs.spaces import MAX_ACTION_BYTES
+
+    s = session(tmp_path / "run", REPOSCAN, seed=3).open()
+    try:
+        s.call("search", {"query": "x" * (MAX_ACTION_BYTES + 10)})  # oversized: refused unparsed
+        s.call("submit", {"ids": "not a list"})                      # bad arguments
+        for why, text in (("too_deep", "[" * 50 + "]" * 50),
+                          ("number_too_large", '{"a": 1' + "0" * 2000 + "}")):
+            token = s.stash_action(text, {"tool": "search", "unreadable": why,
+                                          "wire_bytes": len(text), "head": text[:200]})
+            s.call("search", {s.sentinel: token})                    # unreadable on the wire
+        s.call("final", {"reported_count": 0})
+    finally:
+        s.close()
+    rec = evaluate(tmp_path / "run")
+    assert [c["error_type"] for c in rec["calls"][:4]] == ["too_large", "bad_arguments",
+                                                          "too_deep", "number_too_large"]
+    assert rec["tampered"] is False, rec["tamper_reasons"]
+
+
 def test_a_killed_server_verifies_clean_without_its_unanswered_call(tmp_path):
     calls = [("search", {"query": "auth", "page": p}) for p in (1, 2, 3)]
     s = scripted_run(tmp_path / "run", calls, close=False)

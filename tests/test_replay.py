@@ -170,3 +170,54 @@ def test_edits_apply_to_the_fresh_workspace():
 def test_steps_of_a_record_without_calls_are_unverifiable():
     assert steps_from_record({"calls": "x"}).unverifiable
     assert isinstance(steps_from_record({"calls": []}), Steps)
+
+
+# ----- any edit of a number in an in-process record -----------------------------------------
+# Labels no verdict depends on (seed of a single-instance task, the policy's description, the
+# key) are bound by the run folder's signature and the bundle's manifest, not by replay.
+LABELS = ("seed", "policy", "key")
+
+
+def _numbers(obj, prefix=()):
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, (int, float)):
+        yield prefix
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _numbers(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _numbers(v, prefix + (i,))
+
+
+@pytest.mark.parametrize("task, controller, policy", [(REPOSCAN, "stateqgp", "simulated-weak"),
+                                                      (DATAOPS, "unitqgp", "diligent")])
+def test_every_edit_of_a_number_in_a_record_is_flagged(task, controller, policy):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from pushbench.records import episode_line
+
+    rec = run_episode(task, controller, policy, seed=0)
+    honest = episode_line(R.adopt(rec, check(rec)))  # every number a report takes
+    paths = [p for p in _numbers(rec) if p[0] not in LABELS]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(path=st.sampled_from(paths), new=st.integers(-3, 10**6) | st.floats(
+        allow_nan=False, allow_infinity=False) | st.text(max_size=6) | st.none())
+    def edit(path, new):
+        forged = copy.deepcopy(rec)
+        holder = forged
+        for k in path[:-1]:
+            holder = holder[k]
+        if holder[path[-1]] == new and type(holder[path[-1]]) is type(new):
+            return
+        holder[path[-1]] = new
+        checked = check(forged)  # never raises
+        # replay proves the numbers follow from the calls; an edit of a call that changes no
+        # number (a read offset) stays in the calls, which only a signature binds
+        assert checked.reasons or checked.unverifiable or \
+            episode_line(R.adopt(forged, checked)) == honest, (path, new)
+
+    edit()

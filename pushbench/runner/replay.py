@@ -52,8 +52,8 @@ from .replay_steps import Edit, Step, Steps
 CALL_FIELDS = ("step", "tool", "ok", "error_type", "args", "unclipped", "verdicts", "check",
                "reward", "valid_count")
 STAND_IN_FIELDS = ("step", "ok", "verdicts", "check", "reward", "valid_count")
-SUMMARY_FIELDS = ("steps_used", "terminated_by", "reported_count", "valid_count", "success",
-                  "progress")
+SUMMARY_FIELDS = ("schema_version", "steps_used", "terminated_by", "reported_count",
+                  "valid_count", "success", "progress")
 CONFIG_FIELDS = ("family", "instance", "target", "budget")
 MAX_REASONS = 5
 
@@ -246,6 +246,19 @@ def summary_reasons(record: dict, replayed: dict) -> list[str]:
     return out
 
 
+def _label_stand_ins(stored: Any, replayed: list[dict], steps: Sequence[Step]) -> None:
+    """A stand-in replays a refused call whose text the record does not hold: its replayed
+    entry takes the stored tool and error type (labels no number depends on)."""
+    for i, r in enumerate(replayed):
+        s = stored[i] if isinstance(stored, list) and i < len(stored) else None
+        if i < len(steps) and steps[i].stand_in and isinstance(s, dict) and not r.get("ok") \
+                and s.get("ok") is False:
+            if isinstance(s.get("error_type"), str):
+                r["error_type"] = s["error_type"][:40]
+            if s.get("tool") is None or isinstance(s.get("tool"), str):
+                r["tool"] = s.get("tool") if s.get("tool") is None else s["tool"][:40]
+
+
 def check_episode(record: dict, steps: Steps, *, task_id: str, controller: str | None,
                   seed: int | None, instance: str | None = None, budget: int | None = None,
                   tail_dropped: int = 0, observations: Sequence[Any] | None = None) -> Checked:
@@ -283,6 +296,7 @@ def check_episode(record: dict, steps: Steps, *, task_id: str, controller: str |
     if tail_dropped and isinstance(calls, list) and len(calls) >= tail_dropped:
         calls = calls[:len(calls) - tail_dropped]
     checked.reasons += call_reasons(calls, rep.record["calls"], steps.steps)
+    _label_stand_ins(calls, rep.record["calls"], steps.steps)
     for i, (want, got) in enumerate(zip(observations or (), rep.observations), 1):
         if not steps.steps[i - 1].stand_in and want != got:
             checked.reasons.append(f"step {i}: the observation differs from the replay's")
@@ -317,9 +331,9 @@ def adopt(record: dict, checked: Checked) -> dict:
         out.update(calls=[], progress=[], metrics=m, valid_count=0, success=False,
                    steps_used=0)
         return out
-    for k in ("family", "task_id", "instance", "target", "budget", "steps_used",
-              "terminated_by", "valid_count", "success", "reported_count", "final_message",
-              "calls", "progress", "metrics"):
+    for k in ("schema_version", "family", "task_id", "instance", "target", "budget",
+              "steps_used", "terminated_by", "valid_count", "success", "reported_count",
+              "final_message", "calls", "progress", "metrics"):
         out[k] = rep.get(k)
     ctl = out.get("controller") if isinstance(out.get("controller"), dict) else {}
     out["controller"] = {**ctl, **rep["controller"]}

@@ -39,8 +39,9 @@ EDIT_KINDS = ("created", "modified", "deleted")
 STAND_IN = "\x01"
 _CLIPPED_ARG = re.compile(r"\.\.\.\[\d+ chars\]\Z")  # envs/backlog.py's ledger clip
 _PREVIEW_LIMIT = 2000                                # controllers/wrapper.py's proposed clip
-# Text the action decoder refuses for the same reason as an unreadable wire line.
-_UNREADABLE = {"too_deep": "[" * 40 + "]" * 40, "number_too_large": "[1" + "0" * 1001 + "]"}
+# Text the action decoder refuses with the same observation as an unreadable wire line (a
+# number_too_large message names the digit count, which the trace does not keep: a stand-in).
+_UNREADABLE = {"too_deep": "[" * 40 + "]" * 40}
 
 
 @dataclass(frozen=True)
