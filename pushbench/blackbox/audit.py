@@ -351,6 +351,8 @@ def drop_unanswered_tail(record: dict, counted: int) -> dict | None:
         ctrl["steps"] = [s for s in ctrl["steps"] if not (isinstance(s, dict)
                                                           and s.get("step") == step)]
     record["terminated_by"] = None
+    # only an ending call (final, ask_user: the last one) sets these: none is left
+    record["reported_count"] = record["final_message"] = None
     record["steps_used"] = len(calls)
     for k in ("valid_count", "success", "metrics"):
         record.pop(k, None)
