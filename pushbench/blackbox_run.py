@@ -187,7 +187,7 @@ def write_rows(rows: list[dict], path: Path) -> None:
 
 def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
     """Run every episode of ``b``, evaluate them, and (with a policy) pair them in-process."""
-    from .blackbox.evaluate import full_records_from_run_dirs, write_evaluation
+    from .blackbox.evaluate import evaluate_run_dirs, write_evaluation
 
     binary = clients.find_binary(b.agent, b.client_bin)
     version = clients.client_version(binary)
@@ -197,11 +197,14 @@ def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
     present = [rd for rd in run_dirs if (rd / "episode.json").exists()]
     missing = [str(rd) for rd in run_dirs if rd not in present]
     report = b.out / b.agent / "report"
-    records = full_records_from_run_dirs(present) if present else []
+    records, refused = evaluate_run_dirs(present) if present else ([], [])
+    for _, why in refused:  # one line each; the rest of the batch is still evaluated
+        log(f"refused: {why}")
     if records:
         write_evaluation(records, report, console=console, out=out)
     summary = {"agent": b.agent, "client_version": version, "episodes": len(run_dirs),
-               "recorded": len(present), "never_started": missing, "report": str(report)}
+               "recorded": len(present), "never_started": missing, "report": str(report),
+               "refused": [why for _, why in refused]}
     if b.policy is not None and present:
         rows = harness_rows(b, present)
         write_rows(rows, b.out / b.agent / "harness.csv")

@@ -189,8 +189,9 @@ def test_a_fake_submit_of_ten_accepted_ids_is_flagged(honest, tmp_path):
     run2 = forged(honest["zero"], tmp_path / "b")
     edit_record(run2, lambda rec: fake_submit(rec, sorted(_valid_set("requests-docstring"))[:10]))
     rec2 = evaluate(run2)
-    assert rec2["tampered"] is True and rec2["success"]  # the success is not trusted
-    assert not any("replay" in r for r in rec2["tamper_reasons"])
+    # the success is not trusted: the line reports the replay of the trace's calls
+    assert rec2["tampered"] is True and not rec2["success"]
+    assert rec2["claimed"]["success"] is True
     assert any("trace" in r for r in rec2["tamper_reasons"])
 
 

@@ -316,6 +316,17 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     return out, facts
 
 
+def registry_family(task_id) -> str | None:
+    """The family of ``task_id`` in the task registry (``None`` for an unknown id)."""
+    from ..errors import PushBenchError
+    from ..tasks import get_task
+
+    try:
+        return get_task(task_id).family if isinstance(task_id, str) else None
+    except PushBenchError:
+        return None
+
+
 def drop_unanswered_tail(record: dict, counted: int) -> dict | None:
     """End a killed server's run at its last trace line: drop the record's unanswered call.
 
@@ -340,6 +351,8 @@ def drop_unanswered_tail(record: dict, counted: int) -> dict | None:
         ctrl["steps"] = [s for s in ctrl["steps"] if not (isinstance(s, dict)
                                                           and s.get("step") == step)]
     record["terminated_by"] = None
+    # only an ending call (final, ask_user: the last one) sets these: none is left
+    record["reported_count"] = record["final_message"] = None
     record["steps_used"] = len(calls)
     for k in ("valid_count", "success", "metrics"):
         record.pop(k, None)
@@ -349,9 +362,9 @@ def drop_unanswered_tail(record: dict, counted: int) -> dict | None:
 def audit_run(record: dict, run: dict, trace_raw: bytes | None) -> tuple[list[str], dict]:
     """Every reason the run cannot be trusted (empty: consistent evidence) and trace facts."""
     reasons = ledger_reasons(record)
-    family = record.get("family")  # tampered records may hold any JSON value here
+    family = registry_family(record.get("task_id"))  # never the record's own claim
     check = FAMILY_CHECKS.get(family) if isinstance(family, str) else None
-    reasons += check(record) if check else [f"unknown family {record.get('family')!r}"]
+    reasons += check(record) if check else [f"unknown task {str(record.get('task_id'))[:40]!r}"]
     if trace_raw is None:
         return reasons + ["no trace.jsonl"], {}
     more, facts = trace_reasons(record, run, trace_raw)
