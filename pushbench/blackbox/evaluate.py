@@ -254,18 +254,60 @@ def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = 
 
 
 # ----- writing an evaluation ----------------------------------------------------------------
+def evaluation_experiment(run_dirs: Iterable[str | Path]) -> dict:
+    """What an evaluation folder's manifest names as its experiment: the run directories."""
+    return {"name": "blackbox-evaluation",
+            "run_dirs": sorted({str(Path(d).resolve()) for d in run_dirs})}
+
+
+def check_evaluation_out(out_dir: str | Path, run_dirs: Iterable[str | Path],
+                         overwrite: bool = False, replace: bool = False) -> dict:
+    """Refuse (:class:`~pushbench.runner.outdir.OutputDirError`) an ``--out`` folder that
+    another command wrote, or an evaluation of other run directories unless ``replace`` (a
+    batch's own report folder); return the experiment to write. Nothing is written."""
+    from ..runner import outdir
+
+    experiment = evaluation_experiment(run_dirs)
+    outdir.check(out_dir, "evaluate", None if replace else _same_runs(experiment), overwrite)
+    return experiment
+
+
+def _same_runs(experiment: dict):
+    def why(old: dict) -> str | None:
+        before = set((old.get("experiment") or {}).get("run_dirs") or [])
+        now = set(experiment["run_dirs"])
+        if before == now:
+            return None
+        return (f"an evaluation of other run directories: {len(now - before)} new here, "
+                f"{len(before - now)} there only")
+    return why
+
+
 def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0,
-                     n_resamples: int = 9999, console=None, out=None) -> dict:
+                     n_resamples: int = 9999, console=None, out=None,
+                     run_dirs: Sequence[str | Path] | None = None, overwrite: bool = False,
+                     replace: bool = False, arguments: dict | None = None) -> dict:
     """Write ``episodes.jsonl`` (+ ``traces/<key>.json.gz``) and the report for full records.
 
     Same layout as a runner directory, so ``pushbench report``/``plot`` work on it too. Adds
     ``condition_deltas.csv`` (checklist - default) when more than one condition is present.
     Returns the report frames (empty dict when :mod:`pushbench.analysis.report` is unavailable).
+
+    ``out_dir`` gets an ``evaluate`` manifest naming ``run_dirs`` (default: the records' run
+    directories); a folder another command wrote, or an evaluation of other run directories,
+    is refused (:func:`check_evaluation_out`) unless ``overwrite`` discards it (``replace``:
+    another evaluation may be replaced). The previous evaluation's files are removed first.
     """
     from .. import paths
+    from ..runner import outdir
 
     out_dir = Path(out_dir)
-    paths.private_dir(paths.private_dir(out_dir) / "traces")  # full records: 0700 / 0600
+    if run_dirs is None:
+        run_dirs = [r["blackbox"]["run_dir"] for r in records]
+    experiment = evaluation_experiment(run_dirs)
+    outdir.replace_outputs(out_dir, "evaluate", experiment,
+                           None if replace else _same_runs(experiment), overwrite, arguments)
+    paths.private_dir(out_dir / "traces")  # full records: 0700 / 0600
     lines = [blackbox_line(r) for r in records]
     for rec in records:  # the run-folder encodings of pushbench.records, as a sweep writes them
         paths.write_private(out_dir / "traces" / f"{rec['key']}.json.gz", encode_trace(rec))
