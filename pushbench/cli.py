@@ -355,6 +355,9 @@ def run_cmd(
     concurrency: Optional[int] = typer.Option(
         None, min=1, help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
     force: bool = typer.Option(False, help="append to a DIR holding a different experiment"),
+    overwrite: bool = typer.Option(False, help="discard what DIR holds (its episodes, traces, "
+                                   "report) and start afresh; needed for a folder another "
+                                   "command wrote"),
     progress: bool = typer.Option(True, help="show the progress bar"),
     sync_interval: float = typer.Option(
         0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"),
@@ -397,6 +400,7 @@ def run_cmd(
     arguments = {"experiment": str(experiment), "out": str(out_dir), "workers": workers,
                  "seeds": seeds, "controllers": controllers, "policies": policies, "tasks": tasks,
                  "executor": executor, "budget": budget, "limit": limit, "force": force,
+                 "overwrite": overwrite,
                  "sync_interval": sync_interval, "address": address,
                  "max_cost_usd": max_cost_usd, "allow_unpriced": allow_unpriced}
     try:
@@ -414,7 +418,7 @@ def run_cmd(
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
                                  arguments=arguments, console=console,
                                  sync_interval=sync_interval, max_cost_usd=max_cost_usd,
-                                 allow_unpriced=allow_unpriced)
+                                 allow_unpriced=allow_unpriced, overwrite=overwrite)
     except PushBenchError as e:  # ExperimentError, RunDirError, PolicyParamsError, ...
         _fail(str(e))
     except OSError as e:  # the run directory could not be written (full disk, permissions)
@@ -726,17 +730,24 @@ def evaluate_cmd(
     out_dir: Path = typer.Option(..., "--out", help="where episodes.jsonl and the report go"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+    overwrite: bool = typer.Option(False, help="discard what --out holds, even if another "
+                                   "command or an evaluation of other runs wrote it"),
 ) -> None:
     """Turn black-box run directories into episodes.jsonl plus the report tables."""
     import warnings
 
-    from .blackbox.evaluate import RunDirError, full_records_from_run_dirs, write_evaluation
+    from .blackbox.evaluate import (RunDirError, check_evaluation_out,
+                                    full_records_from_run_dirs, write_evaluation)
 
     _writable_dir(out_dir, "--out")
     for d in run_dirs:
         if not d.is_dir():
             _fail(f"{d} is not a run directory ({'a file' if d.exists() else 'not found'}); "
                   "give the --run-dir folders of `pushbench mcp`")
+    try:
+        check_evaluation_out(out_dir, run_dirs, overwrite)  # before any replay
+    except RunDirError as e:
+        _fail(str(e))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -749,7 +760,9 @@ def evaluate_cmd(
         console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
     try:
         write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console,
-                         out=out)
+                         out=out, run_dirs=run_dirs, overwrite=overwrite,
+                         arguments={"run_dirs": [str(d) for d in run_dirs], "seed": seed,
+                                    "resamples": resamples, "overwrite": overwrite})
     except OSError as e:
         _fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
 
@@ -824,6 +837,89 @@ def blackbox_run_cmd(
     except FileNotFoundError as e:
         _fail(str(e))
     console.print(_json.dumps(summary, indent=1), highlight=False)
+
+
+# ----- bundles: results that travel (pushbench/bundles/) ------------------------------------
+@app.command("bundle")
+def bundle_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="`pushbench run` folders and `pushbench mcp` "
+                                          "run folders"),
+    out_file: Path = typer.Option(..., "--out", help="the archive to write, NAME.pushbench.tar.gz"),
+) -> None:
+    """Write a self-contained, deterministic archive of runs that any machine can verify."""
+    from .bundles import write_bundle
+
+    if out_file.exists() and out_file.is_dir():
+        _fail(f"--out {out_file} is a folder; give a file name ending in .pushbench.tar.gz")
+    try:
+        made = write_bundle(run_dirs, out_file)
+    except OSError as e:
+        _fail(f"cannot write the bundle {out_file}: {e.strerror or e}")
+    out.print(f"wrote {made['path']}: {made['episodes']} episodes of {made['tasks']} task(s), "
+              f"{made['members']} members; sha256 {made['sha256']}", highlight=False,
+              soft_wrap=True)
+
+
+@app.command("verify")
+def verify_cmd(
+    bundles: list[Path] = typer.Argument(..., help="bundles (NAME.pushbench.tar.gz)"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="where the replayed run folder "
+                                           "goes (default: a folder beside the first bundle)"),
+    overwrite: bool = typer.Option(False, help="discard what --out holds first"),
+    seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
+    resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+) -> None:
+    """Replay every episode of BUNDLE(s) and write the run-folder outputs from the replay."""
+    from .bundles import verify_bundles
+    from .bundles.archive import SUFFIX
+
+    first = bundles[0]
+    dest = out_dir or first.with_name(first.name.removesuffix(SUFFIX) + "-verified")
+    _writable_dir(dest, "--out")
+    try:
+        results = verify_bundles(bundles, dest, overwrite=overwrite, seed=seed,
+                                 n_resamples=resamples, console=console, printer=out,
+                                 arguments={"bundles": [str(b) for b in bundles],
+                                            "seed": seed, "resamples": resamples})
+    except OSError as e:
+        _fail(f"cannot verify into {dest}: {e.strerror or e}")
+    flagged = 0
+    for v in results:
+        flagged += len(v.flagged)
+        for f in v.flagged:
+            console.print(f"[bold red]flagged[/] {escape(v.bundle.path.name)} {f['key']}: "
+                          f"{escape('; '.join(f['reasons']))}", highlight=False, soft_wrap=True)
+        console.print(f"{'[green]verified[/]' if not v.flagged else '[yellow]verified[/]'} "
+                      f"{escape(v.bundle.path.name)} ({v.bundle.sha256[:12]}): "
+                      f"{len(v.records)} episodes replayed, {len(v.flagged)} flagged",
+                      highlight=False, soft_wrap=True)
+    out.print(str(dest), highlight=False, soft_wrap=True)
+    if flagged:
+        raise typer.Exit(1)
+
+
+@app.command("leaderboard")
+def leaderboard_cmd(
+    bundles: list[Path] = typer.Argument(..., help="bundles (NAME.pushbench.tar.gz)"),
+    site: Path = typer.Option(..., "--out", help="folder of the static site (index.html)"),
+    seed: int = typer.Option(0, help="bootstrap seed of the success intervals"),
+    resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+) -> None:
+    """Verify BUNDLE(s) and build a static, sortable leaderboard page with their run pages."""
+    from .bundles import build_leaderboard
+    from .viewer import OutDirError
+
+    _writable_dir(site, "--out")
+    try:
+        made = build_leaderboard(bundles, site, seed=seed, n_resamples=resamples,
+                                 log=lambda m: console.print(m, highlight=False, soft_wrap=True))
+    except OutDirError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write the leaderboard to {site}: {e.strerror or e}")
+    out.print((made["site"] / "index.html").resolve().as_uri(), highlight=False, soft_wrap=True)
+    if made["refused"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry
