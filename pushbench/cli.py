@@ -736,28 +736,33 @@ def evaluate_cmd(
     """Turn black-box run directories into episodes.jsonl plus the report tables."""
     import warnings
 
-    from .blackbox.evaluate import (RunDirError, check_evaluation_out,
-                                    full_records_from_run_dirs, write_evaluation)
+    from .blackbox.evaluate import (RunDirError, check_evaluation_out, evaluate_run_dirs,
+                                    write_evaluation)
 
     _writable_dir(out_dir, "--out")
+    present = []
+    refused = []
     for d in run_dirs:
-        if not d.is_dir():
-            _fail(f"{d} is not a run directory ({'a file' if d.exists() else 'not found'}); "
-                  "give the --run-dir folders of `pushbench mcp`")
+        if d.is_dir():
+            present.append(d)
+        else:
+            kind = "a file" if d.exists() else "not found"
+            refused.append((str(d), f"{d} is not a run directory ({kind}); give the "
+                                    "--run-dir folders of `pushbench mcp`"))
     try:
         check_evaluation_out(out_dir, run_dirs, overwrite)  # before any replay
     except RunDirError as e:
         _fail(str(e))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            records = full_records_from_run_dirs(run_dirs)
-        except RunDirError as e:
-            _fail(str(e))
-        except OSError as e:
-            _fail(f"cannot read the run directories: {e.strerror or e} ({e.filename})")
+        records, more = evaluate_run_dirs(present)
+    refused += more
     for w in caught:
         console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
+    for _, why in refused:  # one line per refused folder; the batch goes on
+        console.print(f"[red]refused:[/] {why}", highlight=False, soft_wrap=True)
+    if not records:
+        _fail(f"no run directory could be evaluated ({len(refused)} refused)")
     try:
         write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console,
                          out=out, run_dirs=run_dirs, overwrite=overwrite,
@@ -765,6 +770,10 @@ def evaluate_cmd(
                                     "resamples": resamples, "overwrite": overwrite})
     except OSError as e:
         _fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
+    if refused:
+        console.print(f"[red]{len(refused)} run folder(s) refused[/] (listed above); the "
+                      f"other {len(records)} were evaluated", highlight=False)
+        raise typer.Exit(1)
 
 
 bb_app = typer.Typer(no_args_is_help=True, help="Run black-box agents (Claude Code, Codex CLI) "

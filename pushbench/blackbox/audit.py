@@ -304,12 +304,23 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     return out, facts
 
 
+def registry_family(task_id) -> str | None:
+    """The family of ``task_id`` in the task registry (``None`` for an unknown id)."""
+    from ..errors import PushBenchError
+    from ..tasks import get_task
+
+    try:
+        return get_task(task_id).family if isinstance(task_id, str) else None
+    except PushBenchError:
+        return None
+
+
 def audit_run(record: dict, run: dict, trace_raw: bytes | None) -> tuple[list[str], dict]:
     """Every reason the run cannot be trusted (empty: consistent evidence) and trace facts."""
     reasons = ledger_reasons(record)
-    family = record.get("family")  # tampered records may hold any JSON value here
+    family = registry_family(record.get("task_id"))  # never the record's own claim
     check = FAMILY_CHECKS.get(family) if isinstance(family, str) else None
-    reasons += check(record) if check else [f"unknown family {record.get('family')!r}"]
+    reasons += check(record) if check else [f"unknown task {str(record.get('task_id'))[:40]!r}"]
     if trace_raw is None:
         return reasons + ["no trace.jsonl"], {}
     more, facts = trace_reasons(record, run, trace_raw)

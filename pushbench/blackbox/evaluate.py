@@ -39,7 +39,7 @@ from pathlib import Path
 
 from . import audit
 from .prompts import PROMPTS, prompt_text  # noqa: F401  (the prompts of black-box runs)
-from .. import errors, metrics
+from .. import errors
 from ..records import dumps_line, encode_trace, episode_line
 
 RUN_SCHEMA_VERSION = 2  # 2: trace.jsonl is a digest chain whose head episode.json records
@@ -86,17 +86,59 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def record_from_run_dir(run_dir: str | Path) -> dict:
-    """The full episode record of one run directory, with derived numbers and run labels.
+def check_run_manifest(run: dict, run_dir: Path) -> None:
+    """Refuse a ``run.json`` whose labels have the wrong type (one line naming the field).
 
-    ``metrics``, ``valid_count``, ``success`` and ``steps_used`` are recomputed from ``calls``;
-    ``policy``, ``condition``, ``simulated`` and ``key`` come from ``run.json``. The run is
-    audited (:func:`pushbench.blackbox.audit.audit_run`): ``tampered`` and ``tamper_reasons`` say whether
-    anything disagreed (stored summary fields that differ from the recomputation count too;
-    they are also listed in ``blackbox.stored_mismatch``).
+    ``run_id`` and ``task`` are strings, ``seed`` an integer, ``instance`` a string or null,
+    ``budget`` a positive integer or null, ``controller`` a string or null, ``condition`` and
+    ``agent`` labels (:func:`check_label`; ``agent`` may be null).
+    """
+    def bad(field: str, why: str) -> RunDirError:
+        return RunDirError(f"{run_dir}/{RUN_FILE}: {field} {str(run.get(field))[:40]!r} {why}")
+
+    for field in ("run_id", "task"):
+        if not isinstance(run.get(field), str):
+            raise bad(field, "is not a string")
+    seed = run.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise bad("seed", "is not an integer")
+    budget = run.get("budget")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
+                               or budget < 1):
+        raise bad("budget", "is not a positive integer or null")
+    for field in ("instance", "controller"):
+        if run.get(field) is not None and not (isinstance(run.get(field), str)
+                                               and run.get(field)):
+            raise bad(field, "is not a non-empty string or null")
+    for field, required in (("condition", False), ("agent", False)):
+        value = run.get(field)
+        if value is None and not required:
+            continue
+        try:
+            check_label(field, value if isinstance(value, str) else "")
+        except ValueError:
+            raise bad(field, "is not a label (1-64 letters, digits, '.', '_' or '-')") from None
+
+
+def record_from_run_dir(run_dir: str | Path) -> dict:
+    """The full episode record of one run directory, replayed, with run labels.
+
+    The run is audited (:func:`pushbench.blackbox.audit.audit_run`: ledger consistency, the
+    trace's digest chain) and replayed (:func:`pushbench.blackbox.replaycheck.check_run`: the
+    trace's calls and out-of-band edits through a fresh environment of the registry's task).
+    ``calls``, ``metrics``, ``valid_count``, ``success``, ``steps_used`` and the configuration
+    fields are the replayed ones; ``policy``, ``condition``, ``simulated`` and ``key`` come
+    from ``run.json``. ``tampered`` and ``tamper_reasons`` say whether anything disagreed (a
+    run the replay cannot vouch for is ``unverifiable`` too, and tampered: it is not counted);
+    a tampered record keeps its stored summary under ``claimed``. Stored summary fields that
+    differ from the replay are also listed in ``blackbox.stored_mismatch``.
+    Raises :class:`RunDirError` (one line naming the file and field) for a folder that is not
+    a readable run.
     """
     from ..envs.base import RECORD_SCHEMA_VERSION
     from ..runner.episode import episode_key
+    from ..runner.replay import adopt
+    from . import replaycheck
 
     run_dir = Path(run_dir)
     run = _read_json(run_dir / RUN_FILE)
@@ -104,9 +146,11 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     if run.get("kind") != RUN_KIND or run.get("schema_version") != RUN_SCHEMA_VERSION:
         raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} "
                           f"{RUN_KIND} manifest")
+    check_run_manifest(run, run_dir)
     if record.get("schema_version") != RECORD_SCHEMA_VERSION:
         raise RunDirError(f"{run_dir}/{EPISODE_FILE}: record schema_version "
-                          f"{record.get('schema_version')!r}, expected {RECORD_SCHEMA_VERSION}")
+                          f"{str(record.get('schema_version'))[:20]!r}, expected "
+                          f"{RECORD_SCHEMA_VERSION}")
     for field in ("calls", "target", "budget", "task_id"):
         if field not in record:
             raise RunDirError(f"{run_dir}/{EPISODE_FILE}: missing {field!r}")
@@ -116,35 +160,27 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
                               f"{type(record[field]).__name__}, expected {kind.__name__}")
     for field, run_field in (("task_id", "task"), ("seed", "seed")):
         if record.get(field) != run.get(run_field):
-            raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}={record.get(field)!r} but "
-                              f"{RUN_FILE} has {run_field}={run.get(run_field)!r}")
+            raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}="
+                              f"{str(record.get(field))[:40]!r} but {RUN_FILE} has "
+                              f"{run_field}={run.get(run_field)!r}")
     ctrl_name = run.get("controller") or "none"
     ctrl = record.get("controller")
     if not isinstance(ctrl, dict):
         record["controller"] = ctrl = {"name": ctrl_name, "components": [], "steps": []}
     elif ctrl.get("name") != ctrl_name:
-        raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {ctrl.get('name')!r} differs "
-                          f"from {RUN_FILE} controller {ctrl_name!r}")
+        raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {str(ctrl.get('name'))[:40]!r} "
+                          f"differs from {RUN_FILE} controller {ctrl_name!r}")
 
     trace_path = run_dir / TRACE_FILE
     trace_raw = trace_path.read_bytes() if trace_path.is_file() else None
     reasons, facts = audit.audit_run(record, run, trace_raw)
-    try:
-        derived = metrics.episode_metrics(record)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        reasons.append("the record cannot be scored")
-        derived = metrics.episode_metrics({"calls": [], "target": record["target"],
-                                           "budget": record["budget"], "terminated_by": None})
-    mismatch = [k for k in ("valid_count", "success", "steps_used")
-                if k in record and record[k] != derived[k]]
-    if record.get("metrics") not in (None, derived):
-        mismatch.append("metrics")
-    reasons += [f"stored {k} differs from the calls" for k in mismatch]
-    record["metrics"] = derived
-    record["valid_count"], record["success"] = derived["valid_count"], derived["success"]
-    record["steps_used"] = derived["steps_used"]
+    checked = replaycheck.check_run(record, run, trace_raw, facts)
+    reasons += checked.reasons
+    stored, record = record, adopt(record, checked)
+    mismatch = [k for k in ("valid_count", "success", "steps_used", "metrics")
+                if k in stored and stored[k] != record[k]]
 
-    condition, agent = run.get("condition", "default"), run.get("agent")
+    condition, agent = run.get("condition") or "default", run.get("agent")
     record["condition"] = condition
     record["policy"] = describe_policy(condition, agent, run.get("seed"))
     record["simulated"] = False
@@ -152,19 +188,16 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
                                 run.get("seed"), run.get("instance"))
     incomplete = record.get("terminated_by") is None
     record["incomplete"] = incomplete
-    bb = dict(record["blackbox"]) if isinstance(record.get("blackbox"), dict) else {}
-    if not isinstance(bb.get("out_of_band_edits"), list):
-        bb["out_of_band_edits"] = []
-    if not isinstance(bb.get("out_of_band_edits_count"), int):
-        bb["out_of_band_edits_count"] = len(bb["out_of_band_edits"])
-    bb.update(run_id=run.get("run_id"), run_dir=str(run_dir), incomplete=incomplete,
-              stored_mismatch=mismatch, **facts)
-    record["blackbox"] = bb
-    record["tampered"] = bool(reasons)
-    record["tamper_reasons"] = reasons
+    record["blackbox"] = replaycheck.blackbox_section(stored, run, run_dir, incomplete,
+                                                        mismatch, facts)
+    record["blackbox"]["fingerprint"] = replaycheck.fingerprint(record, trace_raw)
+    record["tampered"] = bool(reasons or checked.unverifiable)
+    record["tamper_reasons"] = reasons + [f"unverifiable: {u}" for u in checked.unverifiable]
+    record["unverifiable"] = bool(checked.unverifiable)
     if mismatch:
         warnings.warn(f"{run_dir}: stored {', '.join(mismatch)} disagreed with the values "
-                      "recomputed from the calls; the recomputed values are used", stacklevel=2)
+                      "recomputed by replaying the calls; the replayed values are used",
+                      stacklevel=2)
     return record
 
 
@@ -180,26 +213,61 @@ def blackbox_line(record: dict) -> dict:
 def records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
     """Episode lines (the runner's ``episodes.jsonl`` format) for black-box run directories.
 
-    Raises :class:`RunDirError` for an unreadable directory or when two directories share an
-    episode key (same task, instance, controller, agent, condition and seed: give repeated
-    runs distinct ``--seed`` values).
+    Raises :class:`RunDirError` for the first folder :func:`evaluate_run_dirs` refuses.
     """
     return [blackbox_line(r) for r in full_records_from_run_dirs(dirs)]
 
 
 def full_records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
     """Like :func:`records_from_run_dirs` but keeping ``calls`` and controller steps."""
-    out, seen = [], {}
+    records, refused = evaluate_run_dirs(dirs)
+    if refused:
+        raise RunDirError(refused[0][1])
+    return records
+
+
+def evaluate_run_dirs(dirs: Iterable[str | Path]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Full records of the run dirs that can be evaluated, and ``(dir, reason)`` per refusal.
+
+    One bad folder never stops the batch: an unreadable or malformed folder
+    (:class:`RunDirError` from :func:`record_from_run_dir`, which names the file and field),
+    a copy of a run already in the batch (same trace head and calls: counted once, whatever
+    its folder name or seed), and a second run of the same episode key with other calls
+    (give repeated runs distinct ``--seed`` values) are refused with one line each.
+    """
+    out: list[dict] = []
+    refused: list[tuple[str, str]] = []
+    keys: dict[str, str] = {}
+    prints: dict[str, str] = {}
+    given: set[Path] = set()
     for d in dirs:
-        rec = record_from_run_dir(d)
-        if rec["key"] in seen:
-            raise RunDirError(f"{d} and {seen[rec['key']]} are the same episode (task "
-                              f"{rec['task_id']}, controller {rec['controller']['name']}, policy "
-                              f"{rec['policy']['name']}, seed {rec['seed']}); give repeated runs "
-                              "distinct --seed values")
-        seen[rec["key"]] = d
+        where = Path(d).resolve()
+        if where in given:
+            refused.append((str(d), f"{d}: given more than once"))
+            continue
+        given.add(where)
+        try:
+            rec = record_from_run_dir(d)
+        except RunDirError as e:
+            refused.append((str(d), str(e)))
+            continue
+        except OSError as e:
+            refused.append((str(d), f"{d}: cannot read the run directory: {e.strerror or e}"))
+            continue
+        fp = rec["blackbox"]["fingerprint"]
+        if fp in prints:
+            refused.append((str(d), f"{d}: a copy of {prints[fp]} (the same calls and trace "
+                                    "head): counted once"))
+            continue
+        if rec["key"] in keys:
+            refused.append((str(d), f"{d} and {keys[rec['key']]} are the same episode (task "
+                                    f"{rec['task_id']}, controller {rec['controller']['name']}, "
+                                    f"policy {rec['policy']['name']}, seed {rec['seed']}); give "
+                                    "repeated runs distinct --seed values"))
+            continue
+        keys[rec["key"]], prints[fp] = str(d), str(d)
         out.append(rec)
-    return out
+    return out, refused
 
 
 # ----- checklist - default ----------------------------------------------------------------
@@ -322,11 +390,19 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
         say(f"[yellow]{len(incomplete)} incomplete run(s)[/] (the episode never ended: no "
             "final/ask_user and budget left; kept with terminated_by None, counted by their "
             f"verified progress): {', '.join(incomplete)}")
-    tampered = [r for r in records if r.get("tampered")]
+    tampered = [r for r in records if r.get("tampered") and not r.get("unverifiable")]
     if tampered:
         say(f"[bold red]{len(tampered)} tampered run(s)[/] (their stored record disagrees with "
-            "the replay or the trace; excluded from every metric):")
+            "the replay or the trace; excluded from every metric; their lines carry the "
+            "replayed numbers, the stored ones under `claimed`):")
         for r in tampered:
+            say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
+    unverifiable = [r for r in records if r.get("unverifiable")]
+    if unverifiable:
+        say(f"[bold red]{len(unverifiable)} unverifiable run(s)[/] (the replay cannot vouch "
+            "for them, e.g. an out-of-band edit over the size cap; excluded from every "
+            "metric):")
+        for r in unverifiable:
             say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
     edited = [r for r in records if (r.get("blackbox") or {}).get("out_of_band_edits_count")]
     for r in edited:

@@ -154,6 +154,7 @@ class BlackBoxSession:
         self.out_of_band_count = 0
         self._pending_out_of_band: list[list[str]] = []
         self._pending_count = 0
+        self._pending_content: list[dict] = []
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> "BlackBoxSession":
@@ -411,7 +412,9 @@ class BlackBoxSession:
         if self._pending_out_of_band:  # also in the chained trace: a record cannot hide them
             entry["out_of_band"] = self._pending_out_of_band
             entry["out_of_band_count"] = self._pending_count
+            entry["out_of_band_edits"] = self._pending_content  # what replay applies
             self._pending_out_of_band, self._pending_count = [], 0
+            self._pending_content = []
         data = (json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=repr)
                 + "\n").encode()
         self._trace_fh.write(data)
@@ -439,6 +442,7 @@ class BlackBoxSession:
         if not changes:
             return
         step = self.base.steps_used + 1
+        self._pending_content = edit_contents(self._watch.root, changes)
         self._pending_out_of_band = [[p, k] for p, k in changes[:self.MAX_EDITS_KEPT]]
         self._pending_count = len(changes)
         self.out_of_band_count += len(changes)
@@ -447,3 +451,21 @@ class BlackBoxSession:
                                    for p, k in changes[:max(room, 0)]]
         log.warning("%d out-of-band workspace change(s) before step %d: %s", len(changes), step,
                     ", ".join(f"{k} {p}" for p, k in changes[:5]))
+
+
+def edit_contents(root: str, changes: list[tuple[str, str]]) -> list[dict]:
+    """The content of out-of-band ``changes`` under ``root`` as trace-line entries.
+
+    Each is :func:`pushbench.runner.replay_steps.record_edit` (new bytes, or why they were not
+    kept); at most ``MAX_EDITS_PER_CALL`` entries and ``MAX_EDITS_BYTES`` of content per call.
+    Past either cap an entry says ``unrecorded`` (or is missing), and replay marks the run
+    unverifiable rather than guessing.
+    """
+    from ..runner.replay_steps import MAX_EDITS_BYTES, MAX_EDITS_PER_CALL, record_edit
+
+    out, room = [], MAX_EDITS_BYTES
+    for rel, kind in changes[:MAX_EDITS_PER_CALL]:
+        entry = record_edit(root, rel, kind, room)
+        room -= entry.get("size", 0)
+        out.append(entry)
+    return out

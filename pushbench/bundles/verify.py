@@ -179,12 +179,16 @@ def _replay_run(b: Bundle, run_dir: str, info: dict, out: Verified) -> None:
 
 
 def _replay_blackbox(b: Bundle, run_dir: str, work: Path, out: Verified) -> None:
-    from ..blackbox.evaluate import record_from_run_dir
+    from ..blackbox.evaluate import RunDirError, record_from_run_dir
 
     folder = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     for name in (b.root / run_dir / "blackbox").iterdir():
         shutil.copyfile(name, folder / name.name)
-    record = record_from_run_dir(folder)
+    try:
+        record = record_from_run_dir(folder)
+    except RunDirError as e:  # not a readable run: the bundle cannot be judged as it is
+        raise BundleError(f"bundle {b.path.name}: {run_dir} is not a readable black-box run "
+                          f"({str(e).replace(str(folder), run_dir)})") from None
     bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
     bb["run_dir"] = f"{b.path.name}:{run_dir}"  # not the temporary folder
     record["blackbox"] = bb
