@@ -368,3 +368,30 @@ def test_cli_bundle_and_verify(run_dir, tmp_path):
     assert res.exit_code == 0 and "0 flagged" in res.output, res.output
     res = runner.invoke(cli.app, ["bundle", str(tmp_path / "nope"), "--out", str(b)])
     assert res.exit_code == 2 and "not a folder" in res.output
+
+
+def test_a_proposed_submit_clipped_in_the_trace_is_rebuilt_and_replays_clean():
+    """simulated-weak under stateqgp proposes submits past the record's 2000-character clip
+    (the controller ablation has 11 such episodes); the unclipped ``proposed_ids`` rebuild them,
+    and a rebuild that does not clip to the stored text is not taken."""
+    from pushbench.runner.episode import run_episode
+    from pushbench.runner.replay import check_episode
+    from pushbench.runner.replay_steps import _whole_submit, steps_from_record
+
+    rec = run_episode("RepoScan-requests-assert-N25", "stateqgp", "simulated-weak", 0)
+    clipped = [s for s in rec["controller"]["steps"]
+               if isinstance(s.get("proposed"), str) and s["proposed"].endswith("...")]
+    assert clipped, "the episode no longer proposes a clipped submit: pick another"
+    steps = steps_from_record(rec)
+    assert steps.unverifiable == []
+    checked = check_episode(rec, steps, task_id=rec["task_id"], controller="stateqgp",
+                            seed=0)
+    assert checked.reasons == [] and checked.unverifiable == []
+    s = clipped[0]
+    assert _whole_submit(s["proposed"], s["proposed_ids"][1:]) is None  # not the stored text
+    assert _whole_submit(s["proposed"], None) is None
+    s["proposed_ids"] = s["proposed_ids"][:-1]  # an id past the clip lost: rebuilt, but the
+    steps = steps_from_record(rec)              # replay then differs and the record is flagged
+    assert steps.unverifiable == []
+    assert check_episode(rec, steps, task_id=rec["task_id"], controller="stateqgp",
+                         seed=0).reasons
