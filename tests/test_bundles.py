@@ -217,18 +217,35 @@ def test_verify_refuses_a_run_folder_and_replaces_its_own(the_bundle, run_dir, t
     assert len(outdir.read_manifest(tmp_path / "v")["invocations"]) == 2
 
 
-def test_a_black_box_run_travels_too(tmp_path):
+def test_a_black_box_run_travels_to_another_installation(tmp_path, monkeypatch):
+    """A signed black-box run, bundled here, verifies clean under another PUSHBENCH_HOME (so
+    another signing key): its signature is not checked there, its calls are replayed."""
     pytest.importorskip("mcp")
+    from pushbench.blackbox.evaluate import record_from_run_dir
+
     bb = make_blackbox_run(tmp_path / "bb")
     b = bundle([bb], tmp_path / "bb.pushbench.tar.gz")
     names = set(members_of(b))
     assert {"runs/000/blackbox/run.json", "runs/000/blackbox/episode.json",
             "runs/000/blackbox/trace.jsonl"} <= names
     assert not any("server.log" in n for n in names)
+    assert record_from_run_dir(bb)["tampered"] is False  # signed by this installation
+    monkeypatch.setenv("PUSHBENCH_HOME", _fresh_home(tmp_path)["PUSHBENCH_HOME"])
+    assert record_from_run_dir(bb)["tampered"] is True  # here its key is unknown
     [v] = verify([b], tmp_path / "v")
     assert len(v.records) == 1 and v.flagged == []
     line = json.loads((tmp_path / "v" / "episodes.jsonl").read_text())
     assert line["policy"]["name"] == "blackbox-mcp:fake-agent:default"
+    assert line["blackbox"]["signature"] == "not checked (bundle)"
+
+    def edit(members):  # a forged verdict in the bundled episode.json: the replay catches it
+        rec = json.loads(members["runs/000/blackbox/episode.json"])
+        call = next(c for c in rec["calls"] if c.get("verdicts"))
+        call["verdicts"][0][-1] = "accepted"
+        members["runs/000/blackbox/episode.json"] = json.dumps(rec).encode()
+
+    [v] = verify([repack(b, tmp_path / "f.pushbench.tar.gz", edit)], tmp_path / "v2")
+    assert len(v.flagged) == 1
 
 
 # ----- hostile archives ---------------------------------------------------------------------------

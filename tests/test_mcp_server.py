@@ -29,7 +29,7 @@ from pushbench.envs.spaces import MAX_ACTION_BYTES  # noqa: E402
 TASK = "RepoScan-requests-docstring-N10"
 INSTANCE = "requests-docstring"
 IDENT = re.compile(r"[A-Za-z0-9_.\-/]+\.py::[A-Za-z_][A-Za-z0-9_.]*")
-BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox")
+BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox", "signature")
 
 try:
     import pushbench.controllers  # noqa: F401

@@ -37,12 +37,15 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import audit
+from . import audit, rundir_safety, signing
 from .prompts import PROMPTS, prompt_text  # noqa: F401  (the prompts of black-box runs)
 from .. import errors
 from ..records import dumps_line, encode_trace, episode_line
 
-RUN_SCHEMA_VERSION = 2  # 2: trace.jsonl is a digest chain whose head episode.json records
+# 2: trace.jsonl is a digest chain whose head episode.json records; 3: the run is signed
+# (run.json, episode.json and every trace line; the chain's genesis binds the configuration)
+RUN_SCHEMA_VERSION = signing.SIGNED_SCHEMA
+READABLE_SCHEMAS = (2, RUN_SCHEMA_VERSION)  # schema 2 is read as `unsigned`
 RUN_KIND = "pushbench-blackbox-run"
 POLICY_PREFIX = "blackbox-mcp"
 RUN_FILE, EPISODE_FILE = "run.json", "episode.json"
@@ -73,9 +76,11 @@ def describe_policy(condition: str, agent: str | None, seed: int | None) -> dict
 
 
 # ----- reading run directories ------------------------------------------------------------
-def _read_json(path: Path) -> dict:
+def _read_json_raw(path: Path) -> tuple[dict, bytes]:
+    """The JSON object in ``path`` and the bytes it was read from (what a signature covers)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise RunDirError(f"{path.parent}: no {path.name} (is this a `pushbench mcp` run "
                           "directory, and did the server start?)") from None
@@ -83,7 +88,19 @@ def _read_json(path: Path) -> dict:
         raise RunDirError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: expected a JSON object")
-    return data
+    return data, raw
+
+
+def provenance_reasons(run_dir: Path, run: dict, run_raw: bytes, record: dict,
+                       record_raw: bytes, trace_raw: bytes | None) -> tuple[list[str], dict]:
+    """Signatures (:mod:`.signing`) and who could have written the folder
+    (:mod:`.rundir_safety`): reasons to distrust the run, and facts for ``blackbox``."""
+    status, reasons = signing.verify_run(run, run_raw, record, record_raw, trace_raw,
+                                         signing.installation_key(create=False))
+    unsafe = rundir_safety.evaluate_problems(run_dir)
+    record.pop("signature", None)  # the seal, not part of the record
+    return reasons + [f"unsafe run dir: {u}" for u in unsafe], {"signature": status,
+                                                               "unsafe": unsafe}
 
 
 def check_run_manifest(run: dict, run_dir: Path) -> None:
@@ -120,7 +137,7 @@ def check_run_manifest(run: dict, run_dir: Path) -> None:
             raise bad(field, "is not a label (1-64 letters, digits, '.', '_' or '-')") from None
 
 
-def record_from_run_dir(run_dir: str | Path) -> dict:
+def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
     """The full episode record of one run directory, replayed, with run labels.
 
     The run is audited (:func:`pushbench.blackbox.audit.audit_run`: ledger consistency, the
@@ -133,7 +150,9 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     a tampered record keeps its stored summary under ``claimed``. Stored summary fields that
     differ from the replay are also listed in ``blackbox.stored_mismatch``.
     Raises :class:`RunDirError` (one line naming the file and field) for a folder that is not
-    a readable run.
+    a readable run. ``provenance=False`` skips the signature and run-dir-safety checks, for a
+    run that arrived in a bundle from another installation (``pushbench verify``): its key is
+    not this one's, and the replay is the proof (``blackbox.signature`` says so).
     """
     from ..envs.base import RECORD_SCHEMA_VERSION
     from ..runner.episode import episode_key
@@ -141,10 +160,10 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     from . import replaycheck
 
     run_dir = Path(run_dir)
-    run = _read_json(run_dir / RUN_FILE)
-    record = _read_json(run_dir / EPISODE_FILE)
-    if run.get("kind") != RUN_KIND or run.get("schema_version") != RUN_SCHEMA_VERSION:
-        raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} "
+    run, run_raw = _read_json_raw(run_dir / RUN_FILE)
+    record, record_raw = _read_json_raw(run_dir / EPISODE_FILE)
+    if run.get("kind") != RUN_KIND or run.get("schema_version") not in READABLE_SCHEMAS:
+        raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} (or 2) "
                           f"{RUN_KIND} manifest")
     check_run_manifest(run, run_dir)
     if record.get("schema_version") != RECORD_SCHEMA_VERSION:
@@ -173,7 +192,18 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
 
     trace_path = run_dir / TRACE_FILE
     trace_raw = trace_path.read_bytes() if trace_path.is_file() else None
+    if provenance:
+        signed, signed_facts = provenance_reasons(run_dir, run, run_raw, record, record_raw,
+                                                  trace_raw)
+    else:
+        record.pop("signature", None)  # the seal, not part of the record
+        signed, signed_facts = [], {"signature": "not checked (bundle)", "unsafe": []}
     reasons, facts = audit.audit_run(record, run, trace_raw)
+    reasons = signed + reasons
+    facts.update(signed_facts)
+    if facts.get("trace_missing_last"):  # killed before answering: the run ends at the trace
+        facts["dropped_unanswered"] = audit.drop_unanswered_tail(
+            record, facts.get("trace_counted_steps", -1))
     checked = replaycheck.check_run(record, run, trace_raw, facts)
     reasons += checked.reasons
     stored, record = record, adopt(record, checked)
@@ -404,6 +434,7 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
             "metric):")
         for r in unverifiable:
             say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
+    _say_provenance(records, say)
     edited = [r for r in records if (r.get("blackbox") or {}).get("out_of_band_edits_count")]
     for r in edited:
         bb = r["blackbox"]
@@ -429,6 +460,22 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
         say(f"wrote {out_dir / 'condition_deltas.csv'}")
     say(f"wrote {out_dir / 'summary.csv'} and {out_dir / 'paired_deltas.csv'}")
     return frames
+
+
+def _say_provenance(records: Sequence[dict], say) -> None:
+    """List unsafe run dirs (already among the tampered) and unsigned runs, each on its own."""
+    unsafe = [r for r in records if (r.get("blackbox") or {}).get("unsafe")]
+    if unsafe:
+        say(f"[bold red]{len(unsafe)} unsafe run dir(s)[/] (another user could have written "
+            "them; counted as tampered):")
+        for r in unsafe:
+            say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['blackbox']['unsafe'])}")
+    unsigned = [r["blackbox"]["run_dir"] for r in records
+                if (r.get("blackbox") or {}).get("signature") == "unsigned"]
+    if unsigned:
+        say(f"[yellow]{len(unsigned)} unsigned run(s)[/] (schema 2, written before runs were "
+            "signed: replayed and checked, but their labels are not protected by a signature): "
+            f"{', '.join(unsigned)}")
 
 
 def _print_condition_deltas(deltas, console=None) -> None:

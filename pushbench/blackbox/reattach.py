@@ -14,9 +14,12 @@ agent label) continues that episode instead of refusing:
 The workspace copy is recognised through a marker in the run dir (``workspace.json``: its path
 and the run id), which the agent cannot see; an empty or missing workspace is prepared afresh,
 any other non-empty one is refused. A different configuration is refused as before, and
-``--overwrite`` still discards the old run. A server killed between writing ``episode.json`` and
-the trace line of a call (the call was never answered) loses that call: the trace is the
-account of answered calls, and the resumed record follows it (``blackbox.dropped_unanswered``).
+``--overwrite`` still discards the old run. So is a run this installation did not sign (an
+unsigned schema-2 run, another key, a bad signature on ``run.json`` or a trace line): its
+continuation could not be signed as one account. A server killed between writing
+``episode.json`` and the trace line of a call (the call was never answered) loses that call:
+the trace is the account of answered calls, and the resumed record follows it
+(``blackbox.dropped_unanswered``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 from .. import paths
 from ..runner.replay import apply_edit
 from ..runner.replay_steps import decode_edit, trace_action
-from . import audit
+from . import audit, signing
 from .evaluate import EPISODE_FILE, RUN_FILE, TRACE_FILE
 
 log = logging.getLogger("pushbench.mcp")
@@ -94,6 +97,8 @@ def resume(session) -> Any:
         raise _setup_error(f"{run_dir} already holds a run of another configuration "
                            f"({'; '.join(diff)}); use a new --run-dir per episode (or "
                            "--overwrite to discard it)")
+    _check_signed(session, run, (run_dir / RUN_FILE).read_bytes())
+    run.pop("signature", None)  # re-sealed when run.json is written again below
     record = _read(run_dir / EPISODE_FILE) if (run_dir / EPISODE_FILE).exists() else {}
     record = record if isinstance(record, dict) else {}
     bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
@@ -107,11 +112,14 @@ def resume(session) -> Any:
     obs, _ = session.env.reset(seed=session.seed, options=options)
     session.reset_result = json.loads(obs)["result"]
     session.tool_schemas = session.env.unwrapped.tool_schemas()
-    head, after_end = audit.genesis(session.run_id), 0
+    head, after_end = signing.genesis(run), 0
     for i, (raw, line) in enumerate(zip(lines, parsed), 1):
         if line.get("prev") != head:
             raise _setup_error(f"cannot re-attach to {run_dir}: its trace chain is broken at "
                                f"line {i}; use a new --run-dir (or --overwrite)")
+        if not signing.line_signature_ok(session._key, raw):
+            raise _setup_error(f"cannot re-attach to {run_dir}: trace line {i} is not signed by "
+                               "this installation; use a new --run-dir (or --overwrite)")
         head = audit.line_digest(raw)
         _apply_recorded_edits(session, run_dir, i, line)
         if line.get("step") is None:
@@ -145,7 +153,7 @@ def resume(session) -> Any:
     run["reattached"] = list(run.get("reattached") or []) + [attach]
     from .files import write_json_atomic
 
-    write_json_atomic(run_dir / RUN_FILE, run)
+    write_json_atomic(run_dir / RUN_FILE, run, seal=session.sealer(signing.RUN))
     session.reattached = run["reattached"]
     session._persist()
     log.info("run %s re-attached: %d step(s) replayed, %d trace line(s)", session.run_id,
@@ -184,6 +192,20 @@ def _apply_recorded_edits(session, run_dir: Path, i: int, line: dict) -> None:
         if problem:
             raise _setup_error(f"cannot re-attach to {run_dir}: {problem}; use a new --run-dir "
                                "(or --overwrite)")
+
+
+def _check_signed(session, run: dict, raw: bytes) -> None:
+    """Refuse to continue a run this installation's key did not sign."""
+    fix = "use a new --run-dir (or --overwrite to discard it)"
+    if not signing.is_signed(run):
+        raise _setup_error(f"{session.run_dir} holds an unsigned run written by an older "
+                           f"PushBench; {fix}")
+    if (run.get("signing") or {}).get("key_id") != signing.key_id(session._key):
+        raise _setup_error(f"{session.run_dir} holds a run signed with another key (another "
+                           f"installation, or the key was replaced); {fix}")
+    if not signing.json_signature_ok(session._key, signing.RUN, raw):
+        raise _setup_error(f"{session.run_dir}/{RUN_FILE} is not signed by this installation "
+                           f"(edited?); {fix}")
 
 
 def _workspace(session, run: dict) -> int | None:

@@ -16,7 +16,7 @@ Each episode is then replayed through a fresh environment by the one replay engi
 * a black-box episode: its run folder is rebuilt from the bundle and read by
   :func:`pushbench.blackbox.evaluate.record_from_run_dir`, which replays it the same way.
   Signatures of another installation cannot be checked and are not required: the replay is
-  the proof.
+  the proof (``provenance=False``: ``blackbox.signature`` reads ``not checked (bundle)``).
 
 An episode whose replay disagrees with what was stored (or that cannot be replayed) is
 *flagged*: its line carries ``tampered`` and ``tamper_reasons`` (the report leaves it out of
@@ -185,7 +185,7 @@ def _replay_blackbox(b: Bundle, run_dir: str, work: Path, out: Verified) -> None
     for name in (b.root / run_dir / "blackbox").iterdir():
         shutil.copyfile(name, folder / name.name)
     try:
-        record = record_from_run_dir(folder)
+        record = record_from_run_dir(folder, provenance=False)  # another installation's key
     except RunDirError as e:  # not a readable run: the bundle cannot be judged as it is
         raise BundleError(f"bundle {b.path.name}: {run_dir} is not a readable black-box run "
                           f"({str(e).replace(str(folder), run_dir)})") from None

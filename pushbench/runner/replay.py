@@ -29,10 +29,11 @@ Contract
     Steps come from :mod:`pushbench.runner.replay_steps` (``steps_from_trace`` for black-box
     traces, ``steps_from_record`` for in-process records).
 
-Cost: a RepoScan replay is a few ms per episode (index load once per instance); DataOps builds
-its workspace (tens of ms); SWE-lite copies its snapshot and re-runs the repository tests of
-every ``run_verifier`` and ``submit`` (seconds per episode: ``experiments/bench_verify.py``).
-Replaying SWE-lite runs the agent's edited code, as the original episode did.
+Cost per episode (``experiments/bench_verify.py``, 2 loaded cores): RepoScan N10 about 0.03 s;
+DataOps-lite N5 about 0.5 s (workspace generated, every checker re-run); SWE-lite N3 about 31 s
+(snapshot copied and mutated, the repository tests re-run for every ``run_verifier`` and
+``submit``): what the episode's environment cost the first time. Replaying SWE-lite runs the
+agent's edited code, as the original episode did.
 """
 
 from __future__ import annotations
