@@ -20,9 +20,10 @@ TASKS = ["RepoScan-requests-docstring-N10", "RepoScan-flask-decorated-N10"]
 
 
 def experiment(tmp: Path, name: str, policies, controllers=("standard", "stateqgp"),
-               seeds=(0, 1)) -> Path:
+               seeds=(0, 1), tasks=TASKS) -> Path:
     path = tmp / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "tasks": TASKS, "controllers": list(controllers),
+    path.write_text(json.dumps({"name": name, "tasks": list(tasks),
+                                "controllers": list(controllers),
                                 "policies": list(policies), "seeds": list(seeds)}))
     return path
 

@@ -139,6 +139,17 @@ def test_verify_in_a_fresh_home_reproduces_summary_and_deltas_byte_for_byte(
     assert verification["bundles"][0]["flagged"] == []
 
 
+def test_a_dataops_run_verifies_to_the_same_report(tmp_path):
+    """In-process DataOps records (workspace edits through write_file, the checker's runs)
+    replay through a fresh workspace to the same lines and tables."""
+    run = make_run(tmp_path / "dops", "dops", ("diligent",), controllers=("standard", "unitqgp"),
+                   seeds=(0,), tasks=("DataOps-b0-N3",))
+    [v] = verify([bundle([run], tmp_path / "d.pushbench.tar.gz")], tmp_path / "v")
+    assert len(v.records) == 2 and v.flagged == []
+    for name in ("episodes.jsonl", "summary.csv", "paired_deltas.csv"):
+        assert (tmp_path / "v" / name).read_bytes() == (run / name).read_bytes(), name
+
+
 def _first_submit(members: dict) -> tuple[str, dict, int]:
     for name in sorted(members):
         if "/records/" not in name:
