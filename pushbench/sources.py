@@ -31,6 +31,7 @@ import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -115,8 +116,33 @@ def _refuse(archive: Path, name: str, why: str) -> UnsafeArchiveError:
                               "nothing was extracted")
 
 
-def safe_extract(archive: Path, dest: Path) -> None:
-    """Extract ``archive`` into ``dest`` after checking every member (see the module doc)."""
+@dataclass(frozen=True)
+class ExtractLimits:
+    """Caps on an archive from outside (``None``: no cap). Sizes are the members' stated
+    sizes, checked from each header before its data is read, so a compressed bomb stops at
+    the header that crosses a cap."""
+
+    members: int | None = None
+    member_bytes: int | None = None
+    total_bytes: int | None = None
+
+
+def _limit_problem(limits: ExtractLimits | None, count: int, size: int, total: int
+                   ) -> str | None:
+    if limits is None:
+        return None
+    if limits.members is not None and count > limits.members:
+        return f"is one member too many (the cap is {limits.members} members)"
+    if limits.member_bytes is not None and size > limits.member_bytes:
+        return f"is {size} bytes (the cap is {limits.member_bytes} bytes per member)"
+    if limits.total_bytes is not None and total > limits.total_bytes:
+        return f"brings the total to {total} bytes (the cap is {limits.total_bytes} bytes)"
+    return None
+
+
+def safe_extract(archive: Path, dest: Path, limits: ExtractLimits | None = None) -> None:
+    """Extract ``archive`` into ``dest`` after checking every member (see the module doc),
+    and, with ``limits``, the member count and sizes (:class:`ExtractLimits`)."""
     if archive.name.lower().endswith(".zip"):
         try:
             zf = zipfile.ZipFile(archive)
@@ -124,10 +150,13 @@ def safe_extract(archive: Path, dest: Path) -> None:
             raise SourceError(f"archive {archive.name} is not a readable zip file: {e}") from e
         with zf:
             infos = zf.infolist()
-            for info in infos:
+            total = 0
+            for i, info in enumerate(infos, 1):
+                total += info.file_size
                 why = member_problem(info.filename)
                 if why is None and stat.S_ISLNK(info.external_attr >> 16):
                     why = "is a symbolic link"
+                why = why or _limit_problem(limits, i, info.file_size, total)
                 if why:
                     raise _refuse(archive, info.filename, why)
             for info in infos:
@@ -146,8 +175,10 @@ def safe_extract(archive: Path, dest: Path) -> None:
     except (tarfile.TarError, OSError) as e:
         raise SourceError(f"archive {archive.name} is not a readable tar archive: {e}") from e
     with tar:
-        members = tar.getmembers()
-        for m in members:
+        members, total = [], 0
+        for m in _members(tar, archive):  # streams: stops at the first member over a cap
+            members.append(m)
+            total += m.size
             why = member_problem(m.name)
             if why is None and m.issym():
                 why = f"is a symbolic link (to {m.linkname!r})"
@@ -155,14 +186,25 @@ def safe_extract(archive: Path, dest: Path) -> None:
                 why = f"is a hard link (to {m.linkname!r})"
             if why is None and not (m.isfile() or m.isdir()):
                 why = "is a device, FIFO or other special file"
+            why = why or _limit_problem(limits, len(members), m.size, total)
             if why:
                 raise _refuse(archive, m.name, why)
         try:
             tar.extractall(dest, members=members, filter="data")
         except tarfile.FilterError as e:  # pragma: no cover - the checks above come first
             raise UnsafeArchiveError(f"archive {archive.name}: {e}; refused") from e
-        except (tarfile.TarError, OSError) as e:  # truncated data, a file where a folder is
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as e:  # truncated data, a file
+            # where a folder is
             raise SourceError(f"archive {archive.name} cannot be extracted: {e}") from e
+
+
+def _members(tar: tarfile.TarFile, archive: Path):
+    """The members of ``tar`` one header at a time (a truncated or corrupt archive is a
+    :class:`SourceError`, not a traceback)."""
+    try:
+        yield from tar
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        raise SourceError(f"archive {archive.name} is not a readable tar archive: {e}") from e
 
 
 def _prune(root: Path) -> dict[str, int]:

@@ -137,7 +137,7 @@ def check_run_manifest(run: dict, run_dir: Path) -> None:
             raise bad(field, "is not a label (1-64 letters, digits, '.', '_' or '-')") from None
 
 
-def record_from_run_dir(run_dir: str | Path) -> dict:
+def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
     """The full episode record of one run directory, replayed, with run labels.
 
     The run is audited (:func:`pushbench.blackbox.audit.audit_run`: ledger consistency, the
@@ -150,7 +150,9 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
     a tampered record keeps its stored summary under ``claimed``. Stored summary fields that
     differ from the replay are also listed in ``blackbox.stored_mismatch``.
     Raises :class:`RunDirError` (one line naming the file and field) for a folder that is not
-    a readable run.
+    a readable run. ``provenance=False`` skips the signature and run-dir-safety checks, for a
+    run that arrived in a bundle from another installation (``pushbench verify``): its key is
+    not this one's, and the replay is the proof (``blackbox.signature`` says so).
     """
     from ..envs.base import RECORD_SCHEMA_VERSION
     from ..runner.episode import episode_key
@@ -190,8 +192,12 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
 
     trace_path = run_dir / TRACE_FILE
     trace_raw = trace_path.read_bytes() if trace_path.is_file() else None
-    signed, signed_facts = provenance_reasons(run_dir, run, run_raw, record, record_raw,
-                                              trace_raw)
+    if provenance:
+        signed, signed_facts = provenance_reasons(run_dir, run, run_raw, record, record_raw,
+                                                  trace_raw)
+    else:
+        record.pop("signature", None)  # the seal, not part of the record
+        signed, signed_facts = [], {"signature": "not checked (bundle)", "unsafe": []}
     reasons, facts = audit.audit_run(record, run, trace_raw)
     reasons = signed + reasons
     facts.update(signed_facts)
@@ -346,18 +352,60 @@ def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = 
 
 
 # ----- writing an evaluation ----------------------------------------------------------------
+def evaluation_experiment(run_dirs: Iterable[str | Path]) -> dict:
+    """What an evaluation folder's manifest names as its experiment: the run directories."""
+    return {"name": "blackbox-evaluation",
+            "run_dirs": sorted({str(Path(d).resolve()) for d in run_dirs})}
+
+
+def check_evaluation_out(out_dir: str | Path, run_dirs: Iterable[str | Path],
+                         overwrite: bool = False, replace: bool = False) -> dict:
+    """Refuse (:class:`~pushbench.runner.outdir.OutputDirError`) an ``--out`` folder that
+    another command wrote, or an evaluation of other run directories unless ``replace`` (a
+    batch's own report folder); return the experiment to write. Nothing is written."""
+    from ..runner import outdir
+
+    experiment = evaluation_experiment(run_dirs)
+    outdir.check(out_dir, "evaluate", None if replace else _same_runs(experiment), overwrite)
+    return experiment
+
+
+def _same_runs(experiment: dict):
+    def why(old: dict) -> str | None:
+        before = set((old.get("experiment") or {}).get("run_dirs") or [])
+        now = set(experiment["run_dirs"])
+        if before == now:
+            return None
+        return (f"an evaluation of other run directories: {len(now - before)} new here, "
+                f"{len(before - now)} there only")
+    return why
+
+
 def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0,
-                     n_resamples: int = 9999, console=None, out=None) -> dict:
+                     n_resamples: int = 9999, console=None, out=None,
+                     run_dirs: Sequence[str | Path] | None = None, overwrite: bool = False,
+                     replace: bool = False, arguments: dict | None = None) -> dict:
     """Write ``episodes.jsonl`` (+ ``traces/<key>.json.gz``) and the report for full records.
 
     Same layout as a runner directory, so ``pushbench report``/``plot`` work on it too. Adds
     ``condition_deltas.csv`` (checklist - default) when more than one condition is present.
     Returns the report frames (empty dict when :mod:`pushbench.analysis.report` is unavailable).
+
+    ``out_dir`` gets an ``evaluate`` manifest naming ``run_dirs`` (default: the records' run
+    directories); a folder another command wrote, or an evaluation of other run directories,
+    is refused (:func:`check_evaluation_out`) unless ``overwrite`` discards it (``replace``:
+    another evaluation may be replaced). The previous evaluation's files are removed first.
     """
     from .. import paths
+    from ..runner import outdir
 
     out_dir = Path(out_dir)
-    paths.private_dir(paths.private_dir(out_dir) / "traces")  # full records: 0700 / 0600
+    if run_dirs is None:
+        run_dirs = [r["blackbox"]["run_dir"] for r in records]
+    experiment = evaluation_experiment(run_dirs)
+    outdir.replace_outputs(out_dir, "evaluate", experiment,
+                           None if replace else _same_runs(experiment), overwrite, arguments)
+    paths.private_dir(out_dir / "traces")  # full records: 0700 / 0600
     lines = [blackbox_line(r) for r in records]
     for rec in records:  # the run-folder encodings of pushbench.records, as a sweep writes them
         paths.write_private(out_dir / "traces" / f"{rec['key']}.json.gz", encode_trace(rec))

@@ -88,13 +88,16 @@ def evaluate_cmd(
     out_dir: Path = typer.Option(..., "--out", help="where episodes.jsonl and the report go"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+    overwrite: bool = typer.Option(False, help="discard what --out holds, even if another "
+                                   "command or an evaluation of other runs wrote it"),
 ) -> None:
     """Turn black-box run directories into episodes.jsonl plus the report tables."""
     import warnings
 
-    from ..blackbox.evaluate import evaluate_run_dirs, write_evaluation
+    from ..blackbox.evaluate import check_evaluation_out, evaluate_run_dirs, write_evaluation
 
     writable_dir(out_dir, "--out")
+    check_evaluation_out(out_dir, run_dirs, overwrite)  # before any replay (refusal: exit 2)
     present, refused = [], []
     for d in run_dirs:
         if d.is_dir():
@@ -115,7 +118,9 @@ def evaluate_cmd(
         fail(f"no run directory could be evaluated ({len(refused)} refused)")
     try:
         write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console,
-                         out=out)
+                         out=out, run_dirs=run_dirs, overwrite=overwrite,
+                         arguments={"run_dirs": [str(d) for d in run_dirs], "seed": seed,
+                                    "resamples": resamples, "overwrite": overwrite})
     except OSError as e:
         fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
     if refused:

@@ -219,6 +219,23 @@ def _clipped(value: Any) -> bool:
     return False
 
 
+def _whole_submit(clipped: str, ids: Any) -> dict | None:
+    """The proposed ``submit`` whose record clipped it, rebuilt from the step's unclipped
+    ``proposed_ids`` (the well-formed ids the wrapper keeps in full), or ``None``.
+
+    Taken only when the rebuilt call clips to exactly the stored text, so its first 2000
+    characters are the policy's own. Should the policy's call have held more past the clip (a
+    malformed id, which ``proposed_ids`` leaves out), the replayed calls differ from the stored
+    ones and the episode is flagged: a wrong rebuild is never passed as clean.
+    """
+    from ..envs.actions import preview
+
+    if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+        return None
+    whole = {"tool": "submit", "ids": list(ids)}
+    return whole if preview(whole, _PREVIEW_LIMIT) == clipped else None
+
+
 def steps_from_record(record: dict) -> Steps:
     """The steps of an in-process record (``calls`` + ``controller.steps``).
 
@@ -244,7 +261,12 @@ def steps_from_record(record: dict) -> Steps:
         if step is not None and "proposed" in step:
             prop = step["proposed"]
             if isinstance(prop, str) and len(prop) == _PREVIEW_LIMIT + 3 and prop.endswith("..."):
-                out.unverifiable.append(f"step {pos}: the proposed call is clipped in the record")
+                whole = _whole_submit(prop, step.get("proposed_ids"))
+                if whole is None:
+                    out.unverifiable.append(f"step {pos}: the proposed call is clipped in the "
+                                            "record")
+                else:
+                    prop = whole
             if isinstance(prop, str) and prop.startswith("<") and prop.endswith(">"):
                 out.steps.append(Step(STAND_IN, stand_in=True))  # "<unreadable dict action>"
             else:

@@ -76,7 +76,8 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
                    progress: bool = True, limit: int | None = None, force: bool = False,
                    arguments: dict | None = None, console: Console | None = None,
                    sync_interval: float = 0.5, max_cost_usd: float | None = None,
-                   allow_unpriced: bool = False, keys: set[str] | None = None) -> dict:
+                   allow_unpriced: bool = False, keys: set[str] | None = None,
+                   overwrite: bool = False) -> dict:
     """Run every unfinished episode of ``experiment`` into ``out_dir``; return a summary dict.
 
     ``executor`` defaults to the experiment's own (``executor``/``workers`` fields).
@@ -96,7 +97,7 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     console = console or Console(stderr=True)
     described = {**experiment.model_dump(mode="json"), "limit": limit, "episodes": len(specs)}
     run = RunDir(out_dir, sync_interval=sync_interval).open(
-        described, experiment.result_fields(), arguments, force=force)
+        described, experiment.result_fields(), arguments, force=force, overwrite=overwrite)
     own_executor = executor is None
     cap = max_cost_usd if max_cost_usd is not None else experiment.max_cost_usd
     todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done
