@@ -12,11 +12,17 @@ server-side share measured inside the server (``server_ms`` in trace.jsonl).
     python experiments/bench_mcp.py --json                # one JSON line
     python experiments/bench_mcp.py --task DataOps-b1-N20  # a family with a watched workspace
     python experiments/bench_mcp.py --watch-only          # the out-of-band watch alone
+    python experiments/bench_mcp.py --signing             # signed vs unsigned, per call
 
 The server watches the live workspace of DataOps-lite and SWE-lite episodes for out-of-band
 edits (a stat walk per check, hashing only changed files). ``--watch-only`` times that watch in
 process on each ``--watch-tasks`` workspace: the per-call cost (check before the call + snapshot
 after it) with nothing changed and with one file changed between calls.
+
+``--signing`` times the server's per-call work in process (``BlackBoxSession.call``: env.step,
+the signed episode.json rewrite, the signed fsync'd trace line) as served, and with the HMACs
+patched out (the same bytes minus the signatures), in alternating rounds; it prints both medians,
+their ratio, and the HMAC work alone per call (seal of the final episode.json + one trace line).
 """
 
 from __future__ import annotations
@@ -110,6 +116,53 @@ def watch_cost(task: str, reps: int) -> dict:
             "one_edit_median_ms": round(statistics.median(edited), 3)}
 
 
+def signing_cost(task: str, calls: int, warmup: int, tool: str, rounds: int = 3) -> dict:
+    """Per-call server time signed vs unsigned (HMACs patched out), in process."""
+    from pushbench.blackbox import signing
+    from pushbench.blackbox.session import BlackBoxSession
+
+    args = {"status": {}, "search": {"query": "session", "page": 1}}[tool]
+    real = signing.seal_json, signing.sign_line
+
+    def per_call(run_dir: Path, signed: bool) -> tuple[list[float], int]:
+        if not signed:
+            signing.seal_json = lambda key, domain, data: data
+            signing.sign_line = lambda key, body: body + b"\n"
+        try:
+            with BlackBoxSession(task, run_dir, budget=calls + warmup + 10,
+                                 argv=["bench"]) as s:
+                out = []
+                for i in range(calls + warmup):
+                    t = time.perf_counter()
+                    s.call(tool, args)
+                    if i >= warmup:
+                        out.append(1000 * (time.perf_counter() - t))
+            return out, len((run_dir / "episode.json").read_bytes())
+        finally:
+            signing.seal_json, signing.sign_line = real
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory(prefix="pushbench-sign-bench-") as tmp:
+        for r in range(rounds):
+            for signed in (True, False) if r % 2 == 0 else (False, True):
+                got, record_bytes = per_call(Path(tmp) / f"{signed}-{r}", signed)
+                times[signed] += got
+        line = (Path(tmp) / "True-0" / "trace.jsonl").read_bytes().splitlines()[-1]
+    key = signing.installation_key()
+    record = b"{\n" + b" " * (record_bytes - 4) + b"\n}"
+    reps = 200
+    t = time.perf_counter()
+    for _ in range(reps):
+        signing.seal_json(key, signing.RECORD, record)
+        signing.sign_line(key, line[:line.rfind(b',"sig"')] + b"}")
+    hmac_ms = 1000 * (time.perf_counter() - t) / reps
+    signed, unsigned = statistics.median(times[True]), statistics.median(times[False])
+    return {"task": task, "tool": tool, "calls": calls * rounds,
+            "signed_median_ms": round(signed, 3), "unsigned_median_ms": round(unsigned, 3),
+            "ratio": round(signed / unsigned, 3), "record_bytes": record_bytes,
+            "hmac_only_ms": round(hmac_ms, 4)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200)
@@ -120,7 +173,19 @@ def main() -> None:
     ap.add_argument("--task", default=TASK, help="task to serve (status works for every family)")
     ap.add_argument("--watch-only", action="store_true", help="time the out-of-band watch only")
     ap.add_argument("--watch-tasks", default=WATCH_TASKS, help="comma-separated tasks")
+    ap.add_argument("--signing", action="store_true", help="signed vs unsigned per-call cost")
     a = ap.parse_args()
+    if a.signing:
+        r = signing_cost(a.task, a.calls, a.warmup, a.tool)
+        if a.json:
+            print(json.dumps(r))
+            return
+        print(f"{r['task']}: {r['calls']} {r['tool']} calls in process per arm; server work per "
+              f"call median {r['signed_median_ms']:.3f} ms signed, "
+              f"{r['unsigned_median_ms']:.3f} ms unsigned (ratio {r['ratio']:.3f}); the HMACs "
+              f"alone (episode.json of {r['record_bytes']:,} bytes + one trace line) "
+              f"{r['hmac_only_ms']:.4f} ms")
+        return
     if a.watch_only:
         for task in a.watch_tasks.split(","):
             w = watch_cost(task, a.calls)

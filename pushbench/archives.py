@@ -95,6 +95,9 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+UNITS = {"total_bytes": " in total", "file_bytes": " per member (file)",
+         "files": " members (entries)", "ratio": "", "path_length": " per path",
+         "depth": " parts per path"}
 FLAGS = {"total_bytes": "--max-total-bytes", "file_bytes": "--max-file-bytes",
          "files": "--max-files", "ratio": "--max-ratio", "path_length": "--max-path-length",
          "depth": "--max-depth"}
@@ -151,8 +154,10 @@ class Budget:
     archive's size for the ratio limit (``None``: no ratio, e.g. a folder).
     """
 
-    def __init__(self, limits: Limits, where: str, compressed: int | None = None) -> None:
+    def __init__(self, limits: Limits, where: str, compressed: int | None = None,
+                 flags: bool = True) -> None:
         self.limits, self.where, self.compressed = limits, where, compressed
+        self.flags = flags  # name the command-line flag that raises a limit
         self.files = 0
         self.bytes = 0
 
@@ -160,8 +165,9 @@ class Budget:
         value = getattr(self.limits, field)
         shown = human(value) if field.endswith("bytes") else f"{value}:1" if field == "ratio" \
             else str(value)
-        return LimitExceeded(f"{self.where}: {what} exceeds the limit {field} = {shown}; "
-                             f"refused, nothing was kept (raise it with {FLAGS[field]})")
+        hint = f" (raise it with {FLAGS[field]})" if self.flags else ""
+        return LimitExceeded(f"{self.where}: {what} exceeds the limit {field} = {shown}"
+                             f"{UNITS[field]}; refused, nothing was kept{hint}")
 
     def name(self, rel: str) -> tuple[str, ...]:
         """Check one relative path's encoding, part lengths, length and depth; its parts."""
@@ -262,8 +268,12 @@ def _member_name(where: str, budget: Budget, name: str) -> tuple[str, ...]:
     return budget.name(name)
 
 
-def safe_extract(archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> Extracted:
-    """Extract ``archive`` into ``dest`` (missing or empty) under ``limits``; see the module doc."""
+def safe_extract(archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
+                 flags: bool = True) -> Extracted:
+    """Extract ``archive`` into ``dest`` (missing or empty) under ``limits``; see the module doc.
+
+    ``flags``: refusals name the command-line flag that raises the limit (``pushbench
+    snapshots``); callers without such flags pass False."""
     archive, dest = Path(archive), Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise SourceError(f"cannot extract into {dest}: it is not an empty folder")
@@ -271,8 +281,8 @@ def safe_extract(archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> 
     dest.mkdir(parents=True, exist_ok=True)
     try:
         if archive.name.lower().endswith(".zip"):
-            return _extract_zip(archive, dest, limits)
-        return _extract_tar(archive, dest, limits)
+            return _extract_zip(archive, dest, limits, flags)
+        return _extract_tar(archive, dest, limits, flags)
     except BaseException:
         if created:
             shutil.rmtree(dest, ignore_errors=True)
@@ -282,13 +292,13 @@ def safe_extract(archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> 
         raise
 
 
-def _extract_zip(archive: Path, dest: Path, limits: Limits) -> Extracted:
+def _extract_zip(archive: Path, dest: Path, limits: Limits, flags: bool) -> Extracted:
     where = f"archive {archive.name}"
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
         raise SourceError(f"{where} is not a readable zip file: {e}") from None
-    budget = Budget(limits, where, archive.stat().st_size)
+    budget = Budget(limits, where, archive.stat().st_size, flags)
     layout = _Layout(where)
     with zf:
         infos = zf.infolist()
@@ -319,6 +329,8 @@ def _extract_zip(archive: Path, dest: Path, limits: Limits) -> Extracted:
             if is_dir:
                 target.mkdir(parents=True, exist_ok=True)
                 continue
+            if info.file_size > limits.file_bytes:  # stated in the directory: refused unread
+                budget.add(0, info.file_size, name)
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src:
@@ -365,13 +377,13 @@ def _decompressed(raw):
     return raw
 
 
-def _extract_tar(archive: Path, dest: Path, limits: Limits) -> Extracted:
+def _extract_tar(archive: Path, dest: Path, limits: Limits, flags: bool) -> Extracted:
     where = f"archive {archive.name}"
     try:
         raw = open(archive, "rb")
     except OSError as e:
         raise SourceError(f"{where} cannot be read: {e.strerror or e}") from None
-    budget = Budget(limits, where, archive.stat().st_size)
+    budget = Budget(limits, where, archive.stat().st_size, flags)
     layout = _Layout(where)
     with raw:
         try:
@@ -392,6 +404,8 @@ def _extract_tar(archive: Path, dest: Path, limits: Limits) -> Extracted:
                         target.mkdir(parents=True, exist_ok=True)
                         continue
                     target.parent.mkdir(parents=True, exist_ok=True)
+                    if m.size > limits.file_bytes:  # stated in the header: refused unread
+                        budget.add(0, m.size, m.name)
                     budget.copy(tar.extractfile(m), target, m.name, bool(m.mode & 0o100))
         except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
             if isinstance(e, OSError) and e.filename is not None:

@@ -187,8 +187,10 @@ def write_rows(rows: list[dict], path: Path) -> None:
 
 def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
     """Run every episode of ``b``, evaluate them, and (with a policy) pair them in-process."""
-    from .blackbox.evaluate import full_records_from_run_dirs, write_evaluation
+    from .blackbox.evaluate import check_evaluation_out, evaluate_run_dirs, write_evaluation
 
+    report = b.out / b.agent / "report"
+    check_evaluation_out(report, [], replace=True)  # the report folder is an evaluation's
     binary = clients.find_binary(b.agent, b.client_bin)
     version = clients.client_version(binary)
     log(f"{b.agent} {version}: {len(b.tasks)} task(s) x {len(b.seeds)} seed(s), condition "
@@ -196,12 +198,15 @@ def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
     run_dirs = [run_episode(b, t, s, binary, version, log) for t in b.tasks for s in b.seeds]
     present = [rd for rd in run_dirs if (rd / "episode.json").exists()]
     missing = [str(rd) for rd in run_dirs if rd not in present]
-    report = b.out / b.agent / "report"
-    records = full_records_from_run_dirs(present) if present else []
-    if records:
-        write_evaluation(records, report, console=console, out=out)
+    records, refused = evaluate_run_dirs(present) if present else ([], [])
+    for _, why in refused:  # one line each; the rest of the batch is still evaluated
+        log(f"refused: {why}")
+    if records:  # this batch's evaluation replaces an earlier batch's report
+        write_evaluation(records, report, console=console, out=out, run_dirs=present,
+                         replace=True)
     summary = {"agent": b.agent, "client_version": version, "episodes": len(run_dirs),
-               "recorded": len(present), "never_started": missing, "report": str(report)}
+               "recorded": len(present), "never_started": missing, "report": str(report),
+               "refused": [why for _, why in refused]}
     if b.policy is not None and present:
         rows = harness_rows(b, present)
         write_rows(rows, b.out / b.agent / "harness.csv")

@@ -265,3 +265,27 @@ def instance_config(family: str, instance: str) -> dict:
     if family == "reposcan" and instance in user_instances():
         return user_instances()[instance][0].model_dump(exclude={"targets", "calibration"})
     raise KeyError(instance)
+
+
+def task_manifest_digest(task_id: str) -> str:
+    """sha256 of what the registry says task ``task_id`` is: its spec (family, entry point,
+    target, budget, instances), each instance's manifest fields (a RepoScan instance's valid
+    set pin among them) and the pin of every snapshot they name (the source's sha256).
+
+    Two machines agree on the digest exactly when they would build the same task; a bundle
+    records it per task id and ``pushbench verify`` refuses a bundle whose digest differs.
+    Unknown task ids raise :class:`UnknownTaskError`.
+    """
+    import hashlib
+    import json
+
+    from .snapshots import load_pins
+
+    spec = get_task(task_id)
+    instances = {name: instance_config(spec.family, name) for name in spec.instances}
+    pins = load_pins()
+    snaps = sorted({str(cfg["snapshot"]) for cfg in instances.values() if "snapshot" in cfg})
+    body = {"task": spec.model_dump(mode="json"), "instances": instances,
+            "snapshots": {n: pins[n].sha256 if n in pins else None for n in snaps}}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()

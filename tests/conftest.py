@@ -6,6 +6,7 @@ The snapshots are built once per session (a no-op when CI already ran
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -33,3 +34,30 @@ def snapshot_roots() -> dict[str, Path]:
     from pushbench import snapshots
 
     return {name: snapshots.ensure(name) for name in SNAPSHOTS}
+
+
+@contextlib.contextmanager
+def temporary_home(root: Path):
+    """A fresh ``PUSHBENCH_HOME`` under ``root`` for the duration (own signing key, own locks).
+
+    Built snapshots, indexes and other cache entries of the current home are borrowed through
+    symlinks (nothing is rebuilt); ``keys/`` is not, so the installation key is this home's.
+    Subprocesses started meanwhile inherit it through the environment.
+    """
+    from pushbench import paths
+
+    real = paths.home()
+    home = root / "pushbench-home"
+    home.mkdir(mode=0o700, parents=True)
+    for entry in real.iterdir():
+        if entry.name not in ("keys", "locks") and not entry.name.startswith(".private"):
+            (home / entry.name).symlink_to(entry)
+    saved = os.environ.get("PUSHBENCH_HOME")
+    os.environ["PUSHBENCH_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if saved is None:
+            os.environ.pop("PUSHBENCH_HOME", None)
+        else:
+            os.environ["PUSHBENCH_HOME"] = saved

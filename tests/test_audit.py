@@ -159,7 +159,7 @@ def test_trace_lines_form_a_digest_chain(honest):
 
     run = json.loads((honest["reposcan"] / "run.json").read_text())
     rec = json.loads((honest["reposcan"] / "episode.json").read_text())
-    head = audit.genesis(run["run_id"])
+    head = audit.chain_start(run)  # a signed run: the genesis of its configuration
     for raw in (honest["reposcan"] / "trace.jsonl").read_bytes().splitlines(keepends=True):
         assert json.loads(raw)["prev"] == head
         head = audit.line_digest(raw)
@@ -189,8 +189,9 @@ def test_a_fake_submit_of_ten_accepted_ids_is_flagged(honest, tmp_path):
     run2 = forged(honest["zero"], tmp_path / "b")
     edit_record(run2, lambda rec: fake_submit(rec, sorted(_valid_set("requests-docstring"))[:10]))
     rec2 = evaluate(run2)
-    assert rec2["tampered"] is True and rec2["success"]  # the success is not trusted
-    assert not any("replay" in r for r in rec2["tamper_reasons"])
+    # the success is not trusted: the line reports the replay of the trace's calls
+    assert rec2["tampered"] is True and not rec2["success"]
+    assert rec2["claimed"]["success"] is True
     assert any("trace" in r for r in rec2["tamper_reasons"])
 
 
@@ -366,7 +367,9 @@ def test_a_kill_between_record_and_trace_line_is_benign(tmp_path):
         edit_trace(tmp_path / "run", lambda ls: ls[:-1])  # killed before the trace line
         rec = evaluate(tmp_path / "run")
         assert not rec["tampered"], rec["tamper_reasons"]
-        assert rec["blackbox"]["trace_missing_last"] and rec["steps_used"] == 3
+        # the run ends at the last trace line: the unanswered 3rd call is dropped, and noted
+        assert rec["blackbox"]["trace_missing_last"] and rec["steps_used"] == 2
+        assert rec["blackbox"]["dropped_unanswered"] == {"step": 3, "tool": "search"}
         edit_trace(tmp_path / "run", lambda ls: ls[:-1])  # two lines short: not a kill
         assert evaluate(tmp_path / "run")["tampered"]
     finally:
@@ -381,6 +384,7 @@ def test_a_torn_last_trace_line_is_benign(tmp_path):
         rec = evaluate(tmp_path / "run")
         assert not rec["tampered"], rec["tamper_reasons"]
         assert rec["blackbox"]["trace_partial_line"] and rec["blackbox"]["trace_missing_last"]
+        assert rec["steps_used"] == 1  # the torn line's call was never answered
     finally:
         s._closed = True
         s.close()

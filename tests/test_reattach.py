@@ -20,7 +20,7 @@ import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.blackbox import audit  # noqa: E402
+from pushbench.blackbox import audit, signing  # noqa: E402
 from test_mcp_server import (TASK, env_part, load, params, replay, server_args,  # noqa: E402
                              _session)
 
@@ -102,14 +102,18 @@ def test_other_configuration_refused_and_overwrite_discards(tmp_path):
 
 
 def _rechain(run_dir, edit):
-    """Apply ``edit`` to the parsed trace lines and rebuild a consistent digest chain."""
-    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    """Apply ``edit`` to the parsed trace lines and rebuild a consistent, signed digest chain
+    (with this installation's key: a trace re-attach must accept as its own)."""
+    key = signing.installation_key()
+    run = json.loads((run_dir / "run.json").read_text())
     lines = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines()]
     edit(lines)
-    head, out = audit.genesis(run_id), b""
+    head, out = signing.genesis(run), b""
     for ln in lines:
+        ln.pop("sig", None)
         ln["prev"] = head
-        data = (json.dumps(ln, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+        data = signing.sign_line(key, json.dumps(ln, ensure_ascii=True,
+                                                 separators=(",", ":")).encode())
         head = audit.line_digest(data)
         out += data
     (run_dir / "trace.jsonl").write_bytes(out)

@@ -557,6 +557,7 @@ const site = process.argv[2], hash = process.argv[3];
 const loaded = [];
 function el(tag) {
   return { tag, children: [], attrs: {}, style: {}, setAttribute(k, v) { this.attrs[k] = v; },
+    getAttribute(k) { return k in this.attrs ? this.attrs[k] : null; },
     removeAttribute() {}, addEventListener() {}, replaceChildren() {},
     appendChild(c) { this.children.push(c); if (this.isHead) load(c); return c; },
     set textContent(v) {}, get textContent() { return ""; } };

@@ -89,24 +89,35 @@ def bill_markdown(bill: pd.DataFrame, cost: dict | None) -> list[str]:
     return out + ["", total_line(totals(bill, cost)), ""]
 
 
+def _tokens(v) -> str:
+    """Token counts for the terminal: exact below 100,000, then k / M (exact in report.md)."""
+    v = int(v)
+    if v < 100_000:
+        return f"{v:,}"
+    return f"{v / 1e6:.2f}M" if v >= 1_000_000 else f"{v / 1e3:.0f}k"
+
+
 def print_bill(bill: pd.DataFrame, console, cost: dict | None) -> None:
-    """The bill as a terminal table and its total line."""
+    """The bill as terminal tables (one per policy label, whose name is a line of its own so
+    the table fits 80 columns) and its total line."""
     if bill.empty:
         return
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title="Bill", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for head in ("policy", "controller", "N", "n", "prompt tok", "compl tok", "USD", "succ",
-                 "USD/succ"):
-        table.add_column(head, no_wrap=head in ("policy", "controller"),
-                         justify="left" if head in ("policy", "controller") else "right")
-    for r in bill.itertuples(index=False):
-        table.add_row(escape(str(r.policy)), escape(str(r.controller)), str(int(r.target)),
-                      str(int(r.n_episodes)),
-                      f"{int(r.prompt_tokens):,}", f"{int(r.completion_tokens):,}",
-                      _money(r.cost_usd), str(int(r.successes)),
-                      _per_success(r.cost_per_success, r.successes))
-    console.print(table)
+    console.print(Text("Bill", style="bold"))
+    for policy, grp in bill.groupby("policy", sort=False):
+        console.print(Text(str(policy), style="bold"), overflow="fold")
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        for head in ("controller", "N", "n", "prompt tok", "compl tok", "USD", "succ",
+                     "USD/succ"):
+            table.add_column(head, no_wrap=True,
+                             justify="left" if head == "controller" else "right")
+        for r in grp.itertuples(index=False):
+            table.add_row(str(r.controller), str(int(r.target)), str(int(r.n_episodes)),
+                          _tokens(r.prompt_tokens), _tokens(r.completion_tokens),
+                          _money(r.cost_usd), str(int(r.successes)),
+                          _per_success(r.cost_per_success, r.successes))
+        console.print(table)
     console.print(total_line(totals(bill, cost)), highlight=False)

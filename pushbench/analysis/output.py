@@ -36,14 +36,16 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
                  n_resamples: int = 9999, metrics: Sequence[str] = DEFAULT_DELTA_METRICS,
                  info: dict | None = None, run_dir: str | Path | None = None,
                  figures: Sequence[str] | None = None, steps_reference: bool = True,
-                 ci_method: str = DEFAULT_METHOD) -> dict[str, pd.DataFrame]:
+                 ci_method: str = DEFAULT_METHOD,
+                 skipped_figures: Sequence[tuple[str, str]] = ()) -> dict[str, pd.DataFrame]:
     """Write ``summary.csv``, ``paired_deltas.csv`` and ``report.md`` into ``out_dir`` (and
     ``context_deltas.csv`` when LLM episodes ran a full and a trimmed context arm:
     :mod:`.context_deltas`).
 
     ``info`` is the run's :func:`~pushbench.runner.runinfo.run_info` (what ran, planned and
     missing episodes); ``run_dir`` where the traces live (default ``out_dir``); ``figures``
-    the PNG names to embed (default: those already in ``out_dir``); ``ci_method`` one of
+    the PNG names to embed (default: those already in ``out_dir``; :func:`write_report_md`
+    says which applicable figures are missing); ``ci_method`` one of
     :data:`pushbench.analysis.stats.METHODS`. Returns the frames
     ``episodes``, ``summary``, ``paired_deltas``, ``bill`` (:func:`.bill.bill_table`) and, under
     ``"report_md"``, the markdown text.
@@ -68,11 +70,33 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
         if not ctx.empty:
             (out / "context_deltas.csv").write_bytes(to_csv_bytes(ctx))
             frames["context_deltas"] = ctx
+    write_report_md(frames, out, info, seed=seed, n_resamples=n_resamples, run_dir=run_dir,
+                    figures=figures, skipped_figures=skipped_figures)
+    return frames
+
+
+def write_report_md(frames: dict, out_dir: str | Path, info: dict | None = None, *,
+                    seed: int = 0, n_resamples: int = 9999, run_dir: str | Path | None = None,
+                    figures: Sequence[str] | None = None,
+                    skipped_figures: Sequence[tuple[str, str]] = ()) -> str:
+    """(Re)write ``report.md`` from the frames of :func:`write_report` (nothing recomputed);
+    return its text, also kept in ``frames["report_md"]``.
+
+    ``figures``: the PNG names to embed (default: those in ``out_dir``). Every figure that
+    applies to the episodes (:func:`.plots.planned_figures`) but is not embedded is listed as
+    missing, with its reason from ``skipped_figures`` (``(name, reason)``) or as not drawn.
+    """
+    from .plots import planned_figures
+
+    out = Path(out_dir)
+    shown = existing_figures(out) if figures is None else list(figures)
+    why = dict(skipped_figures)
+    missing = [(name, why.get(name, "not drawn (`pushbench plot RUN_DIR` draws it)"))
+               for name, _ in planned_figures(frames["episodes"]) if name not in shown]
     traces = Path(run_dir) / "traces" if run_dir is not None else out / "traces"
     prefix = Path(os.path.relpath(traces, out)).as_posix() + "/"
-    text = report_md.render(frames, info, seed=seed, n_resamples=n_resamples,
-                            figures=existing_figures(out) if figures is None else figures,
-                            trace_prefix=prefix)
+    text = report_md.render(frames, info, seed=seed, n_resamples=n_resamples, figures=shown,
+                            trace_prefix=prefix, missing_figures=missing)
     (out / "report.md").write_text(text, encoding="utf-8")
     frames["report_md"] = text
-    return frames
+    return text

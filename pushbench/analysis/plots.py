@@ -11,7 +11,7 @@ says "(simulated agent)" and the figure title repeats it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +94,8 @@ def _shared_legend(fig, axes) -> tuple:
             entries.setdefault(label, h)
     ctrl = [k for k in order_controllers(k for k in entries if not k.startswith("target"))]
     labels = ctrl + [k for k in entries if k.startswith("target")]
+    if not labels:  # no panel drew a line (e.g. no episode submitted anything): no legend
+        return (0, 0, 1, 1)
     ncol = min(len(labels), 6)
     rows = math.ceil(len(labels) / max(ncol, 1))
     height = fig.get_size_inches()[1]
@@ -101,6 +103,11 @@ def _shared_legend(fig, axes) -> tuple:
                title="controller (line: mean; band: 95% studentized bootstrap CI over instances)",
                title_fontsize=9, frameon=False)
     return (0, min(0.4, (0.3 + 0.22 * rows) / height), 1, 1)
+
+
+def _no_data(ax) -> None:
+    ax.text(0.5, 0.5, "no data for this metric", transform=ax.transAxes, ha="center",
+            va="center", color="dimgray", fontsize=9)
 
 
 def _ci(g: pd.DataFrame, col: str, *ident) -> tuple[float, float, float, int]:
@@ -145,6 +152,8 @@ def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
             top = max(top, float(hi.max()))
             ax.plot(x, est, marker=markers[ctrl], color=colors[ctrl], label=ctrl, lw=2, ms=6)
             ax.fill_between(x, lo, hi, color=colors[ctrl], alpha=0.12, lw=0)
+        if top == 0.0 and not ax.lines:
+            _no_data(ax)
         _panel_title(ax, fam, pol, g)
         ax.set_xlabel("target N (items)")
         ax.set_ylabel(ylabel)
@@ -177,7 +186,9 @@ def _padded_progress(g: pd.DataFrame, length: int) -> np.ndarray:
     """Verified count after each step, held at its last value after the episode ended."""
     out = np.zeros((len(g), length))
     for i, prog in enumerate(g["progress"]):
-        prog = list(prog or [0])
+        # a missing or non-numeric entry holds the count before it
+        prog = pd.to_numeric(pd.Series(list(prog or [0]), dtype=object), errors="coerce")
+        prog = prog.ffill().fillna(0.0).to_numpy(dtype=float)
         out[i, :len(prog)] = prog[:length]
         out[i, len(prog):] = prog[-1]
     return out
@@ -316,28 +327,55 @@ def plot_verifier_recoveries(df: pd.DataFrame, out_dir: Path) -> Path:
                  "recovered units per episode (units)", pct=False)
 
 
+def planned_figures(df: pd.DataFrame, target: int | None = None) -> list[tuple[str, Callable]]:
+    """``(file name, draw(out_dir) -> path)`` of every figure that applies to the scored
+    episodes of the frame ``df``, in the report's order (no matplotlib import)."""
+    df = scored(df)  # backend failures and tampered lines are not agent outcomes
+    if df.empty:
+        return []
+    out: list[tuple[str, Callable]] = [
+        ("target_scaling.png", lambda d: plot_target_scaling(df, d)),
+        ("duplicate_rate.png", lambda d: plot_duplicate_rate(df, d))]
+    if "progress" in df and df["progress"].map(lambda p: bool(len(p or []))).any():
+        out.append(("anytime_progress.png", lambda d: plot_anytime_progress(df, d, target)))
+    out.append(("component_ablation.png", lambda d: plot_component_ablation(df, d)))
+    units = df[df["family"].isin(WORK_UNIT_FAMILIES)]
+    if not units.empty:
+        out.append(("verifier_recoveries.png", lambda d: plot_verifier_recoveries(units, d)))
+    return out
+
+
 def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict], out_dir: str | Path,
-               target: int | None = None) -> list[Path]:
+               target: int | None = None,
+               skipped: list[tuple[str, str]] | None = None) -> list[Path]:
     """Write every applicable figure into ``out_dir``; return the paths written.
 
     Always: ``target_scaling.png``, ``duplicate_rate.png``, ``anytime_progress.png`` (at
     ``target`` or each panel's largest), ``component_ablation.png``; plus
     ``verifier_recoveries.png`` when a work-unit family (dataops, swelite) is present.
     Backend failures and tampered lines are left out (none when nothing else is left).
+
+    With a ``skipped`` list each figure is drawn on its own: one that raises is appended as
+    ``(file name, "Type: message")``, its stale file (from an earlier call) is removed, and
+    the others are still drawn. Without it the first failure raises.
     """
     df = as_frame(episodes_or_df)
     if df.empty:
         raise ValueError("no episodes to plot")
-    df = scored(df)  # backend failures and tampered lines are not agent outcomes
-    if df.empty:
+    planned = planned_figures(df, target)
+    if not planned:
         return []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [plot_target_scaling(df, out), plot_duplicate_rate(df, out)]
-    if "progress" in df and df["progress"].map(lambda p: bool(len(p or []))).any():
-        paths.append(plot_anytime_progress(df, out, target))
-    paths.append(plot_component_ablation(df, out))
-    units = df[df["family"].isin(WORK_UNIT_FAMILIES)]
-    if not units.empty:
-        paths.append(plot_verifier_recoveries(units, out))
+    paths = []
+    for name, draw in planned:
+        if skipped is None:
+            paths.append(draw(out))
+            continue
+        try:
+            paths.append(draw(out))
+        except Exception as e:  # one figure's failure must not cost the others
+            _plt().close("all")
+            (out / name).unlink(missing_ok=True)
+            skipped.append((name, f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]))
     return paths

@@ -207,13 +207,17 @@ def _deltas(deltas: pd.DataFrame) -> list[str]:
     return out
 
 
-def _figures(figures: Sequence[str]) -> list[str]:
-    if not figures:
+def _figures(figures: Sequence[str], missing: Sequence[tuple[str, str]] = ()) -> list[str]:
+    if not figures and not missing:
         return []
     names = dict(FIGURES)
     out = ["## Figures", ""]
     for f in figures:
         out += [f"![{names.get(f, f)}]({f})", ""]
+    if missing:
+        out += [f"Missing figures ({len(missing)}):", ""]
+        out += [f"- `{name}` ({names.get(name, name)}): {_esc(why)}" for name, why in missing]
+        out.append("")
     return out
 
 
@@ -248,9 +252,11 @@ def _failures(df: pd.DataFrame, trace_prefix: str) -> list[str]:
 
 def render(frames: dict[str, pd.DataFrame], info: dict | None = None, *, seed: int = 0,
            n_resamples: int = 9999, figures: Sequence[str] = (),
-           trace_prefix: str = "traces/") -> str:
+           trace_prefix: str = "traces/",
+           missing_figures: Sequence[tuple[str, str]] = ()) -> str:
     """The text of ``report.md`` for the report ``frames`` (``episodes``, ``summary``,
-    ``paired_deltas``) and the run ``info`` (:func:`pushbench.runner.runinfo.run_info`)."""
+    ``paired_deltas``) and the run ``info`` (:func:`pushbench.runner.runinfo.run_info`);
+    ``missing_figures``: ``(file name, why)`` of applicable figures not embedded."""
     df, summary = frames["episodes"], frames["summary"]
     name = (info or {}).get("experiment", {}).get("name") or "episodes"
     out = [f"# PushBench report: {_esc(str(name))}", ""]
@@ -271,6 +277,6 @@ def render(frames: dict[str, pd.DataFrame], info: dict | None = None, *, seed: i
     if frames.get("bill") is not None:
         out += bill_markdown(frames["bill"], (info or {}).get("cost"))
     out += _deltas(deltas)
-    out += _figures(figures)
+    out += _figures(figures, missing_figures)
     out += _failures(df, trace_prefix)
     return "\n".join(out).rstrip("\n") + "\n"

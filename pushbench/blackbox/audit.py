@@ -24,17 +24,21 @@ What is re-checked, per family:
   ``episode.json`` states how many lines the trace held when it was written and their head
   digest; a cleanly closed server writes it once more at the end, so the record commits to the
   whole trace. A server killed between writing ``episode.json`` and the trace line leaves the
-  trace exactly one line short: that case is benign and noted (``trace_missing_last``). Any
+  trace exactly one line short (``trace_missing_last``): the run is taken as ended at the last
+  trace line, and the call the record holds beyond it (never answered, and in a run of schema
+  2 not covered by anything the record did not also write) is dropped from the record and
+  never counted (:func:`drop_unanswered_tail`, noted in ``blackbox.dropped_unanswered``). Any
   other count, a broken link, an unreadable line, or a trace line whose step, status, tool,
   verdicts or count disagree with the matching call marks the run tampered. Out-of-band
   workspace edits are written into the trace line of the call they preceded too, so the
   record's count of them must match the trace's.
 
-Limits, stated plainly: the chain uses no secret, so someone who can write the run directory and
-recomputes every digest and the record's head can still forge a consistent run (for RepoScan the
-verdict replay catches forged verdicts regardless). The defence against that is that the agent
-cannot write the run directory (docs/blackbox.md); the chain catches truncation, deletion and
-edits made without recomputing it.
+Signatures: a run of schema 3 starts its chain from a genesis that binds the configuration and
+signs every file and trace line with the installation key (:mod:`.signing`, checked by
+``evaluate``); a schema-2 run's chain uses no secret, so whoever can write its run directory and
+recomputes every digest can forge a consistent one (the verdict replay still catches forged
+RepoScan verdicts). The defence for both is that the agent cannot write the run directory
+(docs/blackbox.md, threat model).
 """
 
 from __future__ import annotations
@@ -49,8 +53,15 @@ TERMINAL = ("final", "ask_user")
 
 
 def genesis(run_id: str) -> str:
-    """The digest the first trace line's ``prev`` carries for run ``run_id``."""
+    """The digest the first trace line's ``prev`` carries for an unsigned (schema-2) run."""
     return hashlib.sha256(GENESIS_PREFIX + str(run_id).encode()).hexdigest()
+
+
+def chain_start(run: dict) -> str:
+    """The first ``prev`` of ``run``'s trace: the configuration's genesis for a signed run."""
+    from . import signing
+
+    return signing.genesis(run) if signing.is_signed(run) else genesis(run.get("run_id"))
 
 
 def line_digest(line: bytes) -> str:
@@ -244,7 +255,7 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     committed, head_stored = bb.get("trace_lines"), bb.get("trace_head")
     if not isinstance(committed, int) or not isinstance(head_stored, str):
         return ["episode.json has no trace digest head"], facts
-    head, parsed, out = genesis(run.get("run_id")), [], []
+    head, parsed, out = chain_start(run), [], []
     heads = [head]
     for i, raw_line in enumerate(lines, 1):
         try:
@@ -289,6 +300,7 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     elif len(listed) > stored_oob:
         out.append("more out-of-band edits listed than counted")
     counted = [ln for ln in parsed if ln.get("step") is not None]
+    facts["trace_counted_steps"] = len(counted)
     calls = _calls(record)
     short = facts["trace_missing_last"] and len(counted) == len(calls) - 1
     if len(counted) != len(calls) and not short:
@@ -304,12 +316,55 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     return out, facts
 
 
+def registry_family(task_id) -> str | None:
+    """The family of ``task_id`` in the task registry (``None`` for an unknown id)."""
+    from ..errors import PushBenchError
+    from ..tasks import get_task
+
+    try:
+        return get_task(task_id).family if isinstance(task_id, str) else None
+    except PushBenchError:
+        return None
+
+
+def drop_unanswered_tail(record: dict, counted: int) -> dict | None:
+    """End a killed server's run at its last trace line: drop the record's unanswered call.
+
+    Call only when the trace is one line short (``trace_missing_last``) and otherwise
+    consistent with the record; ``counted`` is the trace's number of counted steps
+    (``trace_counted_steps``). The record holds one call more than that when the
+    unanswered call was a step (an after-the-end call is not in ``calls``): that call is removed
+    with its controller step and ``progress`` entry, ``terminated_by`` becomes ``None`` (the
+    episode had not ended before that call), and the stored summary (``valid_count``,
+    ``success``, ``metrics``) is removed, to be recomputed from the calls kept. Returns what was
+    dropped (``{"step", "tool"}``), or ``None`` when no counted call was.
+    """
+    calls = record.get("calls")
+    if not isinstance(calls, list) or len(calls) != counted + 1:
+        return None
+    last = calls.pop()
+    step = last.get("step") if isinstance(last, dict) else None
+    if isinstance(record.get("progress"), list):
+        record["progress"] = record["progress"][:len(calls)]
+    ctrl = _d(record.get("controller"))
+    if isinstance(ctrl.get("steps"), list):
+        ctrl["steps"] = [s for s in ctrl["steps"] if not (isinstance(s, dict)
+                                                          and s.get("step") == step)]
+    record["terminated_by"] = None
+    # only an ending call (final, ask_user: the last one) sets these: none is left
+    record["reported_count"] = record["final_message"] = None
+    record["steps_used"] = len(calls)
+    for k in ("valid_count", "success", "metrics"):
+        record.pop(k, None)
+    return {"step": step, "tool": last.get("tool") if isinstance(last, dict) else None}
+
+
 def audit_run(record: dict, run: dict, trace_raw: bytes | None) -> tuple[list[str], dict]:
     """Every reason the run cannot be trusted (empty: consistent evidence) and trace facts."""
     reasons = ledger_reasons(record)
-    family = record.get("family")  # tampered records may hold any JSON value here
+    family = registry_family(record.get("task_id"))  # never the record's own claim
     check = FAMILY_CHECKS.get(family) if isinstance(family, str) else None
-    reasons += check(record) if check else [f"unknown family {record.get('family')!r}"]
+    reasons += check(record) if check else [f"unknown task {str(record.get('task_id'))[:40]!r}"]
     if trace_raw is None:
         return reasons + ["no trace.jsonl"], {}
     more, facts = trace_reasons(record, run, trace_raw)

@@ -37,12 +37,15 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import audit
+from . import audit, rundir_safety, signing
 from .prompts import PROMPTS, prompt_text  # noqa: F401  (the prompts of black-box runs)
-from .. import errors, metrics
+from .. import errors
 from ..records import dumps_line, encode_trace, episode_line
 
-RUN_SCHEMA_VERSION = 2  # 2: trace.jsonl is a digest chain whose head episode.json records
+# 2: trace.jsonl is a digest chain whose head episode.json records; 3: the run is signed
+# (run.json, episode.json and every trace line; the chain's genesis binds the configuration)
+RUN_SCHEMA_VERSION = signing.SIGNED_SCHEMA
+READABLE_SCHEMAS = (2, RUN_SCHEMA_VERSION)  # schema 2 is read as `unsigned`
 RUN_KIND = "pushbench-blackbox-run"
 POLICY_PREFIX = "blackbox-mcp"
 RUN_FILE, EPISODE_FILE = "run.json", "episode.json"
@@ -73,9 +76,11 @@ def describe_policy(condition: str, agent: str | None, seed: int | None) -> dict
 
 
 # ----- reading run directories ------------------------------------------------------------
-def _read_json(path: Path) -> dict:
+def _read_json_raw(path: Path) -> tuple[dict, bytes]:
+    """The JSON object in ``path`` and the bytes it was read from (what a signature covers)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise RunDirError(f"{path.parent}: no {path.name} (is this a `pushbench mcp` run "
                           "directory, and did the server start?)") from None
@@ -83,30 +88,88 @@ def _read_json(path: Path) -> dict:
         raise RunDirError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: expected a JSON object")
-    return data
+    return data, raw
 
 
-def record_from_run_dir(run_dir: str | Path) -> dict:
-    """The full episode record of one run directory, with derived numbers and run labels.
+def provenance_reasons(run_dir: Path, run: dict, run_raw: bytes, record: dict,
+                       record_raw: bytes, trace_raw: bytes | None) -> tuple[list[str], dict]:
+    """Signatures (:mod:`.signing`) and who could have written the folder
+    (:mod:`.rundir_safety`): reasons to distrust the run, and facts for ``blackbox``."""
+    status, reasons = signing.verify_run(run, run_raw, record, record_raw, trace_raw,
+                                         signing.installation_key(create=False))
+    unsafe = rundir_safety.evaluate_problems(run_dir)
+    record.pop("signature", None)  # the seal, not part of the record
+    return reasons + [f"unsafe run dir: {u}" for u in unsafe], {"signature": status,
+                                                               "unsafe": unsafe}
 
-    ``metrics``, ``valid_count``, ``success`` and ``steps_used`` are recomputed from ``calls``;
-    ``policy``, ``condition``, ``simulated`` and ``key`` come from ``run.json``. The run is
-    audited (:func:`pushbench.blackbox.audit.audit_run`): ``tampered`` and ``tamper_reasons`` say whether
-    anything disagreed (stored summary fields that differ from the recomputation count too;
-    they are also listed in ``blackbox.stored_mismatch``).
+
+def check_run_manifest(run: dict, run_dir: Path) -> None:
+    """Refuse a ``run.json`` whose labels have the wrong type (one line naming the field).
+
+    ``run_id`` and ``task`` are strings, ``seed`` an integer, ``instance`` a string or null,
+    ``budget`` a positive integer or null, ``controller`` a string or null, ``condition`` and
+    ``agent`` labels (:func:`check_label`; ``agent`` may be null).
+    """
+    def bad(field: str, why: str) -> RunDirError:
+        return RunDirError(f"{run_dir}/{RUN_FILE}: {field} {str(run.get(field))[:40]!r} {why}")
+
+    for field in ("run_id", "task"):
+        if not isinstance(run.get(field), str):
+            raise bad(field, "is not a string")
+    seed = run.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise bad("seed", "is not an integer")
+    budget = run.get("budget")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
+                               or budget < 1):
+        raise bad("budget", "is not a positive integer or null")
+    for field in ("instance", "controller"):
+        if run.get(field) is not None and not (isinstance(run.get(field), str)
+                                               and run.get(field)):
+            raise bad(field, "is not a non-empty string or null")
+    for field, required in (("condition", False), ("agent", False)):
+        value = run.get(field)
+        if value is None and not required:
+            continue
+        try:
+            check_label(field, value if isinstance(value, str) else "")
+        except ValueError:
+            raise bad(field, "is not a label (1-64 letters, digits, '.', '_' or '-')") from None
+
+
+def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
+    """The full episode record of one run directory, replayed, with run labels.
+
+    The run is audited (:func:`pushbench.blackbox.audit.audit_run`: ledger consistency, the
+    trace's digest chain) and replayed (:func:`pushbench.blackbox.replaycheck.check_run`: the
+    trace's calls and out-of-band edits through a fresh environment of the registry's task).
+    ``calls``, ``metrics``, ``valid_count``, ``success``, ``steps_used`` and the configuration
+    fields are the replayed ones; ``policy``, ``condition``, ``simulated`` and ``key`` come
+    from ``run.json``. ``tampered`` and ``tamper_reasons`` say whether anything disagreed (a
+    run the replay cannot vouch for is ``unverifiable`` too, and tampered: it is not counted);
+    a tampered record keeps its stored summary under ``claimed``. Stored summary fields that
+    differ from the replay are also listed in ``blackbox.stored_mismatch``.
+    Raises :class:`RunDirError` (one line naming the file and field) for a folder that is not
+    a readable run. ``provenance=False`` skips the signature and run-dir-safety checks, for a
+    run that arrived in a bundle from another installation (``pushbench verify``): its key is
+    not this one's, and the replay is the proof (``blackbox.signature`` says so).
     """
     from ..envs.base import RECORD_SCHEMA_VERSION
     from ..runner.episode import episode_key
+    from ..runner.replay import adopt
+    from . import replaycheck
 
     run_dir = Path(run_dir)
-    run = _read_json(run_dir / RUN_FILE)
-    record = _read_json(run_dir / EPISODE_FILE)
-    if run.get("kind") != RUN_KIND or run.get("schema_version") != RUN_SCHEMA_VERSION:
-        raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} "
+    run, run_raw = _read_json_raw(run_dir / RUN_FILE)
+    record, record_raw = _read_json_raw(run_dir / EPISODE_FILE)
+    if run.get("kind") != RUN_KIND or run.get("schema_version") not in READABLE_SCHEMAS:
+        raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} (or 2) "
                           f"{RUN_KIND} manifest")
+    check_run_manifest(run, run_dir)
     if record.get("schema_version") != RECORD_SCHEMA_VERSION:
         raise RunDirError(f"{run_dir}/{EPISODE_FILE}: record schema_version "
-                          f"{record.get('schema_version')!r}, expected {RECORD_SCHEMA_VERSION}")
+                          f"{str(record.get('schema_version'))[:20]!r}, expected "
+                          f"{RECORD_SCHEMA_VERSION}")
     for field in ("calls", "target", "budget", "task_id"):
         if field not in record:
             raise RunDirError(f"{run_dir}/{EPISODE_FILE}: missing {field!r}")
@@ -116,35 +179,38 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
                               f"{type(record[field]).__name__}, expected {kind.__name__}")
     for field, run_field in (("task_id", "task"), ("seed", "seed")):
         if record.get(field) != run.get(run_field):
-            raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}={record.get(field)!r} but "
-                              f"{RUN_FILE} has {run_field}={run.get(run_field)!r}")
+            raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}="
+                              f"{str(record.get(field))[:40]!r} but {RUN_FILE} has "
+                              f"{run_field}={run.get(run_field)!r}")
     ctrl_name = run.get("controller") or "none"
     ctrl = record.get("controller")
     if not isinstance(ctrl, dict):
         record["controller"] = ctrl = {"name": ctrl_name, "components": [], "steps": []}
     elif ctrl.get("name") != ctrl_name:
-        raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {ctrl.get('name')!r} differs "
-                          f"from {RUN_FILE} controller {ctrl_name!r}")
+        raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {str(ctrl.get('name'))[:40]!r} "
+                          f"differs from {RUN_FILE} controller {ctrl_name!r}")
 
     trace_path = run_dir / TRACE_FILE
     trace_raw = trace_path.read_bytes() if trace_path.is_file() else None
+    if provenance:
+        signed, signed_facts = provenance_reasons(run_dir, run, run_raw, record, record_raw,
+                                                  trace_raw)
+    else:
+        record.pop("signature", None)  # the seal, not part of the record
+        signed, signed_facts = [], {"signature": "not checked (bundle)", "unsafe": []}
     reasons, facts = audit.audit_run(record, run, trace_raw)
-    try:
-        derived = metrics.episode_metrics(record)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        reasons.append("the record cannot be scored")
-        derived = metrics.episode_metrics({"calls": [], "target": record["target"],
-                                           "budget": record["budget"], "terminated_by": None})
-    mismatch = [k for k in ("valid_count", "success", "steps_used")
-                if k in record and record[k] != derived[k]]
-    if record.get("metrics") not in (None, derived):
-        mismatch.append("metrics")
-    reasons += [f"stored {k} differs from the calls" for k in mismatch]
-    record["metrics"] = derived
-    record["valid_count"], record["success"] = derived["valid_count"], derived["success"]
-    record["steps_used"] = derived["steps_used"]
+    reasons = signed + reasons
+    facts.update(signed_facts)
+    if facts.get("trace_missing_last"):  # killed before answering: the run ends at the trace
+        facts["dropped_unanswered"] = audit.drop_unanswered_tail(
+            record, facts.get("trace_counted_steps", -1))
+    checked = replaycheck.check_run(record, run, trace_raw, facts)
+    reasons += checked.reasons
+    stored, record = record, adopt(record, checked)
+    mismatch = [k for k in ("valid_count", "success", "steps_used", "metrics")
+                if k in stored and stored[k] != record[k]]
 
-    condition, agent = run.get("condition", "default"), run.get("agent")
+    condition, agent = run.get("condition") or "default", run.get("agent")
     record["condition"] = condition
     record["policy"] = describe_policy(condition, agent, run.get("seed"))
     record["simulated"] = False
@@ -152,19 +218,16 @@ def record_from_run_dir(run_dir: str | Path) -> dict:
                                 run.get("seed"), run.get("instance"))
     incomplete = record.get("terminated_by") is None
     record["incomplete"] = incomplete
-    bb = dict(record["blackbox"]) if isinstance(record.get("blackbox"), dict) else {}
-    if not isinstance(bb.get("out_of_band_edits"), list):
-        bb["out_of_band_edits"] = []
-    if not isinstance(bb.get("out_of_band_edits_count"), int):
-        bb["out_of_band_edits_count"] = len(bb["out_of_band_edits"])
-    bb.update(run_id=run.get("run_id"), run_dir=str(run_dir), incomplete=incomplete,
-              stored_mismatch=mismatch, **facts)
-    record["blackbox"] = bb
-    record["tampered"] = bool(reasons)
-    record["tamper_reasons"] = reasons
+    record["blackbox"] = replaycheck.blackbox_section(stored, run, run_dir, incomplete,
+                                                        mismatch, facts)
+    record["blackbox"]["fingerprint"] = replaycheck.fingerprint(record, trace_raw)
+    record["tampered"] = bool(reasons or checked.unverifiable)
+    record["tamper_reasons"] = reasons + [f"unverifiable: {u}" for u in checked.unverifiable]
+    record["unverifiable"] = bool(checked.unverifiable)
     if mismatch:
         warnings.warn(f"{run_dir}: stored {', '.join(mismatch)} disagreed with the values "
-                      "recomputed from the calls; the recomputed values are used", stacklevel=2)
+                      "recomputed by replaying the calls; the replayed values are used",
+                      stacklevel=2)
     return record
 
 
@@ -180,26 +243,61 @@ def blackbox_line(record: dict) -> dict:
 def records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
     """Episode lines (the runner's ``episodes.jsonl`` format) for black-box run directories.
 
-    Raises :class:`RunDirError` for an unreadable directory or when two directories share an
-    episode key (same task, instance, controller, agent, condition and seed: give repeated
-    runs distinct ``--seed`` values).
+    Raises :class:`RunDirError` for the first folder :func:`evaluate_run_dirs` refuses.
     """
     return [blackbox_line(r) for r in full_records_from_run_dirs(dirs)]
 
 
 def full_records_from_run_dirs(dirs: Iterable[str | Path]) -> list[dict]:
     """Like :func:`records_from_run_dirs` but keeping ``calls`` and controller steps."""
-    out, seen = [], {}
+    records, refused = evaluate_run_dirs(dirs)
+    if refused:
+        raise RunDirError(refused[0][1])
+    return records
+
+
+def evaluate_run_dirs(dirs: Iterable[str | Path]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Full records of the run dirs that can be evaluated, and ``(dir, reason)`` per refusal.
+
+    One bad folder never stops the batch: an unreadable or malformed folder
+    (:class:`RunDirError` from :func:`record_from_run_dir`, which names the file and field),
+    a copy of a run already in the batch (same trace head and calls: counted once, whatever
+    its folder name or seed), and a second run of the same episode key with other calls
+    (give repeated runs distinct ``--seed`` values) are refused with one line each.
+    """
+    out: list[dict] = []
+    refused: list[tuple[str, str]] = []
+    keys: dict[str, str] = {}
+    prints: dict[str, str] = {}
+    given: set[Path] = set()
     for d in dirs:
-        rec = record_from_run_dir(d)
-        if rec["key"] in seen:
-            raise RunDirError(f"{d} and {seen[rec['key']]} are the same episode (task "
-                              f"{rec['task_id']}, controller {rec['controller']['name']}, policy "
-                              f"{rec['policy']['name']}, seed {rec['seed']}); give repeated runs "
-                              "distinct --seed values")
-        seen[rec["key"]] = d
+        where = Path(d).resolve()
+        if where in given:
+            refused.append((str(d), f"{d}: given more than once"))
+            continue
+        given.add(where)
+        try:
+            rec = record_from_run_dir(d)
+        except RunDirError as e:
+            refused.append((str(d), str(e)))
+            continue
+        except OSError as e:
+            refused.append((str(d), f"{d}: cannot read the run directory: {e.strerror or e}"))
+            continue
+        fp = rec["blackbox"]["fingerprint"]
+        if fp in prints:
+            refused.append((str(d), f"{d}: a copy of {prints[fp]} (the same calls and trace "
+                                    "head): counted once"))
+            continue
+        if rec["key"] in keys:
+            refused.append((str(d), f"{d} and {keys[rec['key']]} are the same episode (task "
+                                    f"{rec['task_id']}, controller {rec['controller']['name']}, "
+                                    f"policy {rec['policy']['name']}, seed {rec['seed']}); give "
+                                    "repeated runs distinct --seed values"))
+            continue
+        keys[rec["key"]], prints[fp] = str(d), str(d)
         out.append(rec)
-    return out
+    return out, refused
 
 
 # ----- checklist - default ----------------------------------------------------------------
@@ -254,18 +352,60 @@ def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = 
 
 
 # ----- writing an evaluation ----------------------------------------------------------------
+def evaluation_experiment(run_dirs: Iterable[str | Path]) -> dict:
+    """What an evaluation folder's manifest names as its experiment: the run directories."""
+    return {"name": "blackbox-evaluation",
+            "run_dirs": sorted({str(Path(d).resolve()) for d in run_dirs})}
+
+
+def check_evaluation_out(out_dir: str | Path, run_dirs: Iterable[str | Path],
+                         overwrite: bool = False, replace: bool = False) -> dict:
+    """Refuse (:class:`~pushbench.runner.outdir.OutputDirError`) an ``--out`` folder that
+    another command wrote, or an evaluation of other run directories unless ``replace`` (a
+    batch's own report folder); return the experiment to write. Nothing is written."""
+    from ..runner import outdir
+
+    experiment = evaluation_experiment(run_dirs)
+    outdir.check(out_dir, "evaluate", None if replace else _same_runs(experiment), overwrite)
+    return experiment
+
+
+def _same_runs(experiment: dict):
+    def why(old: dict) -> str | None:
+        before = set((old.get("experiment") or {}).get("run_dirs") or [])
+        now = set(experiment["run_dirs"])
+        if before == now:
+            return None
+        return (f"an evaluation of other run directories: {len(now - before)} new here, "
+                f"{len(before - now)} there only")
+    return why
+
+
 def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0,
-                     n_resamples: int = 9999, console=None, out=None) -> dict:
+                     n_resamples: int = 9999, console=None, out=None,
+                     run_dirs: Sequence[str | Path] | None = None, overwrite: bool = False,
+                     replace: bool = False, arguments: dict | None = None) -> dict:
     """Write ``episodes.jsonl`` (+ ``traces/<key>.json.gz``) and the report for full records.
 
     Same layout as a runner directory, so ``pushbench report``/``plot`` work on it too. Adds
     ``condition_deltas.csv`` (checklist - default) when more than one condition is present.
     Returns the report frames (empty dict when :mod:`pushbench.analysis.report` is unavailable).
+
+    ``out_dir`` gets an ``evaluate`` manifest naming ``run_dirs`` (default: the records' run
+    directories); a folder another command wrote, or an evaluation of other run directories,
+    is refused (:func:`check_evaluation_out`) unless ``overwrite`` discards it (``replace``:
+    another evaluation may be replaced). The previous evaluation's files are removed first.
     """
     from .. import paths
+    from ..runner import outdir
 
     out_dir = Path(out_dir)
-    paths.private_dir(paths.private_dir(out_dir) / "traces")  # full records: 0700 / 0600
+    if run_dirs is None:
+        run_dirs = [r["blackbox"]["run_dir"] for r in records]
+    experiment = evaluation_experiment(run_dirs)
+    outdir.replace_outputs(out_dir, "evaluate", experiment,
+                           None if replace else _same_runs(experiment), overwrite, arguments)
+    paths.private_dir(out_dir / "traces")  # full records: 0700 / 0600
     lines = [blackbox_line(r) for r in records]
     for rec in records:  # the run-folder encodings of pushbench.records, as a sweep writes them
         paths.write_private(out_dir / "traces" / f"{rec['key']}.json.gz", encode_trace(rec))
@@ -280,12 +420,21 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
         say(f"[yellow]{len(incomplete)} incomplete run(s)[/] (the episode never ended: no "
             "final/ask_user and budget left; kept with terminated_by None, counted by their "
             f"verified progress): {', '.join(incomplete)}")
-    tampered = [r for r in records if r.get("tampered")]
+    tampered = [r for r in records if r.get("tampered") and not r.get("unverifiable")]
     if tampered:
         say(f"[bold red]{len(tampered)} tampered run(s)[/] (their stored record disagrees with "
-            "the replay or the trace; excluded from every metric):")
+            "the replay or the trace; excluded from every metric; their lines carry the "
+            "replayed numbers, the stored ones under `claimed`):")
         for r in tampered:
             say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
+    unverifiable = [r for r in records if r.get("unverifiable")]
+    if unverifiable:
+        say(f"[bold red]{len(unverifiable)} unverifiable run(s)[/] (the replay cannot vouch "
+            "for them, e.g. an out-of-band edit over the size cap; excluded from every "
+            "metric):")
+        for r in unverifiable:
+            say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
+    _say_provenance(records, say)
     edited = [r for r in records if (r.get("blackbox") or {}).get("out_of_band_edits_count")]
     for r in edited:
         bb = r["blackbox"]
@@ -313,6 +462,22 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     return frames
 
 
+def _say_provenance(records: Sequence[dict], say) -> None:
+    """List unsafe run dirs (already among the tampered) and unsigned runs, each on its own."""
+    unsafe = [r for r in records if (r.get("blackbox") or {}).get("unsafe")]
+    if unsafe:
+        say(f"[bold red]{len(unsafe)} unsafe run dir(s)[/] (another user could have written "
+            "them; counted as tampered):")
+        for r in unsafe:
+            say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['blackbox']['unsafe'])}")
+    unsigned = [r["blackbox"]["run_dir"] for r in records
+                if (r.get("blackbox") or {}).get("signature") == "unsigned"]
+    if unsigned:
+        say(f"[yellow]{len(unsigned)} unsigned run(s)[/] (schema 2, written before runs were "
+            "signed: replayed and checked, but their labels are not protected by a signature): "
+            f"{', '.join(unsigned)}")
+
+
 def _print_condition_deltas(deltas, console=None) -> None:
     from rich import box
     from rich.console import Console
@@ -323,16 +488,21 @@ def _print_condition_deltas(deltas, console=None) -> None:
         console.print("no matched condition pairs (checklist and default runs need the same "
                       "task, instance and seed)")
         return
-    table = Table(title="black-box: condition A - default, matched on (task, instance, seed)",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("agent", "controller", "N", "A", "metric", "delta", "95% CI", "pairs"):
-        table.add_column(col, justify="right" if col in ("N", "delta", "pairs") else "left")
-    for r in deltas.itertuples(index=False):
-        if r.degenerate:
-            ci = f"const ({r.n_clusters} inst.)"
-        else:
-            ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
-        delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
-        table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
-                      r.condition_a, r.metric, delta, ci, str(r.n_pairs))
-    console.print(table)
+    # one table per metric (the metric names a title line), so the table fits 80 columns
+    console.print("black-box: condition A - default, matched on (task, instance, seed); "
+                  "n: matched pairs", style="bold", highlight=False)
+    for metric, grp in deltas.groupby("metric", sort=False):
+        table = Table(title=str(metric), box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                      collapse_padding=True)
+        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "n"):
+            table.add_column(col, no_wrap=True,
+                             justify="right" if col in ("N", "delta", "n") else "left")
+        for r in grp.itertuples(index=False):
+            if r.degenerate:
+                ci = f"const ({r.n_clusters} inst.)"
+            else:
+                ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+            delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
+            table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
+                          r.condition_a, delta, ci, str(r.n_pairs))
+        console.print(table)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .. import paths
 
@@ -24,13 +24,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, obj: Any, sync_dir: bool = True) -> None:
+def write_json_atomic(path: Path, obj: Any, sync_dir: bool = True,
+                      seal: Callable[[bytes], bytes] | None = None) -> None:
     """Write ``obj`` as JSON to ``path`` via a temporary file, ``fsync`` and ``os.replace``.
 
     Readers (and a killed process) always see a whole file. ``sync_dir`` also makes the rename
     itself survive a power cut; per-call rewrites skip it (the fsync'd trace covers that case).
+    ``seal`` turns the JSON bytes into the bytes written (the run signature, :mod:`.signing`).
     """
     data = json.dumps(obj, ensure_ascii=True, indent=1, default=repr).encode()
+    if seal is not None:
+        data = seal(data)
     paths.write_private(path, data, fsync=True)  # 0600: the agent must not read the record
     if sync_dir:
         _fsync_dir(path.parent)

@@ -14,9 +14,12 @@ agent label) continues that episode instead of refusing:
 The workspace copy is recognised through a marker in the run dir (``workspace.json``: its path
 and the run id), which the agent cannot see; an empty or missing workspace is prepared afresh,
 any other non-empty one is refused. A different configuration is refused as before, and
-``--overwrite`` still discards the old run. A server killed between writing ``episode.json`` and
-the trace line of a call (the call was never answered) loses that call: the trace is the
-account of answered calls, and the resumed record follows it (``blackbox.dropped_unanswered``).
+``--overwrite`` still discards the old run. So is a run this installation did not sign (an
+unsigned schema-2 run, another key, a bad signature on ``run.json`` or a trace line): its
+continuation could not be signed as one account. A server killed between writing
+``episode.json`` and the trace line of a call (the call was never answered) loses that call:
+the trace is the account of answered calls, and the resumed record follows it
+(``blackbox.dropped_unanswered``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from . import audit
+from ..runner.replay import apply_edit
+from ..runner.replay_steps import decode_edit, trace_action
+from . import audit, signing
 from .evaluate import EPISODE_FILE, RUN_FILE, TRACE_FILE
 
 log = logging.getLogger("pushbench.mcp")
@@ -73,21 +78,6 @@ def _trace_lines(run_dir: Path) -> list[bytes]:
     return keep.splitlines(keepends=True)
 
 
-def _action(proposed: dict) -> Any:
-    """The ``env.step`` action a trace line's ``proposed`` call stands for."""
-    name = proposed.get("tool")
-    if proposed.get("oversized"):  # refused by its size alone: any text past the limit will do
-        from ..envs.spaces import MAX_ACTION_BYTES
-
-        return proposed.get("head", "") + " " * (MAX_ACTION_BYTES + 1)
-    if "unreadable" in proposed:
-        return proposed.get("action", proposed.get("head", ""))
-    call: dict[str, Any] = {"tool": name}
-    for k, v in (proposed.get("arguments") or {}).items():
-        call["tool (argument)" if k == "tool" else k] = v
-    return call
-
-
 def resume(session) -> Any:
     """Continue the episode in ``session.run_dir`` (already locked by ``session.open``).
 
@@ -99,14 +89,21 @@ def resume(session) -> Any:
         raise _setup_error(f"{run_dir} holds part of a run without its run.json; use a new "
                            "--run-dir (or --overwrite to discard it)")
     run = _read(run_dir / RUN_FILE)
+    if not isinstance(run, dict):
+        raise _setup_error(f"{run_dir}/{RUN_FILE} is not a JSON object; use a new --run-dir "
+                           "(or --overwrite to discard it)")
     diff = differences(session, run)
     if diff:
         raise _setup_error(f"{run_dir} already holds a run of another configuration "
                            f"({'; '.join(diff)}); use a new --run-dir per episode (or "
                            "--overwrite to discard it)")
+    _check_signed(session, run, (run_dir / RUN_FILE).read_bytes())
+    run.pop("signature", None)  # re-sealed when run.json is written again below
     record = _read(run_dir / EPISODE_FILE) if (run_dir / EPISODE_FILE).exists() else {}
-    bb = record.get("blackbox") or {}
+    record = record if isinstance(record, dict) else {}
+    bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
     lines = _trace_lines(run_dir)
+    parsed = [_line(run_dir, i, raw) for i, raw in enumerate(lines, 1)]
     session.run_id = run["run_id"]
     session._setup_logging()
     session.env, session.controller = session._make_env()
@@ -115,17 +112,20 @@ def resume(session) -> Any:
     obs, _ = session.env.reset(seed=session.seed, options=options)
     session.reset_result = json.loads(obs)["result"]
     session.tool_schemas = session.env.unwrapped.tool_schemas()
-    head, after_end = audit.genesis(session.run_id), 0
-    for i, raw in enumerate(lines, 1):
-        line = json.loads(raw)
+    head, after_end = signing.genesis(run), 0
+    for i, (raw, line) in enumerate(zip(lines, parsed), 1):
         if line.get("prev") != head:
             raise _setup_error(f"cannot re-attach to {run_dir}: its trace chain is broken at "
                                f"line {i}; use a new --run-dir (or --overwrite)")
+        if not signing.line_signature_ok(session._key, raw):
+            raise _setup_error(f"cannot re-attach to {run_dir}: trace line {i} is not signed by "
+                               "this installation; use a new --run-dir (or --overwrite)")
         head = audit.line_digest(raw)
+        _apply_recorded_edits(session, run_dir, i, line)
         if line.get("step") is None:
             after_end += 1
             continue
-        replayed, *_ = session.env.step(_action(line.get("proposed") or {}))
+        replayed, *_ = session.env.step(trace_action(line.get("proposed"))[0])
         if replayed != line.get("observation"):
             raise _setup_error(
                 f"cannot re-attach to {run_dir}: replaying step {line.get('step')} "
@@ -134,9 +134,13 @@ def resume(session) -> Any:
                 "use a new --run-dir (or --overwrite to discard the old run)")
     session._trace_head, session._trace_lines = head, len(lines)
     session.mcp_calls, session.after_end_calls = len(lines), after_end
-    session.out_of_band_edits = list(bb.get("out_of_band_edits") or [])
-    session.out_of_band_count = sum(json.loads(r).get("out_of_band_count") or 0 for r in lines)
-    dropped = max(0, int(bb.get("mcp_calls") or 0) - len(lines))
+    edits = bb.get("out_of_band_edits")
+    session.out_of_band_edits = [e for e in edits if isinstance(e, dict)] \
+        if isinstance(edits, list) else []
+    session.out_of_band_count = sum(ln["out_of_band_count"] for ln in parsed
+                                    if isinstance(ln.get("out_of_band_count"), int))
+    served = bb.get("mcp_calls") if isinstance(bb.get("mcp_calls"), int) else 0
+    dropped = max(0, served - len(lines))
     if dropped:
         log.warning("re-attach: %d call(s) the previous server ran but never answered are not "
                     "part of the resumed episode", dropped)
@@ -149,12 +153,59 @@ def resume(session) -> Any:
     run["reattached"] = list(run.get("reattached") or []) + [attach]
     from .files import write_json_atomic
 
-    write_json_atomic(run_dir / RUN_FILE, run)
+    write_json_atomic(run_dir / RUN_FILE, run, seal=session.sealer(signing.RUN))
     session.reattached = run["reattached"]
     session._persist()
     log.info("run %s re-attached: %d step(s) replayed, %d trace line(s)", session.run_id,
              session.base.steps_used, len(lines))
     return session
+
+
+def _line(run_dir: Path, i: int, raw: bytes) -> dict:
+    """Trace line ``i`` as an object, or a refusal naming it."""
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        line = None
+    if not isinstance(line, dict):
+        raise _setup_error(f"cannot re-attach to {run_dir}: trace line {i} is not a JSON "
+                           "object; use a new --run-dir (or --overwrite)")
+    return line
+
+
+def _apply_recorded_edits(session, run_dir: Path, i: int, line: dict) -> None:
+    """Redo the out-of-band edits recorded on trace line ``i`` in the fresh workspace, so the
+    replayed calls see the workspace the agent's calls saw."""
+    listed = line.get("out_of_band_edits")
+    count = line.get("out_of_band_count")
+    if not listed and not count:
+        return
+    ws = getattr(getattr(session.base, "_ws", None), "root", None)
+    edits = [decode_edit(e) for e in (listed if isinstance(listed, list) else [])]
+    why = next((w for _, w in edits if w), None)
+    if ws is None or why or not isinstance(listed, list) or count != len(listed):
+        raise _setup_error(f"cannot re-attach to {run_dir}: the out-of-band edits before trace "
+                           f"line {i} cannot be redone ({why or 'their content is not recorded'}"
+                           "); use a new --run-dir (or --overwrite)")
+    for edit, _ in edits:
+        problem = apply_edit(ws, edit)
+        if problem:
+            raise _setup_error(f"cannot re-attach to {run_dir}: {problem}; use a new --run-dir "
+                               "(or --overwrite)")
+
+
+def _check_signed(session, run: dict, raw: bytes) -> None:
+    """Refuse to continue a run this installation's key did not sign."""
+    fix = "use a new --run-dir (or --overwrite to discard it)"
+    if not signing.is_signed(run):
+        raise _setup_error(f"{session.run_dir} holds an unsigned run written by an older "
+                           f"PushBench; {fix}")
+    if (run.get("signing") or {}).get("key_id") != signing.key_id(session._key):
+        raise _setup_error(f"{session.run_dir} holds a run signed with another key (another "
+                           f"installation, or the key was replaced); {fix}")
+    if not signing.json_signature_ok(session._key, signing.RUN, raw):
+        raise _setup_error(f"{session.run_dir}/{RUN_FILE} is not signed by this installation "
+                           f"(edited?); {fix}")
 
 
 def _workspace(session, run: dict) -> int | None:

@@ -28,10 +28,13 @@ through one writer); logs go to ``DIR/server.log`` and warnings to stderr.
 
 Integrity (see :mod:`pushbench.blackbox.audit` and docs/blackbox.md): the run dir and its files are
 private to the user (0700 / 0600) and ``main`` refuses to serve when the cache or the run dir is
-readable by other users (``--allow-shared-cache`` downgrades that to a warning). Trace lines
-form a sha256 chain whose head ``episode.json`` records. For families with a live workspace
-(DataOps-lite, SWE-lite) the server snapshots the workspace after every call and records, before
-the next one, every change it did not make (``blackbox.out_of_band_edits``).
+readable by other users (``--allow-shared-cache`` downgrades that to a warning), and always
+refuses a run dir another user could replace (:mod:`pushbench.blackbox.rundir_safety`). Trace
+lines form a sha256 chain whose head ``episode.json`` records; ``run.json``, ``episode.json``
+and every trace line are signed with the installation key (:mod:`pushbench.blackbox.signing`).
+For families with a live workspace (DataOps-lite, SWE-lite) the server snapshots the workspace
+after every call and records, before the next one, every change it did not make
+(``blackbox.out_of_band_edits``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__, paths
+from . import rundir_safety
 from .session import TASK_URI, BlackBoxSession, SetupError
 from .wire import BoundedStdin, LineWriter, ScreenedStdin, WireScreen, stand_in_line
 
@@ -155,6 +159,10 @@ def main(task: str, run_dir: str | os.PathLike, **kwargs: Any) -> int:
     stderr.setFormatter(logging.Formatter("[pushbench mcp] %(levelname)s: %(message)s"))
     logging.getLogger().addHandler(stderr)
     allow_shared = bool(kwargs.pop("allow_shared_cache", False))
+    unsafe = rundir_safety.mcp_problem(run_dir)  # never overridable: the record could be replaced
+    if unsafe:
+        print(f"[pushbench mcp] error: unsafe run dir: {unsafe}", file=sys.stderr, flush=True)
+        return 2
     problem = exposure_problem(run_dir)
     if problem and not allow_shared:
         print(f"[pushbench mcp] error: {problem}; or pass --allow-shared-cache to serve anyway",

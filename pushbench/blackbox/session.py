@@ -31,10 +31,11 @@ from typing import Any
 
 
 from .. import __version__, paths, records
-from . import audit, evaluate as blackbox
+from . import audit, evaluate as blackbox, rundir_safety, signing
 from .evaluate import EPISODE_FILE, LOG_FILE, RUN_FILE, TRACE_FILE
 from .watch import WorkspaceWatch
 from ..envs.spaces import MAX_ACTION_BYTES
+from ..tasks import family_version
 
 log = logging.getLogger("pushbench.mcp")
 
@@ -146,7 +147,8 @@ class BlackBoxSession:
         self.env = None
         self.mcp_calls = 0
         self.after_end_calls = 0
-        self._trace_head = audit.genesis(self.run_id)  # digest chain over trace.jsonl lines
+        self._key: bytes | None = None  # this installation's signing key (set by open)
+        self._trace_head = audit.genesis(self.run_id)  # open() binds it to the configuration
         self._trace_lines = 0
         self._closed = False
         self._watch: WorkspaceWatch | None = None
@@ -154,6 +156,7 @@ class BlackBoxSession:
         self.out_of_band_count = 0
         self._pending_out_of_band: list[list[str]] = []
         self._pending_count = 0
+        self._pending_content: list[dict] = []
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> "BlackBoxSession":
@@ -161,7 +164,11 @@ class BlackBoxSession:
                                            or _inside(self.workspace, self.run_dir)):
             raise SetupError(f"the run dir {self.run_dir} and the workspace {self.workspace} "
                              "must not contain each other (the agent must not see the record)")
+        self._load_key()
         paths.private_dir(self.run_dir, tighten=False)  # main() checks an existing one
+        unsafe = rundir_safety.mcp_problem(self.run_dir)  # again: made by someone else meanwhile?
+        if unsafe:
+            raise SetupError(f"unsafe run dir: {unsafe}")
         self._lock_fh = os.fdopen(paths.open_private(self.run_dir / ".lock",
                                                      os.O_WRONLY | os.O_CREAT), "w")
         try:
@@ -191,7 +198,9 @@ class BlackBoxSession:
         write_workspace_marker(self, self.workspace_files)  # how a restart knows its copy
         self._start_watch()
         self._trace_fh = os.fdopen(paths.open_private(self.run_dir / TRACE_FILE), "ab")
-        write_json_atomic(self.run_dir / RUN_FILE, self._run_manifest())
+        manifest = self._run_manifest()
+        self._trace_head = signing.genesis(manifest)  # the chain starts from the configuration
+        write_json_atomic(self.run_dir / RUN_FILE, manifest, seal=self.sealer(signing.RUN))
         self._persist()
         log.info("run %s started: task %s seed %s controller %s condition %s", self.run_id,
                  self.task_id, self.seed, self.controller["name"], self.condition)
@@ -231,6 +240,18 @@ class BlackBoxSession:
         handler._pushbench_run = self.run_id  # type: ignore[attr-defined]
         logging.getLogger().addHandler(handler)  # the SDK's warnings land here too
         log.setLevel(logging.INFO)
+
+    def _load_key(self) -> None:
+        """Load (or create) the installation key, kept out of the run dir and the workspace."""
+        try:
+            signing.check_outside(self.run_dir, *([self.workspace] if self.workspace else []))
+            self._key = signing.installation_key()
+        except (ValueError, signing.SigningKeyError) as e:
+            raise SetupError(str(e)) from None
+
+    def sealer(self, domain: bytes):
+        """What ``write_json_atomic`` applies to sign a file of kind ``domain``."""
+        return lambda data: signing.seal_json(self._key, domain, data)
 
     def _make_env(self):
         from .. import make
@@ -276,6 +297,8 @@ class BlackBoxSession:
             "pid": os.getpid(), "argv": self.argv,
             "versions": {"pushbench": __version__, "mcp": records.package_version("mcp"),
                          "python": platform.python_version()},
+            "family_versions": {self.base.family: family_version(self.base.family)},
+            "signing": {"alg": signing.ALG, "key_id": signing.key_id(self._key)},
             "git_revision": (records.git_revision() or {}).get("commit"),
         }
 
@@ -402,7 +425,8 @@ class BlackBoxSession:
         # The workspace as this call left it: the next call compares against it.
         if self._watch is not None:
             self._watch.refresh()
-        write_json_atomic(self.run_dir / EPISODE_FILE, self.record(), sync_dir=False)
+        write_json_atomic(self.run_dir / EPISODE_FILE, self.record(), sync_dir=False,
+                          seal=self.sealer(signing.RECORD))
 
     def _trace(self, entry: dict, t0: float) -> None:
         entry["time"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -411,9 +435,11 @@ class BlackBoxSession:
         if self._pending_out_of_band:  # also in the chained trace: a record cannot hide them
             entry["out_of_band"] = self._pending_out_of_band
             entry["out_of_band_count"] = self._pending_count
+            entry["out_of_band_edits"] = self._pending_content  # what replay applies
             self._pending_out_of_band, self._pending_count = [], 0
-        data = (json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=repr)
-                + "\n").encode()
+            self._pending_content = []
+        data = signing.sign_line(self._key, json.dumps(
+            entry, ensure_ascii=True, separators=(",", ":"), default=repr).encode())
         self._trace_fh.write(data)
         self._trace_fh.flush()
         os.fsync(self._trace_fh.fileno())
@@ -439,6 +465,7 @@ class BlackBoxSession:
         if not changes:
             return
         step = self.base.steps_used + 1
+        self._pending_content = edit_contents(self._watch.root, changes)
         self._pending_out_of_band = [[p, k] for p, k in changes[:self.MAX_EDITS_KEPT]]
         self._pending_count = len(changes)
         self.out_of_band_count += len(changes)
@@ -447,3 +474,21 @@ class BlackBoxSession:
                                    for p, k in changes[:max(room, 0)]]
         log.warning("%d out-of-band workspace change(s) before step %d: %s", len(changes), step,
                     ", ".join(f"{k} {p}" for p, k in changes[:5]))
+
+
+def edit_contents(root: str, changes: list[tuple[str, str]]) -> list[dict]:
+    """The content of out-of-band ``changes`` under ``root`` as trace-line entries.
+
+    Each is :func:`pushbench.runner.replay_steps.record_edit` (new bytes, or why they were not
+    kept); at most ``MAX_EDITS_PER_CALL`` entries and ``MAX_EDITS_BYTES`` of content per call.
+    Past either cap an entry says ``unrecorded`` (or is missing), and replay marks the run
+    unverifiable rather than guessing.
+    """
+    from ..runner.replay_steps import MAX_EDITS_BYTES, MAX_EDITS_PER_CALL, record_edit
+
+    out, room = [], MAX_EDITS_BYTES
+    for rel, kind in changes[:MAX_EDITS_PER_CALL]:
+        entry = record_edit(root, rel, kind, room)
+        room -= entry.get("size", 0)
+        out.append(entry)
+    return out

@@ -88,30 +88,45 @@ def evaluate_cmd(
     out_dir: Path = typer.Option(..., "--out", help="where episodes.jsonl and the report go"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
+    overwrite: bool = typer.Option(False, help="discard what --out holds, even if another "
+                                   "command or an evaluation of other runs wrote it"),
 ) -> None:
     """Turn black-box run directories into episodes.jsonl plus the report tables."""
     import warnings
 
-    from ..blackbox.evaluate import full_records_from_run_dirs, write_evaluation
+    from ..blackbox.evaluate import check_evaluation_out, evaluate_run_dirs, write_evaluation
 
     writable_dir(out_dir, "--out")
+    check_evaluation_out(out_dir, run_dirs, overwrite)  # before any replay (refusal: exit 2)
+    present, refused = [], []
     for d in run_dirs:
-        if not d.is_dir():
-            fail(f"{d} is not a run directory ({'a file' if d.exists() else 'not found'}); "
-                  "give the --run-dir folders of `pushbench mcp`")
+        if d.is_dir():
+            present.append(d)
+        else:
+            kind = "a file" if d.exists() else "not found"
+            refused.append((str(d), f"{d} is not a run directory ({kind}); give the "
+                                    "--run-dir folders of `pushbench mcp`"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            records = full_records_from_run_dirs(run_dirs)
-        except OSError as e:
-            fail(f"cannot read the run directories: {e.strerror or e} ({e.filename})")
+        records, more = evaluate_run_dirs(present)
+    refused += more
     for w in caught:
         console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
+    for _, why in refused:  # one line per refused folder; the batch goes on
+        console.print(f"[red]refused:[/] {why}", highlight=False, soft_wrap=True)
+    if not records:
+        fail(f"no run directory could be evaluated ({len(refused)} refused)")
     try:
         write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console,
-                         out=out)
+                         out=out, run_dirs=run_dirs, overwrite=overwrite,
+                         arguments={"run_dirs": [str(d) for d in run_dirs], "seed": seed,
+                                    "resamples": resamples, "overwrite": overwrite})
     except OSError as e:
         fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
+    if refused:
+        console.print(f"[red]{len(refused)} run folder(s) refused[/] (listed above); the "
+                      f"other {len(records)} were evaluated", highlight=False)
+        raise typer.Exit(1)
 
 
 @bb_app.command("run")

@@ -36,6 +36,9 @@ def run_cmd(
     concurrency: Optional[int] = typer.Option(
         None, min=1, help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
     force: bool = typer.Option(False, help="append to a DIR holding a different experiment"),
+    overwrite: bool = typer.Option(False, help="discard what DIR holds (its episodes, traces, "
+                                   "report) and start afresh; needed for a folder another "
+                                   "command wrote"),
     progress: bool = typer.Option(True, help="show the progress bar"),
     sync_interval: float = typer.Option(
         0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"),
@@ -78,6 +81,7 @@ def run_cmd(
     arguments = {"experiment": str(experiment), "out": str(out_dir), "workers": workers,
                  "seeds": seeds, "controllers": controllers, "policies": policies, "tasks": tasks,
                  "executor": executor, "budget": budget, "limit": limit, "force": force,
+                 "overwrite": overwrite,
                  "sync_interval": sync_interval, "address": address,
                  "max_cost_usd": max_cost_usd, "allow_unpriced": allow_unpriced}
     try:
@@ -95,7 +99,7 @@ def run_cmd(
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
                                  arguments=arguments, console=console,
                                  sync_interval=sync_interval, max_cost_usd=max_cost_usd,
-                                 allow_unpriced=allow_unpriced)
+                                 allow_unpriced=allow_unpriced, overwrite=overwrite)
     except OSError as e:  # the run directory could not be written (full disk, permissions)
         fail(f"cannot write the run to {out_dir}: {e.strerror or e}"
               f"{f' ({e.filename})' if e.filename else ''}")
@@ -238,10 +242,13 @@ def plot_cmd(
         fail(f"--target {target}: the run has no episodes with that target; its targets are "
               f"{', '.join(map(str, targets)) or 'none'}")
     dest = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
+    skipped: list = []
     try:
-        paths = make_plots(episodes, dest, target=target)
+        paths = make_plots(episodes, dest, target=target, skipped=skipped)
     except OSError as e:
         fail(f"cannot write the figures to {dest}: {e.strerror or e}")
     for p in paths:
         out.print(str(p), highlight=False)
+    for name, why in skipped:  # one line per figure that could not be drawn
+        console.print(f"[yellow]figure {name} skipped[/]: {escape(why)}", highlight=False)
 

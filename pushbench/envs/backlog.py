@@ -233,3 +233,11 @@ class UnitBacklogEnv(QGPEnv):
             if isinstance(v, str) and len(v) > _LEDGER_CLIP:
                 out[k] = v[:_LEDGER_CLIP] + f"...[{len(v)} chars]"
         return out
+
+    def _ledger_unclipped(self, tool: str, args: ToolArgs) -> dict | None:
+        # The clipped arguments in full: replay (pushbench/runner/replay.py) re-executes the
+        # call, so the record must hold what the file tools wrote (bounded by the tools' own
+        # limits). Only present when something was clipped.
+        full = {k: v for k, v in args.model_dump().items()
+                if isinstance(v, str) and len(v) > _LEDGER_CLIP}
+        return full or None

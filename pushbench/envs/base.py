@@ -212,6 +212,9 @@ class QGPEnv(gym.Env):
         try:
             tool, args = self._parse(action)
             entry.update(tool=tool, args=self._ledger_args(tool, args))
+            unclipped = self._ledger_unclipped(tool, args)
+            if unclipped:
+                entry["unclipped"] = unclipped
             before = self._valid_count()
             result = getattr(self, f"_tool_{tool}")(args)
             entry.update(result.pop(LEDGER_EXTRA, None) or {})
@@ -292,6 +295,10 @@ class QGPEnv(gym.Env):
 
     def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
         return args.model_dump()
+
+    def _ledger_unclipped(self, tool: str, args: ToolArgs) -> dict | None:
+        """Arguments :meth:`_ledger_args` shortened, in full (``None``: nothing shortened)."""
+        return None
 
     def _submission_ids(self, call: dict) -> list[str]:
         """The well-formed ids a ``submit`` call object names, in order (family hook)."""

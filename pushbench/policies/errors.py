@@ -10,7 +10,18 @@ dependency, so the driver can import it without the ``llm`` extra.
 
 from __future__ import annotations
 
+import re
+
 from .. import metrics
+
+CONTEXT_KIND = "context_length"  # PolicyError.kind of a request over the model's window
+# What servers say when a request does not fit the window: OpenAI and vLLM ("maximum context
+# length is N tokens"), llama-cpp-python (the same, code context_length_exceeded), llama.cpp's
+# server ("exceeds the available context size"), others ("context window", "n_ctx").
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error",
+                            "context_window_exceeded", "string_above_max_length"})
+_CONTEXT_TEXT = re.compile(r"context[ _-]?(length|window|size)|maximum context|n_ctx|"
+                           r"too many tokens|prompt is too long", re.IGNORECASE)
 
 
 class PolicyError(RuntimeError):
@@ -29,6 +40,17 @@ class PolicyError(RuntimeError):
     def as_record(self) -> dict:
         return {"type": self.kind, "message": self.message[:2000], "status": self.status,
                 "retries": self.retries}
+
+
+class ContextOverflow(PolicyError):
+    """The server refused a request for not fitting the model's context window
+    (``kind`` :data:`CONTEXT_KIND`). ``window`` and ``prompt_tokens`` are the numbers the
+    server's message gave (``None`` when it gave none): the policy trims and retries once."""
+
+    def __init__(self, message: str, *, status: int | None = None, window: int | None = None,
+                 prompt_tokens: int | None = None) -> None:
+        super().__init__(CONTEXT_KIND, message, status=status)
+        self.window, self.prompt_tokens = window, prompt_tokens
 
 
 class SpendCut(PolicyError):
@@ -51,3 +73,11 @@ def mark_policy_error(record: dict, error: PolicyError) -> dict:
     record["error"] = error.as_record()
     record["metrics"] = {**metrics.episode_metrics(record), "error": True}
     return record
+
+
+def is_context_error(status: int | None, message: str | None, code: str | None = None) -> bool:
+    """Whether a refused request was refused for not fitting the model's context window
+    (recognised by the error code, or by an HTTP 400/413 whose message says so)."""
+    if code in _CONTEXT_CODES:
+        return True
+    return status in (400, 413) and bool(_CONTEXT_TEXT.search(message or ""))

@@ -242,13 +242,6 @@ def _fmt(v: float, money: bool) -> str:
     return f"${v:,.2f}" if money else f"{v:,.0f}"
 
 
-def fmt_range(t: tuple | None, money: bool = False) -> str:
-    """``expected (low-high)`` of a figure; ``unpriced`` for ``None``."""
-    if t is None:
-        return "unpriced"
-    return f"{_fmt(t[1], money)} ({_fmt(t[0], money)}-{_fmt(t[2], money)})"
-
-
 def pilot_keys(specs: list[EpisodeSpec], k: int) -> set[str]:
     """The pilot: the first ``k`` episodes of each policy label in expansion order."""
     from ..policies.identity import policy_label
@@ -263,23 +256,38 @@ def pilot_keys(specs: list[EpisodeSpec], k: int) -> set[str]:
     return keys
 
 
+_FIGURES = (("steps", "steps", False), ("prompt tokens", "prompt_tokens", False),
+            ("completion tokens", "completion_tokens", False), ("cost USD", "cost_usd", True))
+
+
 def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = None) -> None:
-    """The estimate table, then the assumptions (or the pilot's basis) and the cap."""
+    """The estimate, then the assumptions (or the pilot's basis) and the cap.
+
+    One block per policy label (labels are long: each has a line of its own) with its figures
+    as rows and expected, low and high as columns, so the whole estimate fits an 80-column
+    terminal without cutting a number or a name.
+    """
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title="cost estimate: expected (low-high)" + (" from the pilot" if pilot
-                                                                  else ", no model called"))
-    for col in ("policy label", "episodes", "finished", "steps", "prompt tokens",
-                "completion tokens", "cost USD", "basis"):
-        table.add_column(col, justify="left" if col in ("policy label", "basis") else "right")
+    console.print(Text("cost estimate" + (" from the pilot" if pilot else ", no model called"),
+                       style="bold"))
     for r in rows:
-        table.add_row(escape(r["label"]), str(r["planned"]), str(r["finished"]),
-                      fmt_range(r["steps"]),
-                      fmt_range(r["prompt_tokens"]), fmt_range(r["completion_tokens"]),
-                      fmt_range(r["cost_usd"], money=True), r["basis"],
-                      style="bold" if r["label"] == "TOTAL" else None)
-    console.print(table)
+        head = Text(r["label"], style="bold")
+        head.append(f"  {r['planned']} episodes, {r['finished']} finished"
+                    + (f"; basis: {r['basis']}" if r["basis"] else ""), style="")
+        console.print(head, soft_wrap=False, overflow="fold")
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+        table.add_column("", no_wrap=True)
+        for col in ("expected", "low", "high"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for name, key, money in _FIGURES:
+            t = r[key]
+            cells = ["unpriced"] * 3 if t is None else [_fmt(t[i], money) for i in (1, 0, 2)]
+            table.add_row(escape(name), *cells)
+        console.print(table)
     if pilot:
         console.print("Finished episodes count with their recorded usage; the rest are "
                       "extrapolated per label from its finished episodes: steps scale with each "

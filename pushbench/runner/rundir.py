@@ -8,8 +8,9 @@ Layout of ``DIR``::
     capped.jsonl            episodes cut at the cost cap (terminated_by "cost_cap"): their spend
                             is billed, they are not finished and run again on resume
     traces/capped/<key>.json.gz  the full record of the latest cut of that episode
-    manifest.json           schema version, package versions, git revision, experiment, arguments,
-                            and one entry per invocation (the only place wall-clock time lives)
+    manifest.json           schema version, writer ("run": see :mod:`.outdir`), package versions,
+                            git revision, experiment, arguments, and one entry per invocation
+                            (the only place wall-clock time lives)
     .lock                   held (flock) while a sweep writes, so two sweeps cannot share DIR
 
 Only the parent process writes here. Per episode, the trace is written first (tmp file +
@@ -43,6 +44,7 @@ from .. import errors, paths
 from ..records import (dumps_line as _dumps, encode_trace, episode_line,  # noqa: F401
                        git_revision, package_versions, read_lines)
 from ..policies.identity import policy_label
+from . import outdir
 from .spec import EpisodeResult, EpisodeSpec
 
 MANIFEST_SCHEMA_VERSION = 1
@@ -121,17 +123,23 @@ class RunDir:
 
     # ----- opening and resume ---------------------------------------------------------
     def open(self, experiment: dict, result_fields: dict, arguments: dict | None = None,
-             force: bool = False) -> "RunDir":
+             force: bool = False, overwrite: bool = False) -> "RunDir":
         """Lock DIR, repair a torn last line, load finished keys, write/update the manifest.
 
         If DIR already holds a run of a *different* experiment (``result_fields`` differ),
-        refuse with :class:`RunDirError` unless ``force``.
+        refuse with :class:`RunDirError` unless ``force``. A DIR that another command wrote
+        (``evaluate``, ``verify``) or whose outputs no manifest claims is refused even with
+        ``force`` (:func:`.outdir.check`); ``overwrite`` discards its outputs first.
         """
         # Records are evidence and traces show every call: private to the user (0700/0600).
+        outdir.check(self.path, "run", overwrite=overwrite)  # before anything is created
         paths.private_dir(self.path)
-        paths.private_dir(self.traces)
         self._lock()
         try:
+            outdir.check(self.path, "run", overwrite=overwrite)  # again, under the lock
+            if overwrite:
+                outdir.discard(self.path)
+            paths.private_dir(self.traces)
             old = self._read_manifest()
             if old is not None and old.get("result_fields") != result_fields:
                 diff = _diff(old.get("result_fields") or {}, result_fields)
@@ -197,6 +205,7 @@ class RunDir:
                       "resumed_with": len(self.done)}
         return {
             "schema_version": MANIFEST_SCHEMA_VERSION,
+            "writer": "run",
             "created": (old or {}).get("created") or invocation["started"],
             "packages": invocation["packages"],
             "git": invocation["git"],

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from .costcap import line_cost
+from .outdir import writer_of
 from .rundir import CAPPED, ERRORS, MANIFEST, read_lines
 
 
@@ -33,7 +34,8 @@ def _planned(experiment: dict) -> tuple[list[dict] | None, str | None]:
 
 
 def run_info(run_dir: str | Path) -> dict | None:
-    """Facts about the run in ``run_dir`` (``None`` when it has no manifest).
+    """Facts about the run in ``run_dir`` (``None`` when it has no manifest, or its manifest
+    is an evaluation's or names no one experiment: :mod:`.outdir`).
 
     Keys: ``experiment`` (name, description), ``packages``, ``git``, ``other_revisions``,
     ``invocations``, ``planned`` (episode count), ``planned_episodes`` (``key``, ``task_id``,
@@ -53,7 +55,11 @@ def run_info(run_dir: str | Path) -> dict | None:
         manifest = json.loads(file.read_text())
     except ValueError:
         return None
+    if not isinstance(manifest, dict):
+        return None
     exp = manifest.get("experiment") or {}
+    if writer_of(manifest) != "run" and not (isinstance(exp, dict) and "tasks" in exp):
+        return None  # an evaluation, or a verification of more than one experiment
     invocations = manifest.get("invocations") or []
     first = invocations[0] if invocations else {}
     git = first.get("git", manifest.get("git"))

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
@@ -75,7 +76,8 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
                    progress: bool = True, limit: int | None = None, force: bool = False,
                    arguments: dict | None = None, console: Console | None = None,
                    sync_interval: float = 0.5, max_cost_usd: float | None = None,
-                   allow_unpriced: bool = False, keys: set[str] | None = None) -> dict:
+                   allow_unpriced: bool = False, keys: set[str] | None = None,
+                   overwrite: bool = False) -> dict:
     """Run every unfinished episode of ``experiment`` into ``out_dir``; return a summary dict.
 
     ``executor`` defaults to the experiment's own (``executor``/``workers`` fields).
@@ -95,7 +97,7 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     console = console or Console(stderr=True)
     described = {**experiment.model_dump(mode="json"), "limit": limit, "episodes": len(specs)}
     run = RunDir(out_dir, sync_interval=sync_interval).open(
-        described, experiment.result_fields(), arguments, force=force)
+        described, experiment.result_fields(), arguments, force=force, overwrite=overwrite)
     own_executor = executor is None
     cap = max_cost_usd if max_cost_usd is not None else experiment.max_cost_usd
     todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done
@@ -184,10 +186,14 @@ def _recorded_spend(run: RunDir) -> float:
 def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
                     console: Console | None = None, out: Console | None = None,
                     seed: int = 0, n_resamples: int = 9999) -> list[Path]:
-    """After a sweep: make the figures, then write ``summary.csv``, ``paired_deltas.csv`` and
-    ``report.md`` (which embeds the figures) and print the tables.
+    """After a sweep, in order of value, each stage on its own: write ``summary.csv``,
+    ``paired_deltas.csv`` and ``report.md`` and print the tables; then draw each figure (one
+    that cannot be drawn is skipped with one line saying why); then rewrite ``report.md`` to
+    embed the figures drawn and name the missing ones; then the outcome lines
+    (:func:`pushbench.analysis.outcomes.outcome_lines`).
 
-    Returns the figure paths. Missing optional modules are reported, not raised.
+    Returns the figure paths. A failed report stage does not stop the figures: its exception
+    is raised after them. Missing optional modules are reported, not raised.
     """
     console = console or Console(stderr=True)
     out = out or Console()
@@ -202,27 +208,75 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
     if not episodes:
         console.print("[yellow]no finished episodes: nothing to report[/]")
         return []
-    figures: list[Path] = []
-    if plot:
-        try:
-            from ..analysis import plots
-        except ImportError as e:
-            console.print(f"[yellow]plots skipped: pushbench.analysis.plots is unavailable ({e})[/]")
-        else:
-            figures = list(plots.make_plots(episodes, out_dir))
+    frames, failed = None, None
     if report:
-        write_and_print_report(episodes, out_dir, out_dir, console=console, out=out, seed=seed,
-                               n_resamples=n_resamples)
+        try:
+            frames = write_and_print_report(episodes, out_dir, out_dir, console=console, out=out,
+                                            seed=seed, n_resamples=n_resamples, outcomes=False)
+        except Exception as e:  # raised after the figures, which do not depend on it
+            failed = e
+            console.print(f"[bold red]report not written[/]: {type(e).__name__}: "
+                          f"{escape(str(e))}", highlight=False)
+    figures: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    if plot:
+        figures = _draw_figures(episodes, out_dir, console, skipped)
     for p in figures:
         out.print(f"figure: {p}", highlight=False)
+    from .runinfo import run_info
+
+    info = frames["run_info"] if frames is not None else run_info(out_dir)
+    if frames is not None and plot:  # embed what was drawn; name what was not
+        from ..analysis.output import write_report_md
+        from ..analysis.report_md import FIGURES
+
+        drawn = {p.name for p in figures}
+        write_report_md(frames, out_dir, info, seed=seed, n_resamples=n_resamples,
+                        run_dir=out_dir, figures=[n for n, _ in FIGURES if n in drawn],
+                        skipped_figures=skipped)
+    _print_outcomes(episodes, info, console)
+    if failed is not None:
+        raise failed
     return figures
+
+
+def _draw_figures(episodes: list[dict], out_dir, console: Console,
+                  skipped: list[tuple[str, str]]) -> list[Path]:
+    """Every applicable figure, each isolated; one line per figure skipped (and why)."""
+    try:
+        from ..analysis import plots
+    except ImportError as e:
+        console.print(f"[yellow]plots skipped: pushbench.analysis.plots is unavailable ({e})[/]")
+        return []
+    try:
+        figures = list(plots.make_plots(episodes, out_dir, skipped=skipped))
+    except OSError:
+        raise
+    except Exception as e:  # the frame itself could not be built: no figure at all
+        skipped.append(("all figures", f"{type(e).__name__}: {e}"))
+        figures = []
+    for name, why in skipped:
+        console.print(f"[yellow]figure {name} skipped[/]: {escape(why)}", highlight=False)
+    return figures
+
+
+def _print_outcomes(episodes: list[dict], info: dict | None, console: Console) -> None:
+    from rich.text import Text
+
+    from ..analysis.outcomes import outcome_lines
+
+    capped = ((info or {}).get("cost") or {}).get("capped_episodes") or 0
+    for line in outcome_lines(episodes, capped_episodes=capped):  # causes are data: no markup
+        console.print(Text(line, style="bold yellow"), highlight=False)
 
 
 def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: str | Path,
                            console: Console, out: Console, seed: int = 0,
-                           n_resamples: int = 9999, ci_method: str | None = None) -> dict:
+                           n_resamples: int = 9999, ci_method: str | None = None,
+                           outcomes: bool = True) -> dict:
     """Write the report files for ``episodes`` of ``run_dir`` into ``out_dir``, print the
-    tables, and say what was written and how many planned episodes are missing."""
+    tables, and say what was written, how many planned episodes are missing and (with
+    ``outcomes``) what ended the episodes that are not agent outcomes."""
     from ..analysis import report as rep
     from .runinfo import run_info
 
@@ -240,6 +294,9 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
                   f"{out_dir / 'report.md'} ({len(episodes)} episodes)", highlight=False)
     for line in missing_lines(info, {e.get("key") for e in episodes}):
         console.print(line, highlight=False)
+    if outcomes:
+        _print_outcomes(episodes, info, console)
+    frames["run_info"] = info
     return frames
 
 

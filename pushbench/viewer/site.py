@@ -50,8 +50,22 @@ def _json(obj) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _static(name: str) -> bytes:
+def static_bytes(name: str) -> bytes:
+    """The bytes of the viewer's shipped file ``static/name``."""
     return resources.files(__package__).joinpath("static", name).read_bytes()
+
+
+_static = static_bytes
+
+
+def install_assets(out: Path) -> Path:
+    """(Re)write ``out/assets`` (the viewer's script, style sheet and licence); return it."""
+    if (out / "assets").is_dir():
+        shutil.rmtree(out / "assets")
+    assets = paths.private_dir(out / "assets")
+    for name in STATIC[1:]:
+        paths.write_private(assets / name, _static(name))
+    return assets
 
 
 def build_site(run_dir: str | Path, out: str | Path | None = None,
@@ -77,9 +91,7 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
     for sub in _OURS:
         if (out / sub).is_dir():
             shutil.rmtree(out / sub)
-    assets = paths.private_dir(out / "assets")
-    for name in STATIC[1:]:
-        paths.write_private(assets / name, _static(name))
+    install_assets(out)
     figures = paths.private_dir(out / "figures")
     for fig in overview["figures"]:
         paths.write_private(figures / fig["file"], (run_dir / fig["file"]).read_bytes())

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 
 from ...envs.actions import escape_surrogates
 from ... import limits, spend
-from ..errors import PolicyError, SpendCut
+from ..errors import ContextOverflow, PolicyError, SpendCut, is_context_error
 from .config import LLMConfig
 from .context import estimate_message_tokens, estimate_tokens
+from .window import discover_window, overflow_numbers
 
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 _LOCK = threading.Lock()
@@ -136,6 +137,19 @@ def classify(exc: Exception) -> tuple[bool, str, int | None]:
     if isinstance(exc, openai.APIResponseValidationError):
         return False, "bad_response", getattr(exc, "status_code", None)
     return False, type(exc).__name__, None
+
+
+def _overflow(exc: Exception, status: int | None) -> ContextOverflow:
+    """A context-length refusal with the numbers its message or body gives."""
+    window, prompt = overflow_numbers(str(exc))
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):  # llama.cpp's own server: {"n_ctx", "n_prompt_tokens"}
+        body = body.get("error", body) if isinstance(body.get("error"), dict) else body
+        window = window or (body.get("n_ctx") if isinstance(body.get("n_ctx"), int) else None)
+        prompt = prompt or (body.get("n_prompt_tokens")
+                            if isinstance(body.get("n_prompt_tokens"), int) else None)
+    return ContextOverflow(f"{type(exc).__name__}: {exc}", status=status, window=window,
+                           prompt_tokens=prompt)
 
 
 def _arguments_text(raw) -> str:
@@ -257,6 +271,13 @@ class ChatClient:
     async def aclose(self) -> None:
         self._async = None
 
+    def window(self) -> int | None:
+        """The server's context window where configured or discoverable (:mod:`.window`)."""
+        return discover_window(self.cfg, self._key if self.cfg.api_key_env else None)
+
+    async def awindow(self) -> int | None:
+        return await asyncio.to_thread(self.window)
+
     # ----- requests -----------------------------------------------------------------------
     def request(self, messages: list[dict], tools: list[dict]) -> dict:
         cfg = self.cfg
@@ -285,6 +306,8 @@ class ChatClient:
     def _failure(self, exc: Exception, usage: "Usage", attempt: int) -> float:
         """Account one failed attempt; return the delay before the next, or raise."""
         transient, kind, status = classify(exc)
+        if not transient and is_context_error(status, str(exc), getattr(exc, "code", None)):
+            raise _overflow(exc, status) from exc
         if not transient:
             raise PolicyError(kind, f"{type(exc).__name__}: {exc}", status=status,
                               retries=attempt) from exc

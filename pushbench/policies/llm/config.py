@@ -46,6 +46,11 @@ class LLMConfig(BaseModel):
     # None: no trimming, the whole conversation is sent (up to the model's own window): the
     # full-context arm of a context experiment (docs/llm.md, "Context as a factor").
     context_tokens: int | None = Field(default=8000, ge=256)
+    # The server's context window (tokens); None: discovered from the server's API where it
+    # says (discover_window), else learned from its first context-length refusal (window.py).
+    # The context budget is never more than what fits it.
+    context_window: int | None = Field(default=None, ge=256)
+    discover_window: bool = True
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=8, ge=0)
     backoff_base: float = Field(default=1.0, ge=0)

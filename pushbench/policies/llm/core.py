@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...envs import actions
+from ..errors import ContextOverflow
 from .client import ToolCall
 from .config import LLMConfig
-from .context import trim, view_tokens
+from .context import estimate_tokens, trim, view_tokens
+from .window import fitted_budget
 
 SYSTEM_PROMPT = (
     "You are an autonomous agent working in a tool-based environment. You act only by calling "
@@ -118,9 +120,17 @@ class Stats:
     memory_calls_charged: int = 0
     dropped_turns: int = 0
     max_view_tokens_est: int = 0
+    # The server's context window (None: not known) and what was fitted to it: the ratio of
+    # server tokens to estimated tokens learned from a refusal, the budget of the last view,
+    # and each refused call that was trimmed and retried (AgentCore.after_overflow).
+    context_window: int | None = None
+    context_token_ratio: float = 1.0
+    context_budget: int | None = None
+    context_retries: int = 0
+    context_retry: list = field(default_factory=list)
 
     def to_state(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "context_retry": [dict(e) for e in self.context_retry]}
 
     @classmethod
     def from_state(cls, d: dict) -> "Stats":
@@ -136,6 +146,7 @@ class AgentCore:
         self.env_tools: list[dict] = []
         self.env_tool_names: frozenset[str] = frozenset()
         self.budget = 0
+        self._tools_est: int | None = None
 
     # ----- the start of an episode --------------------------------------------------------
     def start(self, first_observation: str) -> list[dict]:
@@ -184,13 +195,63 @@ class AgentCore:
         block = self.memory.context_block() if self.memory else None
         if block:
             system["content"] += "\n\n" + block
-        if self.cfg.context_tokens is None:  # full context: nothing is dropped
+        budget = self.context_budget(stats)
+        stats.context_budget = budget
+        if budget is None:  # full context: nothing is dropped
             kept, dropped = [system, *messages[1:]], 0
         else:
-            kept, dropped = trim([system, *messages[1:]], self.cfg.context_tokens)
+            kept, dropped = trim([system, *messages[1:]], budget)
         stats.dropped_turns += dropped
         stats.max_view_tokens_est = max(stats.max_view_tokens_est, view_tokens(kept))
         return kept, [messages[0], *kept[1:]]
+
+    def tools_tokens(self) -> int:
+        """Estimated tokens of the tool definitions (sent with every request)."""
+        if self._tools_est is None:
+            tools = self.tools()
+            self._tools_est = estimate_tokens(json.dumps(tools)) if tools else 0
+        return self._tools_est
+
+    def context_budget(self, stats: Stats) -> int | None:
+        """``context_tokens``, lowered to what fits the server's window when it is known
+        (:func:`.window.fitted_budget`); ``None``: no trimming."""
+        budget = self.cfg.context_tokens
+        if stats.context_window:
+            fit = fitted_budget(stats.context_window, self.cfg.max_tokens, self.tools_tokens(),
+                                stats.context_token_ratio)
+            budget = fit if budget is None else min(budget, fit)
+        return budget
+
+    @staticmethod
+    def set_window(stats: Stats, window: int | None) -> None:
+        """Record the server's window (discovered or configured) unless one is known."""
+        if window and stats.context_window is None:
+            stats.context_window = int(window)
+
+    def after_overflow(self, error: ContextOverflow, request: list[dict], stats: Stats,
+                       turn_no: int) -> None:
+        """Learn from a context-length refusal of ``request`` so the next view fits.
+
+        The window is the server's number (else the known one, else three quarters of what
+        was sent plus ``max_tokens``); the ratio of server to estimated tokens is the prompt
+        tokens the server counted over the estimate of what was sent (else grown by a quarter,
+        at least enough for the window to have been exceeded). Recorded as a context retry.
+        """
+        sent = view_tokens(request) + self.tools_tokens()
+        ratio = stats.context_token_ratio
+        window = error.window or stats.context_window or \
+            int(0.75 * sent * ratio) + self.cfg.max_tokens
+        if error.prompt_tokens:
+            ratio = max(ratio, error.prompt_tokens / max(sent, 1))
+        else:
+            ratio = max(ratio * 1.25, (window - self.cfg.max_tokens) / max(sent, 1))
+        stats.context_window = window
+        stats.context_token_ratio = round(ratio, 4)
+        stats.context_retries += 1
+        stats.context_retry.append({"turn": turn_no, "window": window,
+                                    "prompt_tokens": error.prompt_tokens, "sent_est": sent,
+                                    "budget": self.context_budget(stats),
+                                    "message": error.message[:300]})
 
     # ----- reading a reply ----------------------------------------------------------------
     def interpret(self, assistant: dict, free_streak: int, stats: Stats) -> list[Item]:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypedDict
 
 from ..base import Policy
-from ..errors import PolicyError
+from ..errors import ContextOverflow, PolicyError
 from .client import ChatClient, Usage
 from .config import LangGraphConfig, LLMConfig
 from .core import AgentCore, Memory, Stats, digest
@@ -111,6 +111,7 @@ class LangGraphPolicy(Policy):
         self.memory: Memory | None = None
         self._env = None
         self.store = None
+        self._window: int | None = None
 
     # ----- hooks for the memory baseline --------------------------------------------------
     def make_memory(self) -> Memory | None:
@@ -194,6 +195,7 @@ class LangGraphPolicy(Policy):
         from langgraph.errors import GraphRecursionError
 
         self._env = env
+        self._window = self.client.window()
         thread = self.thread_id(env)
         db = self._db_path(thread)
         conn = sqlite3.connect(str(db), check_same_thread=False, timeout=60)
@@ -223,6 +225,7 @@ class LangGraphPolicy(Policy):
         from langgraph.errors import GraphRecursionError
 
         self._env = env
+        self._window = await self.client.awindow()
         thread = self.thread_id(env)
         db = self._db_path(thread)
         conn = await aiosqlite.connect(str(db), timeout=60)
@@ -262,6 +265,7 @@ class LangGraphPolicy(Policy):
             raise PolicyError("turn_limit", "model turn limit reached")
         stats, usage = Stats.from_state(state["stats"]), Usage.from_state(state["usage"])
         self.stats, self.usage = stats, usage  # live objects: an error record still has counts
+        self.core.set_window(stats, self._window)
         request, kept = self.core.view(state["messages"], stats)
         return request, kept, stats, usage
 
@@ -270,14 +274,25 @@ class LangGraphPolicy(Policy):
                 "stats": stats.to_state(), "turns": state["turns"] + 1,
                 "transcript": [self.core.model_event(state["turns"] + 1, turn)]}
 
+    # A context-length refusal trims the view to fit and retries once, as in the native loop.
     def _model(self, state: AgentState) -> dict:
         request, kept, stats, usage = self._before_model(state)
-        turn = self.client.complete(request, self.core.tools(), usage)
+        try:
+            turn = self.client.complete(request, self.core.tools(), usage)
+        except ContextOverflow as e:
+            self.core.after_overflow(e, request, stats, state["turns"] + 1)
+            request, kept = self.core.view(state["messages"], stats)
+            turn = self.client.complete(request, self.core.tools(), usage)
         return self._after_model(state, kept, turn, stats, usage)
 
     async def _amodel(self, state: AgentState) -> dict:
         request, kept, stats, usage = self._before_model(state)
-        turn = await self.client.acomplete(request, self.core.tools(), usage)
+        try:
+            turn = await self.client.acomplete(request, self.core.tools(), usage)
+        except ContextOverflow as e:
+            self.core.after_overflow(e, request, stats, state["turns"] + 1)
+            request, kept = self.core.view(state["messages"], stats)
+            turn = await self.client.acomplete(request, self.core.tools(), usage)
         return self._after_model(state, kept, turn, stats, usage)
 
     def _tools(self, state: AgentState, runtime: Runtime) -> dict:

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any, ClassVar
 
 from ..base import Policy
-from ..errors import PolicyError
+from ..errors import ContextOverflow, PolicyError
 from .client import ChatClient, Usage
 from .config import LLMConfig
 from .core import AgentCore, Item, Memory, Stats
@@ -56,6 +56,7 @@ class LLMPolicy(Policy):
         self.free_streak = 0
         self.turns = 0
         self.transcript: list[dict] = []
+        self._window_asked = False
 
     def _absorb(self, observation: str) -> None:
         if self.awaiting is not None:  # the answer to the action we returned last
@@ -95,18 +96,38 @@ class LLMPolicy(Policy):
         self.queue.extend(items)
 
     # ----- the Policy API -----------------------------------------------------------------
+    # A context-length refusal trims the view to fit and retries the call once
+    # (AgentCore.after_overflow); a second refusal ends the episode as a backend error.
     def act(self, observation: str) -> str | dict:
         self._absorb(observation)
+        if not self._window_asked:
+            self.core.set_window(self.stats, self.client.window())
+            self._window_asked = True
         while (action := self._ready()) is _NEED_MODEL:
             request = self._prepare()
-            self._ingest(self.client.complete(request, self.core.tools(), self.usage))
+            try:
+                turn = self.client.complete(request, self.core.tools(), self.usage)
+            except ContextOverflow as e:
+                self.core.after_overflow(e, request, self.stats, self.turns + 1)
+                request = self._prepare()
+                turn = self.client.complete(request, self.core.tools(), self.usage)
+            self._ingest(turn)
         return action
 
     async def aact(self, observation: str) -> str | dict:
         self._absorb(observation)
+        if not self._window_asked:
+            self.core.set_window(self.stats, await self.client.awindow())
+            self._window_asked = True
         while (action := self._ready()) is _NEED_MODEL:
             request = self._prepare()
-            self._ingest(await self.client.acomplete(request, self.core.tools(), self.usage))
+            try:
+                turn = await self.client.acomplete(request, self.core.tools(), self.usage)
+            except ContextOverflow as e:
+                self.core.after_overflow(e, request, self.stats, self.turns + 1)
+                request = self._prepare()
+                turn = await self.client.acomplete(request, self.core.tools(), self.usage)
+            self._ingest(turn)
         return action
 
     def episode_extras(self) -> dict:

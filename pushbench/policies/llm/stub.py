@@ -12,6 +12,11 @@ the empty query, then ``submit`` the ids it returned, and so on). Script entries
     {"sleep": 2.0, ...}                                   # answer late (client timeouts)
     {"usage": {"prompt_tokens": 100, "completion_tokens": 7}}
 
+With ``window=W`` the server refuses a request whose prompt (counted as a tokenizer denser
+than the policies' estimate would: ``len(json.dumps(messages + tools)) // 3``) plus
+``max_tokens`` exceeds ``W``, as llama-cpp-python does (HTTP 400, ``context_length_exceeded``);
+``advertise_window`` also reports ``max_model_len: W`` in ``GET /v1/models`` as vLLM does.
+
 Every request body is kept in :attr:`StubServer.requests`. ``latency`` seconds are slept before
 each answer (the fixed model time of the throughput benchmark)::
 
@@ -52,7 +57,8 @@ class StubServer:
     """A scripted OpenAI-compatible server on ``127.0.0.1`` (a background thread)."""
 
     def __init__(self, script: list[dict] | None = None, latency: float = 0.0,
-                 usage: bool = True, fixed_usage: dict | None = None) -> None:
+                 usage: bool = True, fixed_usage: dict | None = None,
+                 window: int | None = None, advertise_window: bool = False) -> None:
         # fixed_usage: {"prompt_tokens": P, "completion_tokens": C} reported for every reply
         # without a usage entry of its own (cost tests); default: chars/4 of the request/reply
         self.script: deque[dict] = deque(script or ())
@@ -60,6 +66,7 @@ class StubServer:
         self.usage = usage
         self.fixed_usage = dict(fixed_usage) if fixed_usage else None
         self.requests: list[dict] = []
+        self.window, self.advertise_window = window, advertise_window
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -78,10 +85,19 @@ class StubServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802 - GET /v1/models (not a request)
+                entry = {"id": "stub", "object": "model", "owned_by": "stub"}
+                if stub.window and stub.advertise_window:
+                    entry["max_model_len"] = stub.window
+                self._send(200 if self.path.rstrip("/").endswith("/models") else 404, {},
+                           {"object": "list", "data": [entry]})
+
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                status, headers, payload = stub.answer(self.path, body)
+                self._send(*stub.answer(self.path, body))
+
+            def _send(self, status: int, headers: dict, payload: dict) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -133,6 +149,18 @@ class StubServer:
             time.sleep(delay)
         if not path.rstrip("/").endswith("/chat/completions"):
             return 404, {}, {"error": {"message": f"no route {path}", "type": "not_found"}}
+        if self.window:
+            prompt = len(json.dumps([*(body.get("messages") or ()),
+                                     *(body.get("tools") or ())])) // 3
+            asked = int(body.get("max_tokens") or 0)
+            if prompt + asked > self.window:
+                return 400, {}, {"error": {
+                    "message": f"This model's maximum context length is {self.window} tokens. "
+                               f"However, you requested {prompt + asked} tokens ({prompt} in "
+                               f"the messages, {asked} in the completion). Please reduce the "
+                               "length of the messages or completion.",
+                    "type": "invalid_request_error", "param": "messages",
+                    "code": "context_length_exceeded"}}
         entry = entry if entry is not None else _fallback(body)
         if "status" in entry:
             status = int(entry["status"])

@@ -412,6 +412,43 @@
       h("div", { class: "pair" }, col(a), col(b)));
   }
 
+  // ----- leaderboard (pushbench leaderboard: one sortable table per family and target) -------------
+  const pct = (v) => (missing(v) ? "-" : (100 * v).toFixed(1) + "%");
+  function leaderboard(lb) {
+    document.title = "PushBench leaderboard";
+    const cols = [["policy", "policy"], ["controller", "controller"], ["n", "episodes", 1], ["flagged", "flagged", 1],
+      ["success", "success [interval]", 1], ["pass_k", "pass^k", 1], ["precision", "precision", 1],
+      ["false_claim_rate", "false claims", 1], ["steps", "steps", 1], ["cost_usd", "cost (USD)", 1],
+      ["bundle", "bundle"], ["date", "date"], ["link", "run pages"]].map(([key, label, n]) => ({ key, label, num: !!n }));
+    const cell = (c, r) => {
+      const v = r[c.key];
+      if (c.key === "policy") return [v, r.simulated ? [" ", h("span", { class: "sim" }, "(simulated)")] : null];
+      if (c.key === "success") return [pct(v), missing(r.success_low) ? "" : " [" + pct(r.success_low) + ", " + pct(r.success_high) + "]"];
+      if (c.key === "pass_k") return missing(v) ? "-" : "pass^" + r.k + " " + pct(v);
+      if (c.key === "precision" || c.key === "false_claim_rate") return pct(v);
+      if (c.key === "steps") return missing(v) ? "-" : v.toFixed(1);
+      if (c.key === "cost_usd") return missing(v) ? "-" : "$" + v.toFixed(4);
+      if (c.key === "bundle") return h("code", { title: r.sha256 + " (" + r.bundle_name + ")" }, v);
+      if (c.key === "link") return h("a", { href: v, "data-testid": "run-link" }, "episodes");
+      if (c.key === "date") return h("span", { title: fmt(v) }, missing(v) ? "-" : String(v).slice(0, 10));
+      return fmt(v);
+    };
+    const tables = arr(lb.tables).map((t) => h("section", { class: "board", "data-family": t.family, "data-target": t.target },
+      h("h2", {}, t.family + ", N = " + t.target + " (" + t.rows.length + " rows)"),
+      sortable(cols, t.rows.map((r) => cols.map((c) => r[c.key]).concat([r])),
+        (vals) => { const r = vals[vals.length - 1];
+          return h("tr", { "data-testid": "board-row", "data-bundle": r.bundle }, cols.map((c) => h("td", { class: c.num ? "num" : null }, cell(c, r)))); },
+        { "data-testid": "board" })));
+    const refused = arr(lb.refused);
+    show(h("h1", {}, "Leaderboard"),
+      h("p", { class: "note" }, "Every number is rebuilt by replaying each bundle's calls through a fresh environment on this machine " +
+        "(pushbench verify); flagged episodes (replay disagreed) are left out of every number. Success interval: over instances (clusters). " +
+        "Click a column to sort."),
+      tables.length ? tables : h("p", {}, "No verified bundle."),
+      refused.length ? h("section", { id: "refused" }, h("h2", {}, "Refused bundles (" + refused.length + ")"),
+        h("ul", {}, refused.map((b) => h("li", { "data-testid": "refused" }, h("code", {}, b.bundle), ": " + b.reason)))) : null);
+  }
+
   // ----- routing -------------------------------------------------------------------------------
   // Only file names the site wrote (data/files.js) are ever loaded, and the path is built from
   // the list's own entry, never from the URL: a crafted #/episode/.. route loads nothing.
@@ -430,7 +467,8 @@
     const [path, query] = hash.split("?");
     const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
     let job;
-    if (parts[0] === "episodes") job = load("episodes", "data/episodes.js").then((d) => episodeList(d, query || ""));
+    if (document.body.getAttribute("data-page") === "leaderboard") job = load("leaderboard", "data/leaderboard.js").then(leaderboard);
+    else if (parts[0] === "episodes") job = load("episodes", "data/episodes.js").then((d) => episodeList(d, query || ""));
     else if (parts[0] === "episode" && parts[1]) job = epFile(parts[1]).then(episode);
     else if (parts[0] === "pair" && parts[2]) job = Promise.all([epFile(parts[1]), epFile(parts[2])]).then(([a, b]) => pair(a, b));
     else job = load("overview", "data/overview.js").then(overview);
@@ -438,7 +476,7 @@
     job.then(() => {
       document.body.setAttribute("data-ready-ms", (performance.now() - PB.t0).toFixed(1));
       document.body.setAttribute("data-ready", hash);
-      named();
+      if (document.body.getAttribute("data-page") !== "leaderboard") named();
     }, fail);
   }
   PB.t0 = 0;
