@@ -49,27 +49,8 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", "
 KINDS = ("sdist", "folder", "git")
 
 
-@dataclass(frozen=True)
-class ExtractLimits:
-    """Caps on an archive in the older form (``None``: the default of
-    :class:`~pushbench.archives.Limits`): ``members``, ``member_bytes``, ``total_bytes``. The
-    result bundles (issue 24) give these; :func:`safe_extract` turns them into ``Limits``."""
-
-    members: int | None = None
-    member_bytes: int | None = None
-    total_bytes: int | None = None
-
-
-def safe_extract(archive: Path, dest: Path, limits: Limits | ExtractLimits | None = None
-                 ) -> archives.Extracted:
-    """:func:`pushbench.archives.safe_extract` (``limits``: ``Limits``, the older
-    :class:`ExtractLimits`, whose refusals then name no command-line flag, or the defaults)."""
-    if isinstance(limits, ExtractLimits):
-        d = DEFAULT_LIMITS
-        converted = Limits(files=limits.members or d.files,
-                           file_bytes=limits.member_bytes or d.file_bytes,
-                           total_bytes=limits.total_bytes or d.total_bytes)
-        return archives.safe_extract(archive, dest, converted, flags=False)
+def safe_extract(archive: Path, dest: Path, limits: Limits | None = None) -> archives.Extracted:
+    """:func:`pushbench.archives.safe_extract` under ``limits`` (or the defaults)."""
     return archives.safe_extract(archive, dest, limits or DEFAULT_LIMITS)
 
 

@@ -304,11 +304,11 @@ def test_hostile_members_are_refused_before_anything_is_written(tmp_path, add, n
 
 
 def test_caps_on_member_size_total_and_count(tmp_path, monkeypatch):
-    from pushbench import sources
+    from pushbench import archives
     from pushbench.bundles import archive as arch
 
-    monkeypatch.setattr(arch, "LIMITS", sources.ExtractLimits(members=3, member_bytes=100,
-                                                              total_bytes=150))
+    monkeypatch.setattr(arch, "LIMITS", archives.Limits(files=3, file_bytes=100,
+                                                         total_bytes=150))
     big = _tar(tmp_path / "big.pushbench.tar.gz", lambda t: _file(t, "a", b"x" * 101))
     with pytest.raises(BundleError, match="per member"):
         extract_bundle(big, tmp_path / "1")
@@ -340,7 +340,7 @@ NAMES = st.lists(st.text(st.sampled_from("ab./-_\\\x00:"), min_size=0, max_size=
 
 @given(names=NAMES, sizes=st.lists(st.integers(0, 300), min_size=5, max_size=5))
 def test_any_archive_is_extracted_inside_its_target_or_refused(tmp_path_factory, names, sizes):
-    from pushbench import sources
+    from pushbench import archives
     from pushbench.bundles import archive as arch
 
     tmp = tmp_path_factory.mktemp("h")
@@ -350,7 +350,7 @@ def test_any_archive_is_extracted_inside_its_target_or_refused(tmp_path_factory,
     except (ValueError, UnicodeError, tarfile.TarError):
         return  # tarfile itself cannot write the name
     old = arch.LIMITS
-    arch.LIMITS = sources.ExtractLimits(members=4, member_bytes=250, total_bytes=600)
+    arch.LIMITS = archives.Limits(files=4, file_bytes=250, total_bytes=600)
     try:
         extract_bundle(archive, tmp / "x")
     except BundleError:

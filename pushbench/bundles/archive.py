@@ -6,9 +6,9 @@ carries no file name and mtime 0; the same members give the same archive bytes o
 ``bundle.json`` (the manifest) names the sha256 and size of every other member.
 
 Reading (:func:`extract_bundle`, the one place a bundle from outside is unpacked): the archive
-goes through :func:`pushbench.sources.safe_extract` with :data:`LIMITS` (every member checked
-before anything is written: no absolute path, no ``..``, no link, device or FIFO; member count,
-per-member and total size capped from the headers), into a fresh private folder. Then
+goes through :func:`pushbench.archives.safe_extract` with :data:`LIMITS` (every member checked
+as it streams: no absolute path, no ``..``, no link, device or FIFO; member count, per-member
+and total size, ratio, path length and depth capped), into a fresh private folder. Then
 :func:`read_manifest` holds the extracted files to the manifest: every listed member present
 with its sha256, nothing unlisted, names of the expected shapes only.
 """
@@ -24,7 +24,7 @@ import tarfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from .. import paths, sources
+from .. import archives, paths, sources
 from ..errors import PushBenchError
 
 MANIFEST = "bundle.json"
@@ -32,7 +32,7 @@ KIND = "pushbench-bundle"
 SCHEMA_VERSION = 1
 SUFFIX = ".pushbench.tar.gz"
 MTIME = 946684800  # 2000-01-01T00:00:00Z: a fixed member mtime (same inputs, same bytes)
-LIMITS = sources.ExtractLimits(members=200_000, member_bytes=64 << 20, total_bytes=4 << 30)
+LIMITS = archives.Limits(files=200_000, file_bytes=64 << 20, total_bytes=4 << 30)
 # The member names a bundle may hold (anything else is refused even when listed).
 _NAME = re.compile(r"^(bundle\.json|runs/[0-9]{3}/(run\.json|records/[0-9]{6}\.json|"
                    r"blackbox/(run\.json|episode\.json|trace\.jsonl)))$")
@@ -84,7 +84,7 @@ def extract_bundle(archive: str | Path, dest: str | Path) -> Path:
                           else f"bundle {archive} is not a file")
     paths.private_dir(dest)
     try:
-        sources.safe_extract(archive, dest, LIMITS)
+        archives.safe_extract(archive, dest, LIMITS, flags=False)  # no command-line flags here
     except sources.SourceError as e:
         raise BundleError(f"bundle {archive}: {e}") from None
     return dest
