@@ -83,7 +83,7 @@ def test_delta_rows_are_a_direct_scipy_bootstrap_over_instance_means(confidence)
         assert r.ci_method == "percentile cluster bootstrap"
 
 
-def test_delta_rows_use_the_studentized_interval_by_default_clipped_for_rates():
+def test_delta_rows_invert_the_sign_flip_test_by_default_cut_to_the_plausible_range():
     eps = suite()
     df = report.episodes_frame(eps)
     d = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9, n_resamples=999,
@@ -93,14 +93,33 @@ def test_delta_rows_use_the_studentized_interval_by_default_clipped_for_rates():
                            None if r.pooled else [r.target]).to_numpy()
         rng = stats.row_rng(9, r.family, r.policy, "pooled" if r.pooled else r.target,
                             r.controller_a, r.controller_b, r.metric)
-        lo, hi, used = stats.interval(m[None, :], rng=rng, confidence=0.9, n_resamples=999,
-                                      bounds=(-1.0, 1.0) if r.metric == "success" else None)
+        lo, hi, used = stats.interval(m[None, :], rng=rng, confidence=0.9, n_resamples=999)
         assert (r.ci_low, r.ci_high, r.ci_method) == (lo[0], hi[0], used[0])
+        assert used[0] == "sign-flip test inversion" and not (r.ci_low_clipped
+                                                               or r.ci_high_clipped)
         p, p_method = stats.sign_flip_p(m[None, :], rng=rng)
         assert r.p_value == p[0] and r.p_method == p_method == "exact sign-flip (64 assignments)"
-    # valid_count differences are counts, not rates: never clipped to [-1, 1]
-    vc = d[d["metric"] == "valid_count"]
-    assert (vc["ci_high"] - vc["ci_low"] > 2).all()
+        assert ((r.ci_low <= 0 <= r.ci_high) is (r.p_value >= 0.1))   # inversion: agreement
+        up, down = (m > 1e-9).sum(), (m < -1e-9).sum()
+        assert (r.n_better, r.n_worse, r.n_tied) == (up, down, 6 - up - down)
+        assert r.p_min == 2 / 2 ** (up + down) if up + down else r.p_min == 1.0
+        assert r.testable is (r.p_min < 0.1)
+        assert m.min() <= r.ci_low <= r.delta <= r.ci_high <= m.max()
+    # the other methods are cut to the plausible range and say so: the t interval of counts to
+    # the instances' range, of rates to [-1, 1]
+    t = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9, n_resamples=999,
+                             confidence=0.9, method="t")
+    for r in t.itertuples():
+        m = instance_means(df, r.controller_a, r.controller_b, r.metric,
+                           None if r.pooled else [r.target]).to_numpy()
+        lo, hi, _ = stats.interval(m[None, :], rng=np.random.default_rng(0), confidence=0.9,
+                                   method="t")
+        b = (-1.0, 1.0) if r.metric == "success" else (m.min(), m.max())
+        assert (r.ci_low, r.ci_high) == (max(lo[0], b[0]), min(hi[0], b[1]))
+        assert (r.ci_low_clipped, r.ci_high_clipped) == (lo[0] < b[0], hi[0] > b[1])
+        assert r.ci_method == "t interval over clusters" + (
+            " (clipped)" if lo[0] < b[0] or hi[0] > b[1] else "")
+    assert t["ci_high_clipped"].any() or t["ci_low_clipped"].any()
 
 
 def test_instance_means_differing_by_exactly_one_give_an_interval():

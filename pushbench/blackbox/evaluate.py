@@ -325,14 +325,15 @@ def _print_condition_deltas(deltas, console=None) -> None:
         return
     table = Table(title="black-box: condition A - default, matched on (task, instance, seed)",
                   box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("agent", "controller", "N", "A", "metric", "delta", "95% CI", "pairs"):
-        table.add_column(col, justify="right" if col in ("N", "delta", "pairs") else "left")
-    for r in deltas.itertuples(index=False):
-        if r.degenerate:
-            ci = f"const ({r.n_clusters} inst.)"
-        else:
-            ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
-        delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
-        table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
-                      r.condition_a, r.metric, delta, ci, str(r.n_pairs))
+    from ..analysis.format import counts_text, delta_cell, p_text
+
+    for col in ("agent", "controller", "N", "A", "metric", "delta", "95% CI", "instances",
+                "p", "pairs"):
+        table.add_column(col, justify="right" if col in ("N", "delta", "p", "pairs") else "left")
+    for r in deltas.to_dict("records"):
+        delta, ci = delta_cell(r, r["metric"], short=True)
+        p = p_text(r["p_value"]) + ("" if r["testable"] else " nt")
+        table.add_row(r["agent"] or "-", r["controller"], "all" if r["pooled"] else str(r["target"]),
+                      r["condition_a"], r["metric"], delta, ci, counts_text(r, short=True), p,
+                      str(r["n_pairs"]))
     console.print(table)
