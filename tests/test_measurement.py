@@ -123,15 +123,21 @@ def test_delta_rows_invert_the_sign_flip_test_by_default_cut_to_the_plausible_ra
 
 
 def test_instance_means_differing_by_exactly_one_give_an_interval():
-    # success deltas per instance: 1, 0, 1, 0 -> not degenerate
+    # success deltas per instance: 1, 0, 1, 0, 1, 0 -> not degenerate
     eps = []
-    for i, (va, vb) in enumerate([(10, 2), (10, 10), (10, 2), (2, 2)]):
+    for i, (va, vb) in enumerate([(10, 2), (10, 10), (10, 2), (2, 2), (10, 2), (2, 2)]):
         for s in (0, 1):
             eps += [line("stateqgp", instance=f"i{i}", seed=s, valid=va),
                     line("standard", instance=f"i{i}", seed=s, valid=vb)]
     row = report.paired_deltas(eps, metrics=["success"], n_resamples=999).iloc[0]
     assert row["delta"] == 0.5 and not row["degenerate"]
-    assert row["ci_low"] < 0.5 < row["ci_high"] and row["n_clusters"] == 4
+    # six instances: the inverted test's interval is [min, max] of the instance differences
+    assert (row["ci_low"], row["ci_high"]) == (0.0, 1.0) and row["n_clusters"] == 6
+    assert (row["n_better"], row["n_worse"], row["n_tied"]) == (3, 0, 3)
+    # four: no 95% interval, and the row says why
+    four = report.paired_deltas(eps[:16], metrics=["success"]).iloc[0]
+    assert four["n_clusters"] == 4 and four["ci_method"] == "n/a (k<6)"
+    assert math.isnan(four["ci_low"]) and math.isnan(four["ci_high"])
 
 
 def test_backend_errors_and_tampered_lines_leave_the_deltas_as_if_never_run():
@@ -295,7 +301,7 @@ def test_csv_files_read_back_equal_the_frames(tmp_path):
     pd.testing.assert_frame_equal(frames["episodes"].drop(columns="progress"),
                                   report.episodes_frame(eps).drop(columns="progress"))
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == frames["report_md"]
-    assert "(199 resamples, seed 3)" in " ".join(frames["report_md"].split())
+    assert "(seed 3; 199 draws where a method samples)" in " ".join(frames["report_md"].split())
     # into a directory that does not exist yet, twice
     deep = tmp_path / "a" / "b"
     for _ in range(2):
@@ -950,35 +956,53 @@ def test_a_metric_undefined_on_every_pair_gives_an_empty_row():
     assert row[["delta", "ci_low", "ci_high", "p_value", "p_holm", "mean_a",
                 "mean_b"]].isna().all()
     assert row["ci_method"] == "" and row["p_method"] == "" and not row["degenerate"]
-    assert row["confidence"] == 0.95
-    ok = d[d["metric"] == "success"].iloc[0]
-    assert ok["n_pairs"] == 6 and ok["p_holm"] == ok["p_value"]   # a family of one
+    assert row["confidence"] == 0.95 and math.isnan(row["p_min"])
+    assert (row["n_better"], row["n_worse"], row["n_tied"], row["holm_rows"]) == (0, 0, 0, 0)
+    assert not (row["testable"] or row["ci_low_clipped"] or row["ci_high_clipped"])
+    # six instances, A succeeds and B fails on each: testable, a Holm family of one
+    six = [line(c, instance=f"i{i}", seed=0, valid=v) for i in range(6)
+           for c, v in (("stateqgp", 10), ("standard", 2))]
+    ok = report.paired_deltas(six, metrics=["success"]).iloc[0]
+    assert ok["n_pairs"] == 6 and ok["testable"] and ok["holm_rows"] == 1
+    assert ok["p_value"] == ok["p_min"] == 2 / 64 and ok["p_holm"] == ok["p_value"]
+    # one instance tied: five differ, p can never go below 2/32: not testable, no Holm p
+    nt = report.paired_deltas(six[:-2] + [line("stateqgp", instance="i5", seed=0, valid=2),
+                                          six[-1]], metrics=["success"]).iloc[0]
+    assert (nt["n_better"], nt["n_worse"], nt["n_tied"]) == (5, 0, 1)
+    assert not nt["testable"] and nt["holm_rows"] == 0 and math.isnan(nt["p_holm"])
+    assert nt["p_value"] == nt["p_min"] == 2 / 32
 
 
-def test_rate_deltas_are_clipped_to_plus_minus_one_and_counts_are_not():
-    # success deltas per instance: seven +1, one 0 and one -1 (the bootstrap-t upper bound of
-    # such a sample lies above 1)
+def test_rate_deltas_are_cut_to_plus_minus_one_and_counts_to_the_instances_range():
+    # success deltas per instance: seven +1, one 0 and one -1 (the t interval's upper bound of
+    # such a sample lies above 1; the valid_count one above the largest instance difference)
     eps = []
     for i, (a, b) in enumerate([(10, 1)] * 7 + [(10, 10), (1, 10)]):
         eps += [line("stateqgp", instance=f"i{i}", seed=0, valid=a),
                 line("standard", instance=f"i{i}", seed=0, valid=b)]
-    d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=1999)
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], method="t")
     s = d[d["metric"] == "success"].iloc[0]
     m = np.array([1.0] * 7 + [0.0, -1.0])
-    lo, hi, _ = stats.interval(m[None, :], rng=stats.row_rng(
-        0, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success"),
-        n_resamples=1999)
+    lo, hi, _ = stats.interval(m[None, :], rng=np.random.default_rng(0), method="t")
     assert hi[0] > 1.0 and s["ci_high"] == 1.0 and s["ci_low"] == lo[0]
-    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+    assert s["ci_high_clipped"] and not s["ci_low_clipped"]
+    assert s["ci_method"] == "t interval over clusters (clipped)"
     v = d[d["metric"] == "valid_count"].iloc[0]
-    assert v["ci_method"] == "studentized cluster bootstrap"
+    vlo, vhi, _ = stats.interval(9 * m[None, :], rng=np.random.default_rng(0), method="t")
+    assert vhi[0] > 9.0 and (v["ci_low"], v["ci_high"]) == (vlo[0], 9.0)   # not [-1, 1]
+    assert v["ci_method"] == "t interval over clusters (clipped)" and v["ci_high_clipped"]
     assert v["delta"] == pytest.approx((7 * 9 + 0 - 9) / 9)
-    # the mirror image is clipped from below
+    assert (v["n_better"], v["n_worse"], v["n_tied"]) == (7, 1, 1)
+    # the mirror image is cut from below
     swapped = [{**e, "controller": {"name": "standard" if e["controller"]["name"] == "stateqgp"
                                     else "stateqgp", "components": []}} for e in eps]
-    s = report.paired_deltas(swapped, metrics=["success"], n_resamples=1999).iloc[0]
-    assert s["ci_low"] == -1.0 and s["ci_high"] == pytest.approx(-lo[0])   # same draws
-    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+    s = report.paired_deltas(swapped, metrics=["success"], method="t").iloc[0]
+    assert s["ci_low"] == -1.0 and s["ci_high"] == pytest.approx(-lo[0])
+    assert s["ci_low_clipped"] and not s["ci_high_clipped"]
+    # the default (test inversion) never leaves the instances' range: nothing to cut
+    dflt = report.paired_deltas(eps, metrics=["success", "valid_count"])
+    assert not (dflt["ci_low_clipped"] | dflt["ci_high_clipped"]).any()
+    assert (dflt["ci_method"] == "sign-flip test inversion").all()
 
 
 def test_more_than_16_instances_use_the_row_generator_for_a_monte_carlo_test():
@@ -991,10 +1015,13 @@ def test_more_than_16_instances_use_the_row_generator_for_a_monte_carlo_test():
     r = report.paired_deltas(eps, metrics=["success"], seed=5, n_resamples=499).iloc[0]
     m = instance_means(df, "stateqgp", "standard", "success").to_numpy()
     rng = stats.row_rng(5, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success")
-    stats.interval(m[None, :], rng=rng, n_resamples=499, bounds=(-1.0, 1.0))
-    p, method = stats.sign_flip_p(m[None, :], rng=rng, n_mc=499)
+    signs = stats.flip_signs(20, rng, n_mc=499)        # drawn once: the p and its inversion
+    p, method = stats.sign_flip_p(m[None, :], rng=rng, signs=signs)
+    lo, hi, _ = stats.interval(m[None, :], rng=rng, signs=signs)
     assert r["n_clusters"] == 20 and r["p_method"] == method == "Monte Carlo sign-flip (499 draws)"
     assert r["p_value"] == p[0] and 0 < p[0] < 1
+    assert (r["ci_low"], r["ci_high"]) == (lo[0], hi[0])
+    assert (r["ci_low"] <= 0 <= r["ci_high"]) is (r["p_value"] >= 0.05)
 
 
 def test_cluster_means_enter_the_bootstrap_in_instance_order():
@@ -1091,44 +1118,44 @@ def test_printed_summary_headers_follow_each_tables_seed_count():
 
 
 # ----- the defaults the signatures promise -----------------------------------------------------------
-def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
+def test_defaults_are_seed_0_9999_resamples_95_percent_sign_flip(tmp_path):
     from pushbench.analysis.deltas import delta_stats, delta_table
 
     eps = suite(targets=(10,), seeds=range(12), n_instances=6)
     df = report.episodes_frame(eps)
     assert not report.paired_deltas(df, metrics=["success"], n_resamples=199)["degenerate"].any()
-    explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
+    explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="sign-flip")
     pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
-    # valid_count: not a rate, so its interval is never clipped to [-1, 1] and shows the
-    # generator's seed and the number of resamples (success rows here clip on both sides)
-    # (nine instances: enough distinct resamples that 9999 and 10000 resamples differ too)
-    df9 = report.episodes_frame(suite(targets=(10,), seeds=range(18), n_instances=9))
+    # 17 instances: the test and its inversion are Monte Carlo, so the generator's seed and the
+    # number of draws show in the bounds
+    df9 = report.episodes_frame(suite(targets=(10,), seeds=range(34), n_instances=17))
     kw = dict(side="controller", strata=["family"], pairs=pairs,
               metrics=["success", "valid_count"])
     got = delta_table(df9, **kw)
     pd.testing.assert_frame_equal(got, delta_table(df9, a_col="a", b_col="b", **kw, **explicit),
                                   check_exact=True)
+    cols = ["ci_low", "ci_high", "p_value"]
     for change in ({"seed": 1}, {"n_resamples": 10000}):   # the comparison can tell them
         other = delta_table(df9, **kw, **{**explicit, **change})
-        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
+        assert (got[cols].to_numpy() != other[cols].to_numpy()).any(), change
     both = ["success", "valid_count"]
     got = report.paired_deltas(df9, metrics=both)
     pd.testing.assert_frame_equal(got, report.paired_deltas(df9, metrics=both, **explicit),
                                   check_exact=True)
     for change in ({"seed": 1}, {"n_resamples": 10000}):
         other = report.paired_deltas(df9, metrics=both, **{**explicit, **change})
-        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
+        assert (got[cols].to_numpy() != other[cols].to_numpy()).any(), change
     pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
                                   report.paired_deltas(df, metrics=["success"], **explicit))
     assert list(report.paired_deltas(df)["metric"].unique()) == [
         "success", "valid_count", "duplicate_submit_rate", "valid_per_step"]
-    va, vb = np.array([1.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])
-    cl = np.array(["a", "b", "c", "d"])
+    va, vb = np.array([1.0, 0.0, 1.0, 1.0, 3.0, 0.0]), np.array([0.0, 0.0, 1.0, 0.0, 1.0, 2.0])
+    cl = np.array(["a", "b", "c", "d", "e", "f"])
     kw = dict(metric="valid_count", n_resamples=999, confidence=0.9)
     assert delta_stats(va, vb, cl, rng=np.random.default_rng(1), **kw) == delta_stats(
-        va, vb, cl, rng=np.random.default_rng(1), method="studentized", **kw)
+        va, vb, cl, rng=np.random.default_rng(1), method="sign-flip", **kw)
     for name, kwargs in (("d", {}), ("e", dict(seed=0, n_resamples=9999,
-                                               ci_method="studentized"))):
+                                               ci_method="sign-flip"))):
         report.write_report(eps, tmp_path / name, steps_reference=False, **kwargs)
     for f in ("summary.csv", "paired_deltas.csv", "report.md"):
         assert (tmp_path / "d" / f).read_bytes() == (tmp_path / "e" / f).read_bytes(), f

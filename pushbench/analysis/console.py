@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .format import (CLIP_NOTE, SIMULATED_LABEL, SIM_NOTE, counts_text, delta_cell, is_missing,
-                     p_text, pct_points)
+                     pct_points)
 
 _SUMMARY = (  # header, summary column, formatter
     ("N", "target", lambda v: str(int(v))),
@@ -102,29 +102,47 @@ def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None
         sim = bool(grp["simulated"].any())
         conf = int(round(100 * float(grp["confidence"].iloc[0])))
         unit = "points" if pct_points(metric) else "units"
-        table = _table(console, f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], "
-                       "instances +better -worse =tied, p" + (f" | {SIMULATED_LABEL}" if sim
-                                                              else ""), sim)
-        pairs = grp[["controller_a", "controller_b"]].drop_duplicates()
-        width = max(len(" - b"), *(len(x) for x in pairs["controller_a"]),
-                    *(len(f" - {x}") for x in pairs["controller_b"]))
-        table.add_column("A - B", no_wrap=True, min_width=width)
+        title = (f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], instances "
+                 "+better -worse =tied, p" + (f" | {SIMULATED_LABEL}" if sim else ""))
+        pairs = list(grp[["controller_a", "controller_b"]].drop_duplicates()
+                     .itertuples(index=False))
+        width = max(len(" - b"), *(len(a) for a, _ in pairs), *(len(f" - {b}") for _, b in pairs))
         scopes = ([("all N", grp["pooled"])] if grp["pooled"].any() else []) + [
             (f"N={int(t)}", (~grp["pooled"]) & (grp["target"] == t))
             for t in sorted(grp.loc[~grp["pooled"], "target"].dropna().unique())]
-        for head, _ in scopes:
-            table.add_column(head, justify="right", no_wrap=True)
-        for a, b in pairs.itertuples(index=False):
-            cells = []
-            for _, mask in scopes:
+        cells = {}  # (pair, scope head) -> cell text
+        for head, mask in scopes:
+            for a, b in pairs:
                 hit = grp[mask.fillna(False).astype(bool) & (grp["controller_a"] == a)
                           & (grp["controller_b"] == b)]
-                cells.append("" if hit.empty else _cell(
-                    hit.iloc[0], metric, reach.get((family, bool(hit.iloc[0]["pooled"])), False)))
-            table.add_row(f"{a}\n - {b}", *cells)
-        console.print(table)
+                cells[(a, b, head)] = "" if hit.empty else _cell(
+                    hit.iloc[0], metric, reach.get((family, bool(hit.iloc[0]["pooled"])), False))
+        for part in _fit(scopes, cells, width, console.width):
+            table = _table(console, title, sim)
+            table.add_column("A - B", no_wrap=True, min_width=width)
+            for head in part:
+                table.add_column(head, justify="right", no_wrap=True)
+            for a, b in pairs:
+                table.add_row(f"{a}\n - {b}", *(cells[(a, b, h)] for h in part))
+            console.print(table)
     if not sel.empty:
         console.print(DELTA_LEGEND, style="dim", highlight=False)
+
+
+def _fit(scopes, cells, name_width: int, total: int) -> list[list[str]]:
+    """The scope columns split into consecutive groups whose tables fit ``total`` columns (a
+    table per group, each repeating the pair names), so no cell is cut."""
+    groups: list[list[str]] = [[]]
+    used = name_width
+    for head, _ in scopes:
+        w = 1 + max([len(head)] + [len(x) for (_, _, h), c in cells.items() if h == head
+                                   for x in c.splitlines()])
+        if groups[-1] and used + w > total:
+            groups.append([])
+            used = name_width
+        groups[-1].append(head)
+        used += w
+    return groups
 
 
 DELTA_LEGEND = ("H: Holm-adjusted sign-flip p over instances (family: task family x metric x "
@@ -136,8 +154,10 @@ DELTA_LEGEND = ("H: Holm-adjusted sign-flip p over instances (family: task famil
 
 def _cell(r, metric: str, holm_shown: bool) -> str:
     est, ci = delta_cell(r, metric, short=True)
-    if not bool(r["testable"]):
-        ptxt = "nt p" + _p(r["p_value"])
+    if is_missing(r["p_value"]):
+        ptxt = ""
+    elif not bool(r["testable"]):
+        ptxt = "p" + _p(r["p_value"]) + " nt"
     elif holm_shown:
         ptxt = "H" + _p(r["p_holm"])
     else:
@@ -146,9 +166,10 @@ def _cell(r, metric: str, holm_shown: bool) -> str:
 
 
 def _p(p) -> str:
+    """``=.031``: two significant digits without the leading zero (``<.001`` below 0.001)."""
     if is_missing(p):
-        return "-"
-    return "<.001" if p < 0.001 else "=" + p_text(p).replace("0.", ".", 1)
+        return "=-"
+    return "<.001" if p < 0.001 else "=" + format(float(p), ".2g").removeprefix("0")
 
 
 def print_report(report: dict[str, pd.DataFrame], console=None) -> None:

@@ -41,9 +41,10 @@ def _fmt(x: float, metric: str, short: bool, sign: bool = False) -> str:
     if math.isinf(x):
         return ("+" if sign and x > 0 else "") + ("inf" if x > 0 else "-inf")
     if pct_points(metric):
-        x, dec = 100 * x, (0 if short else 1)
-    else:
-        dec = _DECIMALS.get(metric, 3)
+        x = 100 * x
+    # the terminal's bounds (short): two significant digits, no more; report.md: the metric's
+    # decimals, more where a small value needs them
+    dec = 0 if short else (1 if pct_points(metric) else _DECIMALS.get(metric, 3))
     text = format(x, f"{'+' if sign else ''}.{decimals(x, dec)}f")
     return "+0" + text[2:] if text.startswith("-0") and float(text) == 0 else text
 
