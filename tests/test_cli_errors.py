@@ -77,7 +77,7 @@ def test_run_missing_experiment(tmp_path):
 def test_run_unreadable_experiment(tmp_path, monkeypatch):
     path = experiment(tmp_path)
     real = os.access
-    monkeypatch.setattr(cli.os, "access",
+    monkeypatch.setattr(os, "access",
                         lambda p, mode: False if Path(p) == path else real(p, mode))
     misuse("run", path, "--out", tmp_path / "o", needle="not readable")
 

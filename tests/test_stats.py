@@ -793,7 +793,7 @@ def test_clip_cuts_and_marks_each_bound():
 def test_cli_help_names_the_measured_coverages():
     import inspect
 
-    from pushbench.cli import report_cmd
+    from pushbench.cli.run import report_cmd
 
     opt = inspect.signature(report_cmd).parameters["ci_method"].default
     assert opt.default == stats.DEFAULT_METHOD and opt.help == stats.METHOD_HELP
