@@ -463,19 +463,25 @@ def test_printed_summary_cells_are_the_summary_frame():
 
 
 def delta_rows(text: str) -> list[list[list[str]]]:
-    """The printed delta table as rows of three text lines, each split into cells."""
+    """The printed delta table as rows of four text lines, each split into cells (an interval,
+    a count triple and a p with its "nt" are one cell each)."""
     lines = text.splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith("A - B")) + 2
-    cells = [re.findall(r"\[[^\]]*\]|\S+", x) for x in lines[start:]]
+    cell = r"\[[^\]]*\]|n/a \(k<\d+\)|\+\d+ -\d+ =\d+|[pH][=<][^\s]+(?: nt)?|\S+"
+    cells = [re.findall(cell, x) for x in lines[start:]]
     rows = []
-    while len(cells) >= 3 and cells[1] and cells[1][0] == "-":
-        rows.append(cells[:3])
-        cells = cells[3:]
+    while len(cells) >= 4 and cells[1] and cells[1][0] == "-":
+        rows.append(cells[:4])
+        cells = cells[4:]
     return rows
 
 
-def p_cell(p) -> str:
-    return "p<.001" if p < 0.001 else "p=" + f"{p:.3f}".removeprefix("0")
+def p_cell(r, holm: bool) -> str:
+    def fmt(p):
+        return "<.001" if p < 0.001 else "=" + format(p, ".2g").removeprefix("0")
+    if not r["testable"]:
+        return "p" + fmt(r["p_value"]) + " nt"
+    return ("H" + fmt(r["p_holm"])) if holm else ("p" + fmt(r["p_value"]))
 
 
 @pytest.mark.parametrize("metric", ["success", "valid_count"])
@@ -486,10 +492,11 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
                         for c in ("standard", "stateqgp") for i in range(5) for s in (0, 1)]
     d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=199,
                              confidence=0.9)
+    d["testable"] = d["n_clusters"] > 0                  # test the printing of every case
     d.loc[d.index[0], "p_holm"] = 0.0004                 # a p below the printed precision
     d.loc[d.index[2], "p_holm"] = 0.001                  # exactly the smallest printed p
     d.loc[d.index[3], "p_holm"] = 0.0123
-    d.loc[d.index[4], "p_holm"] = math.nan               # no p: no p line in that cell
+    d.loc[d.index[5], "testable"] = False                # raw p, marked not testable
     drop = d[(d["controller_a"] == "stateqgp") & (d["controller_b"] == "verifier_gated")
              & (d["target"] == 25)].index
     d = d.drop(index=drop)                               # a pair without an N=25 row
@@ -500,22 +507,25 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
     assert list(by_target.index) != list(d.index)
     assert printed(report.print_deltas, by_target, metric=metric) == text
     unit = "points" if metric == "success" else "units"
-    assert (f"reposcan | simulated-mid | {metric} A - B ({unit}), [90% CI], Holm p | "
-            "SIMULATED agent (not an LLM)") in text.splitlines()
-    assert f"reposcan | gpt-x | {metric} A - B ({unit}), [90% CI], Holm p" in text.splitlines()
-    assert text.splitlines()[-1].startswith("const: every instance")
+    title = (f"{metric} A - B ({unit}), [90% CI], instances +better -worse =tied, p")
+    assert (f"reposcan | simulated-mid | {title} | SIMULATED agent (not an LLM)"
+            in " ".join(text.split("\n")))
+    assert f"reposcan | gpt-x | {title}" in " ".join(text.split("\n"))
+    assert text.splitlines()[-1].startswith("H: Holm-adjusted") or "H: Holm-adjusted" in text
+    from pushbench.analysis.deltas import holm_families
+    fams = holm_families(d[d["metric"] == metric])
+    reach = {(f.family, f.pooled): f.floor < 0.1 for f in fams.itertuples(index=False)}
     for pol, scopes in (("gpt-x", [10]), ("simulated-mid", [None, 10, 25])):
         part = text.split(f"reposcan | {pol} |")[1].split("\nreposcan | ")[0]
         sel = d[(d["policy"] == pol) & (d["metric"] == metric)]
         pairs = sel[["controller_a", "controller_b"]].drop_duplicates().itertuples(index=False)
         rows = delta_rows(part)
-        header = part.splitlines()[1]
-        assert header.startswith("A - B ")
+        header = [x for x in part.splitlines() if x.startswith("A - B ")][0]
         assert re.split(r"\s{2,}", header.strip())[1:] == [
             "all N" if t is None else f"N={t}" for t in scopes]
-        for (a, b), (l1, l2, l3) in zip(pairs, rows, strict=True):
+        for (a, b), (l1, l2, l3, l4) in zip(pairs, rows, strict=True):
             assert l1[0] == a and l2[:2] == ["-", b]
-            want = [[], [], []]
+            want = [[], [], [], []]
             for t in scopes:
                 g = sel[(sel["controller_a"] == a) & (sel["controller_b"] == b)
                         & (sel["pooled"] if t is None else (sel["target"] == t).fillna(False))]
@@ -523,13 +533,14 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
                     continue
                 r = g.iloc[0]
                 e, c = delta_cell(r.to_dict(), metric, short=True)
-                for lst, x in zip(want, (e, c, "" if pd.isna(r["p_holm"])
-                                         else p_cell(r["p_holm"]))):
-                    if x:
-                        lst.append(x)
-            assert (l1[1:], l2[2:], l3) == tuple(want), (a, b)
-    assert ("p<.001" in text) is (metric == "success")   # row 0 is a success row
-    assert ("p=.001" in text) is (metric == "success")
+                k = f"+{r['n_better']} -{r['n_worse']} ={r['n_tied']}"
+                for lst, x in zip(want, (e, c, k, p_cell(r, reach[("reposcan", r["pooled"])]))):
+                    lst.append(x)
+            assert (l1[1:], l2[2:], l3, l4) == tuple(want), (a, b)
+    r0 = d.loc[d.index[0]]                               # row 0 is a success row
+    assert ("<.001" in text) is (metric == "success" and reach[("reposcan", r0["pooled"])])
+    nt = any(re.search(r"p=\S+ nt(\s|$)", x) for x in text.splitlines())
+    assert nt is (metric == "valid_count")               # row 5 is a valid_count row
     assert printed(report.print_deltas, d, metric="no_such_metric") == ""
 
 
@@ -547,7 +558,7 @@ def test_printed_tables_use_their_styles():
     assert "\x1b[1;33mreposcan | simulated-mid | SIMULATED" in styled  # bold yellow title
     assert "\x1b[1;33mSIMULATED: scripted agents" in styled
     assert "\x1b[2mN target, n episodes" in styled                   # the legend is dim
-    assert "\x1b[2mconst: every instance" in styled
+    assert "\x1b[2mH: Holm-adjusted" in styled
     legend = styled.split("\x1b[2mN target")[1].split("\x1b[0m")[0]
     assert "\x1b[" not in legend                                    # not highlighted
 
@@ -558,8 +569,8 @@ def test_print_report_prints_each_part_once_and_only_when_there():
               "paired_deltas": report.paired_deltas(eps, n_resamples=199)}
     text = printed(report.print_report, frames)
     assert text.count("SIMULATED: scripted agents") == 1
-    assert text.count("| success A - B (points), [95% CI], Holm p") == 1
-    assert text.count("N target, n episodes") == 1 and text.count("const: every instance") == 1
+    assert text.count("| success A - B (points), [95% CI], instances") == 1
+    assert text.count("N target, n episodes") == 1 and text.count("H: Holm-adjusted") == 1
     no_deltas = printed(report.print_report, {**frames, "paired_deltas": frames[
         "paired_deltas"].iloc[:0]})
     assert "A - B" not in no_deltas and "N target" in no_deltas
