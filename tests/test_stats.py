@@ -799,3 +799,24 @@ def test_cli_help_names_the_measured_coverages():
     assert opt.default == stats.DEFAULT_METHOD and opt.help == stats.METHOD_HELP
     for m in stats.METHODS:
         assert m in stats.METHOD_HELP
+
+
+def test_inversion_and_clip_stay_quiet_and_tolerate_rounding_only():
+    # the all-kept / all-flipped assignments divide by zero flipped instances: silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = stats.sign_flip_interval(np.array([[0.0, 1.0, 2.0, 0.5, 0.25, 3.0]]),
+                                          signs=stats.flip_signs(6, np.random.default_rng(0)))
+        assert (lo[0], hi[0]) == (0.0, 3.0)
+        stats.interval(np.array([[0.5, -1.0, 0.5, 0.5]]), rng=np.random.default_rng(0),
+                       method="studentized", n_resamples=99)
+    # a bound beyond the limit by less than 1e-9 x max(1, |limit|) is set to the limit unmarked
+    lo, hi, cl, ch = stats.clip([-1 - 5e-10, -1 - 2e-9, -3 - 2e-9], [1 + 5e-10, 1 + 2e-9, 3.0],
+                                ([-1.0, -1.0, -3.0], [1.0, 1.0, 3.0]))
+    assert lo.tolist() == [-1.0, -1.0, -3.0] and hi.tolist() == [1.0, 1.0, 3.0]
+    assert cl.tolist() == [False, True, False] and ch.tolist() == [False, True, False]
+    # subset means that are 0 or the instances' extremes up to rounding are snapped there
+    x = np.array([[1 / 3, 1 / 3, 1 / 3, -1.0, 1 / 3, 1 / 3, 1 / 3, -1.0, 0.1]])
+    lo, hi, _ = stats.interval(x, rng=np.random.default_rng(0))
+    p, _ = stats.sign_flip_p(x, rng=np.random.default_rng(0))
+    assert (lo[0] <= 0 <= hi[0]) is (p[0] >= 0.05) and x.min() <= lo[0] and hi[0] <= x.max()
