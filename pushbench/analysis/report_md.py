@@ -198,7 +198,8 @@ def _scope(pooled: bool) -> str:
 
 def _holm_lines(fams: pd.DataFrame, alpha: float) -> list[str]:
     out = ["Holm families (task family x metric x scope; only testable rows enter, i.e. rows "
-           f"where at least 6 instances differ so that the smallest attainable p, 2/2^m for m "
+           f"where at least {stats.min_clusters(1 - alpha)} instances differ so that the "
+           "smallest attainable p, 2/2^m for m "
            f"differing instances, is below {alpha:g}; the others keep their raw p and read "
            "\"not testable\"):", ""]
     rows = [[_esc(str(f.family)), f.metric, _scope(f.pooled), str(f.rows), str(f.testable),
