@@ -167,11 +167,16 @@ def test_pooled_row_is_the_mean_of_instance_means_over_all_targets():
     assert pooled_line.split(",")[head.index("target")] == ""    # empty, not "all" or NaN
 
 
-def test_holm_family_is_one_metric_and_one_scope():
-    d = report.paired_deltas(synthetic_run(), n_resamples=199)
-    for (m, pooled), g in d.groupby(["metric", "pooled"]):
-        adj = report.holm(g["p_value"].to_numpy())
-        assert np.allclose(adj, g["p_holm"].to_numpy(), equal_nan=True)
+def test_holm_family_is_the_testable_rows_of_one_family_metric_and_scope():
+    d = report.paired_deltas(synthetic_run(), n_resamples=199, method="t")
+    for (fam, m, pooled), g in d.groupby(["family", "metric", "pooled"]):
+        t = g[g["testable"]]
+        adj = report.holm(t["p_value"].to_numpy())
+        assert np.allclose(adj, t["p_holm"].to_numpy(), equal_nan=True)
+        assert (t["holm_rows"] == len(t)).all() and (g.loc[~g["testable"], "holm_rows"] == 0).all()
+        assert g.loc[~g["testable"], "p_holm"].isna().all()
+        assert (g["testable"] == (g["p_min"] < 0.05)).all()
+        assert (g["p_min"] == np.minimum(1.0, 2.0 / 2.0 ** (g["n_better"] + g["n_worse"]))).all()
 
 
 # ----- section 3: pass^k and steps_ratio -----------------------------------------------------

@@ -83,7 +83,7 @@ def test_delta_rows_are_a_direct_scipy_bootstrap_over_instance_means(confidence)
         assert r.ci_method == "percentile cluster bootstrap"
 
 
-def test_delta_rows_use_the_studentized_interval_by_default_clipped_for_rates():
+def test_delta_rows_invert_the_sign_flip_test_by_default_cut_to_the_plausible_range():
     eps = suite()
     df = report.episodes_frame(eps)
     d = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9, n_resamples=999,
@@ -93,26 +93,51 @@ def test_delta_rows_use_the_studentized_interval_by_default_clipped_for_rates():
                            None if r.pooled else [r.target]).to_numpy()
         rng = stats.row_rng(9, r.family, r.policy, "pooled" if r.pooled else r.target,
                             r.controller_a, r.controller_b, r.metric)
-        lo, hi, used = stats.interval(m[None, :], rng=rng, confidence=0.9, n_resamples=999,
-                                      bounds=(-1.0, 1.0) if r.metric == "success" else None)
+        lo, hi, used = stats.interval(m[None, :], rng=rng, confidence=0.9, n_resamples=999)
         assert (r.ci_low, r.ci_high, r.ci_method) == (lo[0], hi[0], used[0])
+        assert used[0] == "sign-flip test inversion" and not (r.ci_low_clipped
+                                                               or r.ci_high_clipped)
         p, p_method = stats.sign_flip_p(m[None, :], rng=rng)
         assert r.p_value == p[0] and r.p_method == p_method == "exact sign-flip (64 assignments)"
-    # valid_count differences are counts, not rates: never clipped to [-1, 1]
-    vc = d[d["metric"] == "valid_count"]
-    assert (vc["ci_high"] - vc["ci_low"] > 2).all()
+        assert ((r.ci_low <= 0 <= r.ci_high) is (r.p_value >= 0.1))   # inversion: agreement
+        up, down = (m > 1e-9).sum(), (m < -1e-9).sum()
+        assert (r.n_better, r.n_worse, r.n_tied) == (up, down, 6 - up - down)
+        assert r.p_min == 2 / 2 ** (up + down) if up + down else r.p_min == 1.0
+        assert r.testable is (r.p_min < 0.1)
+        assert m.min() <= r.ci_low <= r.delta <= r.ci_high <= m.max()
+    # the other methods are cut to the plausible range and say so: the t interval of counts to
+    # the instances' range, of rates to [-1, 1]
+    t = report.paired_deltas(eps, metrics=["success", "valid_count"], seed=9, n_resamples=999,
+                             confidence=0.9, method="t")
+    for r in t.itertuples():
+        m = instance_means(df, r.controller_a, r.controller_b, r.metric,
+                           None if r.pooled else [r.target]).to_numpy()
+        lo, hi, _ = stats.interval(m[None, :], rng=np.random.default_rng(0), confidence=0.9,
+                                   method="t")
+        b = (-1.0, 1.0) if r.metric == "success" else (m.min(), m.max())
+        assert (r.ci_low, r.ci_high) == (max(lo[0], b[0]), min(hi[0], b[1]))
+        assert (r.ci_low_clipped, r.ci_high_clipped) == (lo[0] < b[0], hi[0] > b[1])
+        assert r.ci_method == "t interval over clusters" + (
+            " (clipped)" if lo[0] < b[0] or hi[0] > b[1] else "")
+    assert t["ci_high_clipped"].any() or t["ci_low_clipped"].any()
 
 
 def test_instance_means_differing_by_exactly_one_give_an_interval():
-    # success deltas per instance: 1, 0, 1, 0 -> not degenerate
+    # success deltas per instance: 1, 0, 1, 0, 1, 0 -> not degenerate
     eps = []
-    for i, (va, vb) in enumerate([(10, 2), (10, 10), (10, 2), (2, 2)]):
+    for i, (va, vb) in enumerate([(10, 2), (10, 10), (10, 2), (2, 2), (10, 2), (2, 2)]):
         for s in (0, 1):
             eps += [line("stateqgp", instance=f"i{i}", seed=s, valid=va),
                     line("standard", instance=f"i{i}", seed=s, valid=vb)]
     row = report.paired_deltas(eps, metrics=["success"], n_resamples=999).iloc[0]
     assert row["delta"] == 0.5 and not row["degenerate"]
-    assert row["ci_low"] < 0.5 < row["ci_high"] and row["n_clusters"] == 4
+    # six instances: the inverted test's interval is [min, max] of the instance differences
+    assert (row["ci_low"], row["ci_high"]) == (0.0, 1.0) and row["n_clusters"] == 6
+    assert (row["n_better"], row["n_worse"], row["n_tied"]) == (3, 0, 3)
+    # four: no 95% interval, and the row says why
+    four = report.paired_deltas(eps[:16], metrics=["success"]).iloc[0]
+    assert four["n_clusters"] == 4 and four["ci_method"] == "n/a (k<6)"
+    assert math.isnan(four["ci_low"]) and math.isnan(four["ci_high"])
 
 
 def test_backend_errors_and_tampered_lines_leave_the_deltas_as_if_never_run():
@@ -276,7 +301,7 @@ def test_csv_files_read_back_equal_the_frames(tmp_path):
     pd.testing.assert_frame_equal(frames["episodes"].drop(columns="progress"),
                                   report.episodes_frame(eps).drop(columns="progress"))
     assert (tmp_path / "report.md").read_text(encoding="utf-8") == frames["report_md"]
-    assert "(199 resamples, seed 3)" in " ".join(frames["report_md"].split())
+    assert "(seed 3; 199 draws where a method samples)" in " ".join(frames["report_md"].split())
     # into a directory that does not exist yet, twice
     deep = tmp_path / "a" / "b"
     for _ in range(2):
@@ -438,19 +463,25 @@ def test_printed_summary_cells_are_the_summary_frame():
 
 
 def delta_rows(text: str) -> list[list[list[str]]]:
-    """The printed delta table as rows of three text lines, each split into cells."""
+    """The printed delta table as rows of four text lines, each split into cells (an interval,
+    a count triple and a p with its "nt" are one cell each)."""
     lines = text.splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith("A - B")) + 2
-    cells = [re.findall(r"\[[^\]]*\]|\S+", x) for x in lines[start:]]
+    cell = r"\[[^\]]*\]|n/a \(k<\d+\)|\+\d+ -\d+ =\d+|[pH][=<][^\s]+(?: nt)?|\S+"
+    cells = [re.findall(cell, x) for x in lines[start:]]
     rows = []
-    while len(cells) >= 3 and cells[1] and cells[1][0] == "-":
-        rows.append(cells[:3])
-        cells = cells[3:]
+    while len(cells) >= 4 and cells[1] and cells[1][0] == "-":
+        rows.append(cells[:4])
+        cells = cells[4:]
     return rows
 
 
-def p_cell(p) -> str:
-    return "p<.001" if p < 0.001 else "p=" + f"{p:.3f}".removeprefix("0")
+def p_cell(r, holm: bool) -> str:
+    def fmt(p):
+        return "<.001" if p < 0.001 else "=" + format(p, ".2g").removeprefix("0")
+    if not r["testable"]:
+        return "p" + fmt(r["p_value"]) + " nt"
+    return ("H" + fmt(r["p_holm"])) if holm else ("p" + fmt(r["p_value"]))
 
 
 @pytest.mark.parametrize("metric", ["success", "valid_count"])
@@ -461,10 +492,11 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
                         for c in ("standard", "stateqgp") for i in range(5) for s in (0, 1)]
     d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=199,
                              confidence=0.9)
+    d["testable"] = d["n_clusters"] > 0                  # test the printing of every case
     d.loc[d.index[0], "p_holm"] = 0.0004                 # a p below the printed precision
     d.loc[d.index[2], "p_holm"] = 0.001                  # exactly the smallest printed p
     d.loc[d.index[3], "p_holm"] = 0.0123
-    d.loc[d.index[4], "p_holm"] = math.nan               # no p: no p line in that cell
+    d.loc[d.index[5], "testable"] = False                # raw p, marked not testable
     drop = d[(d["controller_a"] == "stateqgp") & (d["controller_b"] == "verifier_gated")
              & (d["target"] == 25)].index
     d = d.drop(index=drop)                               # a pair without an N=25 row
@@ -475,22 +507,25 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
     assert list(by_target.index) != list(d.index)
     assert printed(report.print_deltas, by_target, metric=metric) == text
     unit = "points" if metric == "success" else "units"
-    assert (f"reposcan | simulated-mid | {metric} A - B ({unit}), [90% CI], Holm p | "
-            "SIMULATED agent (not an LLM)") in text.splitlines()
-    assert f"reposcan | gpt-x | {metric} A - B ({unit}), [90% CI], Holm p" in text.splitlines()
-    assert text.splitlines()[-1].startswith("const: every instance")
+    title = (f"{metric} A - B ({unit}), [90% CI], instances +better -worse =tied, p")
+    assert (f"reposcan | simulated-mid | {title} | SIMULATED agent (not an LLM)"
+            in " ".join(text.split("\n")))
+    assert f"reposcan | gpt-x | {title}" in " ".join(text.split("\n"))
+    assert text.splitlines()[-1].startswith("H: Holm-adjusted") or "H: Holm-adjusted" in text
+    from pushbench.analysis.deltas import holm_families
+    fams = holm_families(d[d["metric"] == metric])
+    reach = {(f.family, f.pooled): f.floor < 0.1 for f in fams.itertuples(index=False)}
     for pol, scopes in (("gpt-x", [10]), ("simulated-mid", [None, 10, 25])):
         part = text.split(f"reposcan | {pol} |")[1].split("\nreposcan | ")[0]
         sel = d[(d["policy"] == pol) & (d["metric"] == metric)]
         pairs = sel[["controller_a", "controller_b"]].drop_duplicates().itertuples(index=False)
         rows = delta_rows(part)
-        header = part.splitlines()[1]
-        assert header.startswith("A - B ")
+        header = [x for x in part.splitlines() if x.startswith("A - B ")][0]
         assert re.split(r"\s{2,}", header.strip())[1:] == [
             "all N" if t is None else f"N={t}" for t in scopes]
-        for (a, b), (l1, l2, l3) in zip(pairs, rows, strict=True):
+        for (a, b), (l1, l2, l3, l4) in zip(pairs, rows, strict=True):
             assert l1[0] == a and l2[:2] == ["-", b]
-            want = [[], [], []]
+            want = [[], [], [], []]
             for t in scopes:
                 g = sel[(sel["controller_a"] == a) & (sel["controller_b"] == b)
                         & (sel["pooled"] if t is None else (sel["target"] == t).fillna(False))]
@@ -498,13 +533,14 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
                     continue
                 r = g.iloc[0]
                 e, c = delta_cell(r.to_dict(), metric, short=True)
-                for lst, x in zip(want, (e, c, "" if pd.isna(r["p_holm"])
-                                         else p_cell(r["p_holm"]))):
-                    if x:
-                        lst.append(x)
-            assert (l1[1:], l2[2:], l3) == tuple(want), (a, b)
-    assert ("p<.001" in text) is (metric == "success")   # row 0 is a success row
-    assert ("p=.001" in text) is (metric == "success")
+                k = f"+{r['n_better']} -{r['n_worse']} ={r['n_tied']}"
+                for lst, x in zip(want, (e, c, k, p_cell(r, reach[("reposcan", r["pooled"])]))):
+                    lst.append(x)
+            assert (l1[1:], l2[2:], l3, l4) == tuple(want), (a, b)
+    r0 = d.loc[d.index[0]]                               # row 0 is a success row
+    assert ("<.001" in text) is (metric == "success" and reach[("reposcan", r0["pooled"])])
+    nt = any(re.search(r"p=\S+ nt(\s|$)", x) for x in text.splitlines())
+    assert nt is (metric == "valid_count")               # row 5 is a valid_count row
     assert printed(report.print_deltas, d, metric="no_such_metric") == ""
 
 
@@ -522,7 +558,7 @@ def test_printed_tables_use_their_styles():
     assert "\x1b[1;33mreposcan | simulated-mid | SIMULATED" in styled  # bold yellow title
     assert "\x1b[1;33mSIMULATED: scripted agents" in styled
     assert "\x1b[2mN target, n episodes" in styled                   # the legend is dim
-    assert "\x1b[2mconst: every instance" in styled
+    assert "\x1b[2mH: Holm-adjusted" in styled
     legend = styled.split("\x1b[2mN target")[1].split("\x1b[0m")[0]
     assert "\x1b[" not in legend                                    # not highlighted
 
@@ -533,8 +569,8 @@ def test_print_report_prints_each_part_once_and_only_when_there():
               "paired_deltas": report.paired_deltas(eps, n_resamples=199)}
     text = printed(report.print_report, frames)
     assert text.count("SIMULATED: scripted agents") == 1
-    assert text.count("| success A - B (points), [95% CI], Holm p") == 1
-    assert text.count("N target, n episodes") == 1 and text.count("const: every instance") == 1
+    assert text.count("| success A - B (points), [95% CI], instances") == 1
+    assert text.count("N target, n episodes") == 1 and text.count("H: Holm-adjusted") == 1
     no_deltas = printed(report.print_report, {**frames, "paired_deltas": frames[
         "paired_deltas"].iloc[:0]})
     assert "A - B" not in no_deltas and "N target" in no_deltas
@@ -931,35 +967,53 @@ def test_a_metric_undefined_on_every_pair_gives_an_empty_row():
     assert row[["delta", "ci_low", "ci_high", "p_value", "p_holm", "mean_a",
                 "mean_b"]].isna().all()
     assert row["ci_method"] == "" and row["p_method"] == "" and not row["degenerate"]
-    assert row["confidence"] == 0.95
-    ok = d[d["metric"] == "success"].iloc[0]
-    assert ok["n_pairs"] == 6 and ok["p_holm"] == ok["p_value"]   # a family of one
+    assert row["confidence"] == 0.95 and math.isnan(row["p_min"])
+    assert (row["n_better"], row["n_worse"], row["n_tied"], row["holm_rows"]) == (0, 0, 0, 0)
+    assert not (row["testable"] or row["ci_low_clipped"] or row["ci_high_clipped"])
+    # six instances, A succeeds and B fails on each: testable, a Holm family of one
+    six = [line(c, instance=f"i{i}", seed=0, valid=v) for i in range(6)
+           for c, v in (("stateqgp", 10), ("standard", 2))]
+    ok = report.paired_deltas(six, metrics=["success"]).iloc[0]
+    assert ok["n_pairs"] == 6 and ok["testable"] and ok["holm_rows"] == 1
+    assert ok["p_value"] == ok["p_min"] == 2 / 64 and ok["p_holm"] == ok["p_value"]
+    # one instance tied: five differ, p can never go below 2/32: not testable, no Holm p
+    nt = report.paired_deltas(six[:-2] + [line("stateqgp", instance="i5", seed=0, valid=2),
+                                          six[-1]], metrics=["success"]).iloc[0]
+    assert (nt["n_better"], nt["n_worse"], nt["n_tied"]) == (5, 0, 1)
+    assert not nt["testable"] and nt["holm_rows"] == 0 and math.isnan(nt["p_holm"])
+    assert nt["p_value"] == nt["p_min"] == 2 / 32
 
 
-def test_rate_deltas_are_clipped_to_plus_minus_one_and_counts_are_not():
-    # success deltas per instance: seven +1, one 0 and one -1 (the bootstrap-t upper bound of
-    # such a sample lies above 1)
+def test_rate_deltas_are_cut_to_plus_minus_one_and_counts_to_the_instances_range():
+    # success deltas per instance: seven +1, one 0 and one -1 (the t interval's upper bound of
+    # such a sample lies above 1; the valid_count one above the largest instance difference)
     eps = []
     for i, (a, b) in enumerate([(10, 1)] * 7 + [(10, 10), (1, 10)]):
         eps += [line("stateqgp", instance=f"i{i}", seed=0, valid=a),
                 line("standard", instance=f"i{i}", seed=0, valid=b)]
-    d = report.paired_deltas(eps, metrics=["success", "valid_count"], n_resamples=1999)
+    d = report.paired_deltas(eps, metrics=["success", "valid_count"], method="t")
     s = d[d["metric"] == "success"].iloc[0]
     m = np.array([1.0] * 7 + [0.0, -1.0])
-    lo, hi, _ = stats.interval(m[None, :], rng=stats.row_rng(
-        0, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success"),
-        n_resamples=1999)
+    lo, hi, _ = stats.interval(m[None, :], rng=np.random.default_rng(0), method="t")
     assert hi[0] > 1.0 and s["ci_high"] == 1.0 and s["ci_low"] == lo[0]
-    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+    assert s["ci_high_clipped"] and not s["ci_low_clipped"]
+    assert s["ci_method"] == "t interval over clusters (clipped)"
     v = d[d["metric"] == "valid_count"].iloc[0]
-    assert v["ci_method"] == "studentized cluster bootstrap"
+    vlo, vhi, _ = stats.interval(9 * m[None, :], rng=np.random.default_rng(0), method="t")
+    assert vhi[0] > 9.0 and (v["ci_low"], v["ci_high"]) == (vlo[0], 9.0)   # not [-1, 1]
+    assert v["ci_method"] == "t interval over clusters (clipped)" and v["ci_high_clipped"]
     assert v["delta"] == pytest.approx((7 * 9 + 0 - 9) / 9)
-    # the mirror image is clipped from below
+    assert (v["n_better"], v["n_worse"], v["n_tied"]) == (7, 1, 1)
+    # the mirror image is cut from below
     swapped = [{**e, "controller": {"name": "standard" if e["controller"]["name"] == "stateqgp"
                                     else "stateqgp", "components": []}} for e in eps]
-    s = report.paired_deltas(swapped, metrics=["success"], n_resamples=1999).iloc[0]
-    assert s["ci_low"] == -1.0 and s["ci_high"] == pytest.approx(-lo[0])   # same draws
-    assert s["ci_method"] == "studentized cluster bootstrap (clipped to metric range)"
+    s = report.paired_deltas(swapped, metrics=["success"], method="t").iloc[0]
+    assert s["ci_low"] == -1.0 and s["ci_high"] == pytest.approx(-lo[0])
+    assert s["ci_low_clipped"] and not s["ci_high_clipped"]
+    # the default (test inversion) never leaves the instances' range: nothing to cut
+    dflt = report.paired_deltas(eps, metrics=["success", "valid_count"])
+    assert not (dflt["ci_low_clipped"] | dflt["ci_high_clipped"]).any()
+    assert (dflt["ci_method"] == "sign-flip test inversion").all()
 
 
 def test_more_than_16_instances_use_the_row_generator_for_a_monte_carlo_test():
@@ -972,10 +1026,13 @@ def test_more_than_16_instances_use_the_row_generator_for_a_monte_carlo_test():
     r = report.paired_deltas(eps, metrics=["success"], seed=5, n_resamples=499).iloc[0]
     m = instance_means(df, "stateqgp", "standard", "success").to_numpy()
     rng = stats.row_rng(5, "reposcan", "simulated-mid", 10, "stateqgp", "standard", "success")
-    stats.interval(m[None, :], rng=rng, n_resamples=499, bounds=(-1.0, 1.0))
-    p, method = stats.sign_flip_p(m[None, :], rng=rng, n_mc=499)
+    signs = stats.flip_signs(20, rng, n_mc=499)        # drawn once: the p and its inversion
+    p, method = stats.sign_flip_p(m[None, :], rng=rng, signs=signs)
+    lo, hi, _ = stats.interval(m[None, :], rng=rng, signs=signs)
     assert r["n_clusters"] == 20 and r["p_method"] == method == "Monte Carlo sign-flip (499 draws)"
     assert r["p_value"] == p[0] and 0 < p[0] < 1
+    assert (r["ci_low"], r["ci_high"]) == (lo[0], hi[0])
+    assert (r["ci_low"] <= 0 <= r["ci_high"]) is (r["p_value"] >= 0.05)
 
 
 def test_cluster_means_enter_the_bootstrap_in_instance_order():
@@ -1072,44 +1129,44 @@ def test_printed_summary_headers_follow_each_tables_seed_count():
 
 
 # ----- the defaults the signatures promise -----------------------------------------------------------
-def test_defaults_are_seed_0_9999_resamples_95_percent_studentized(tmp_path):
+def test_defaults_are_seed_0_9999_resamples_95_percent_sign_flip(tmp_path):
     from pushbench.analysis.deltas import delta_stats, delta_table
 
     eps = suite(targets=(10,), seeds=range(12), n_instances=6)
     df = report.episodes_frame(eps)
     assert not report.paired_deltas(df, metrics=["success"], n_resamples=199)["degenerate"].any()
-    explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="studentized")
+    explicit = dict(seed=0, n_resamples=9999, confidence=0.95, method="sign-flip")
     pairs = lambda names: [("stateqgp", "standard")]  # noqa: E731
-    # valid_count: not a rate, so its interval is never clipped to [-1, 1] and shows the
-    # generator's seed and the number of resamples (success rows here clip on both sides)
-    # (nine instances: enough distinct resamples that 9999 and 10000 resamples differ too)
-    df9 = report.episodes_frame(suite(targets=(10,), seeds=range(18), n_instances=9))
+    # 17 instances: the test and its inversion are Monte Carlo, so the generator's seed and the
+    # number of draws show in the bounds
+    df9 = report.episodes_frame(suite(targets=(10,), seeds=range(34), n_instances=17))
     kw = dict(side="controller", strata=["family"], pairs=pairs,
               metrics=["success", "valid_count"])
     got = delta_table(df9, **kw)
     pd.testing.assert_frame_equal(got, delta_table(df9, a_col="a", b_col="b", **kw, **explicit),
                                   check_exact=True)
+    cols = ["ci_low", "ci_high", "p_value"]
     for change in ({"seed": 1}, {"n_resamples": 10000}):   # the comparison can tell them
         other = delta_table(df9, **kw, **{**explicit, **change})
-        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
+        assert (got[cols].to_numpy() != other[cols].to_numpy()).any(), change
     both = ["success", "valid_count"]
     got = report.paired_deltas(df9, metrics=both)
     pd.testing.assert_frame_equal(got, report.paired_deltas(df9, metrics=both, **explicit),
                                   check_exact=True)
     for change in ({"seed": 1}, {"n_resamples": 10000}):
         other = report.paired_deltas(df9, metrics=both, **{**explicit, **change})
-        assert got["ci_low"].iloc[1] != other["ci_low"].iloc[1], change
+        assert (got[cols].to_numpy() != other[cols].to_numpy()).any(), change
     pd.testing.assert_frame_equal(report.paired_deltas(df, metrics=["success"]),
                                   report.paired_deltas(df, metrics=["success"], **explicit))
     assert list(report.paired_deltas(df)["metric"].unique()) == [
         "success", "valid_count", "duplicate_submit_rate", "valid_per_step"]
-    va, vb = np.array([1.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0, 0.0])
-    cl = np.array(["a", "b", "c", "d"])
+    va, vb = np.array([1.0, 0.0, 1.0, 1.0, 3.0, 0.0]), np.array([0.0, 0.0, 1.0, 0.0, 1.0, 2.0])
+    cl = np.array(["a", "b", "c", "d", "e", "f"])
     kw = dict(metric="valid_count", n_resamples=999, confidence=0.9)
     assert delta_stats(va, vb, cl, rng=np.random.default_rng(1), **kw) == delta_stats(
-        va, vb, cl, rng=np.random.default_rng(1), method="studentized", **kw)
+        va, vb, cl, rng=np.random.default_rng(1), method="sign-flip", **kw)
     for name, kwargs in (("d", {}), ("e", dict(seed=0, n_resamples=9999,
-                                               ci_method="studentized"))):
+                                               ci_method="sign-flip"))):
         report.write_report(eps, tmp_path / name, steps_reference=False, **kwargs)
     for f in ("summary.csv", "paired_deltas.csv", "report.md"):
         assert (tmp_path / "d" / f).read_bytes() == (tmp_path / "e" / f).read_bytes(), f

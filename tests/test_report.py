@@ -182,8 +182,9 @@ def test_always_vs_never_is_degenerate_with_no_interval():
     row = d[d["metric"] == "success"].iloc[0]
     assert (row["controller_a"], row["controller_b"]) == ("stateqgp", "standard")
     assert row["delta"] == 1.0 and bool(row["degenerate"])
-    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])   # never "[100, 100]"
-    assert row["ci_method"] == "none (degenerate)"
+    # three instances: too few for a 95% statement, never "[100, 100]"
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
+    assert row["ci_method"] == "n/a (k<6)" and not row["testable"]
     assert row["n_pairs"] == 6 and row["n_clusters"] == 3
     # all 3 instances positive: only the all-plus and all-minus of 2^3 sign flips are as extreme
     assert row["p_value"] == pytest.approx(2 / 8) and "exact" in row["p_method"]
@@ -192,7 +193,12 @@ def test_always_vs_never_is_degenerate_with_no_interval():
     vps = d[d["metric"] == "valid_per_step"].iloc[0]
     assert vps["delta"] == pytest.approx(0.4)
     from pushbench.analysis.format import delta_cell
-    assert delta_cell(row, "success") == ("+100.0", "(no variation over 3 instances)")
+    assert delta_cell(row, "success") == ("+100.0", "n/a (k<6)")
+    # a bootstrap option gives no interval for the degenerate row and says why
+    t = report.paired_deltas(report.episodes_frame(eps), metrics=["success"], method="t").iloc[0]
+    assert t["ci_method"] == "none (degenerate)" and math.isnan(t["ci_low"])
+    assert delta_cell(t, "success") == ("+100.0", "(no variation over 3 instances)")
+    assert delta_cell(t, "success", short=True) == ("+100.0", "const")
 
 
 def test_paired_delta_matches_on_instance_and_seed_and_averages_within_instance():
@@ -219,12 +225,13 @@ def test_paired_delta_matches_on_instance_and_seed_and_averages_within_instance(
     assert row["mean_a"] == pytest.approx((1 + 0) / 2) and row["mean_b"] == pytest.approx(
         (0.5 + 1) / 2)
     assert row["delta"] == pytest.approx(row["mean_a"] - row["mean_b"])
-    # two clusters (0.5, -1), se = 0.75: resamples (a, b) give t* = 0; (a, a) and (b, b) have
-    # no spread and are studentized with the smallest positive se* (0.75): t* = +1 and -1. The
-    # 2.5% and 97.5% quantiles are -1 and +1, so the interval is -0.25 -+ 0.75
-    assert row["ci_low"] == pytest.approx(-1.0) and row["ci_high"] == pytest.approx(0.5)
-    assert row["ci_method"] == "studentized cluster bootstrap"
+    # two clusters: no 95% interval from the test (n/a); the t interval is cut to the instances'
+    # range, -1 .. 1 for rates
+    assert math.isnan(row["ci_low"]) and row["ci_method"] == "n/a (k<6)"
+    assert (row["n_better"], row["n_worse"], row["n_tied"]) == (1, 1, 0)
     assert row["p_value"] == 1.0          # 2 instances of opposite sign: nothing to see
+    t = report.paired_deltas(eps, metrics=["success"], method="t").iloc[0]
+    assert (t["ci_low"], t["ci_high"]) == (-1.0, 1.0) and t["ci_method"].endswith("(clipped)")
     assert len(d[d["target"] == 25]) == 0              # nothing to match there
 
 
@@ -255,24 +262,28 @@ def test_ci_reproducible_with_seed_and_not_clamped_to_the_estimate():
     d1 = report.paired_deltas(df, seed=7, n_resamples=999)
     d2 = report.paired_deltas(df, seed=7, n_resamples=999)
     pd.testing.assert_frame_equal(d1, d2)
-    d3 = report.paired_deltas(df, seed=8, n_resamples=999)
+    d3 = report.paired_deltas(df, seed=8, n_resamples=999, method="studentized")
+    d4 = report.paired_deltas(df, seed=7, n_resamples=999, method="studentized")
     live = ~d1["degenerate"]
-    assert not np.allclose(d1.loc[live, "ci_low"], d3.loc[live, "ci_low"])  # the seed matters
+    assert not np.allclose(d4.loc[live, "ci_low"], d3.loc[live, "ci_low"])  # the seed matters
+    # (the default with 4 instances: too few for a 95% interval; exact: no seed in it)
+    assert (d1.loc[d1["n_clusters"] > 0, "ci_method"] == "n/a (k<6)").all()
     # 4 controllers -> 6 pairs x (2 targets + 1 pooled row) x 4 metrics
     assert len(d1) == 6 * 3 * 4 and d1["pooled"].sum() == 6 * 4
     assert set(report.PAIRED_COLUMNS) <= set(d1.columns)
     assert (d1["n_clusters"] == 4).all()
     # the interval is reported as computed: at least it holds the estimate on this data, and
     # nothing forces it to (no min/max with the estimate in the code path)
-    assert ((d1.loc[live, "ci_low"] <= d1.loc[live, "delta"])
-            & (d1.loc[live, "delta"] <= d1.loc[live, "ci_high"])).all()
+    assert ((d4.loc[live, "ci_low"] <= d4.loc[live, "delta"])
+            & (d4.loc[live, "delta"] <= d4.loc[live, "ci_high"])).all()
     # a subset of the controllers gives the same rows for the pairs it keeps (p_holm aside:
     # the family of tests is smaller)
     sub = report.paired_deltas(df[df["controller"] != "verifier_gated"], seed=7, n_resamples=999)
     keep = d1[(d1["controller_a"] != "verifier_gated") & (d1["controller_b"] != "verifier_gated")]
-    pd.testing.assert_frame_equal(sub.drop(columns="p_holm"),
-                                  keep.drop(columns="p_holm").reset_index(drop=True))
-    assert (sub["p_holm"].to_numpy() <= keep["p_holm"].to_numpy() + 1e-12).all()
+    pd.testing.assert_frame_equal(sub.drop(columns=["p_holm", "holm_rows"]),
+                                  keep.drop(columns=["p_holm", "holm_rows"]).reset_index(drop=True))
+    a, b = sub["p_holm"].to_numpy(), keep["p_holm"].to_numpy()
+    assert (np.isnan(a) == np.isnan(b)).all() and (a[~np.isnan(a)] <= b[~np.isnan(b)] + 1e-12).all()
 
 
 # ----- writing, printing, plots ---------------------------------------------------------------

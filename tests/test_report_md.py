@@ -127,7 +127,11 @@ def test_print_report_marks_degenerate_cells():
     con = Console(width=80, record=True)
     report.print_report(frames, console=con)
     text = con.export_text()
-    assert "const" in text and "[100, 100]" not in text
+    assert "n/a (k<6)" in text and "[100, 100]" not in text
+    con = Console(width=80, record=True)
+    report.print_report({**frames, "paired_deltas": report.paired_deltas(eps, method="t")},
+                        console=con)
+    assert "const" in con.export_text()
 
 
 def test_two_llm_models_are_two_rows_and_separate_deltas(tmp_path):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .format import SIMULATED_LABEL, SIM_NOTE, delta_cell, is_missing, pct_points
+from .format import (CLIP_NOTE, SIMULATED_LABEL, SIM_NOTE, counts_text, delta_cell, is_missing,
+                     pct_points)
 
 _SUMMARY = (  # header, summary column, formatter
     ("N", "target", lambda v: str(int(v))),
@@ -87,42 +88,88 @@ def print_summary(summary: pd.DataFrame, console) -> None:
 
 def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None:
     """Paired ``metric`` deltas per ``(family, policy)``: rows controller pair, columns pooled
-    (all targets) then each target; each cell the delta, its interval and Holm p-value."""
+    (all targets) then each target; each cell the delta, its interval, the instances A is
+    better / worse / tied on, and the p-value: Holm-adjusted (``H``) where the row's Holm family
+    can reach significance, else the raw sign-flip p (``p``); ``nt`` marks a row that is not
+    testable (fewer than 6 instances differ)."""
+    from .deltas import holm_families
+
     sel = deltas[deltas["metric"] == metric]
+    fams = holm_families(sel)
+    alpha = 1 - float(sel["confidence"].iloc[0]) if not sel.empty else 0.05
+    reach = {(f.family, f.pooled): f.floor < alpha for f in fams.itertuples(index=False)}
     for (family, policy), grp in sel.groupby(["family", "policy"], sort=False):
         sim = bool(grp["simulated"].any())
         conf = int(round(100 * float(grp["confidence"].iloc[0])))
         unit = "points" if pct_points(metric) else "units"
-        table = _table(console, f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], "
-                       "Holm p" + (f" | {SIMULATED_LABEL}" if sim else ""), sim)
-        pairs = grp[["controller_a", "controller_b"]].drop_duplicates()
-        width = max(len(" - b"), *(len(x) for x in pairs["controller_a"]),
-                    *(len(f" - {x}") for x in pairs["controller_b"]))
-        table.add_column("A - B", no_wrap=True, min_width=width)
+        title = (f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], instances "
+                 "+better -worse =tied, p" + (f" | {SIMULATED_LABEL}" if sim else ""))
+        pairs = list(grp[["controller_a", "controller_b"]].drop_duplicates()
+                     .itertuples(index=False))
+        width = max(len(" - b"), *(len(a) for a, _ in pairs), *(len(f" - {b}") for _, b in pairs))
         scopes = ([("all N", grp["pooled"])] if grp["pooled"].any() else []) + [
             (f"N={int(t)}", (~grp["pooled"]) & (grp["target"] == t))
             for t in sorted(grp.loc[~grp["pooled"], "target"].dropna().unique())]
-        for head, _ in scopes:
-            table.add_column(head, justify="right", no_wrap=True)
-        for a, b in pairs.itertuples(index=False):
-            cells = []
-            for _, mask in scopes:
+        cells = {}  # (pair, scope head) -> cell text
+        for head, mask in scopes:
+            for a, b in pairs:
                 hit = grp[mask.fillna(False).astype(bool) & (grp["controller_a"] == a)
                           & (grp["controller_b"] == b)]
-                cells.append("" if hit.empty else _cell(hit.iloc[0], metric))
-            table.add_row(f"{a}\n - {b}", *cells)
-        console.print(table)
+                cells[(a, b, head)] = "" if hit.empty else _cell(
+                    hit.iloc[0], metric, reach.get((family, bool(hit.iloc[0]["pooled"])), False))
+        for part in _fit(scopes, cells, width, console.width):
+            table = _table(console, title, sim)
+            table.add_column("A - B", no_wrap=True, min_width=width)
+            for head in part:
+                table.add_column(head, justify="right", no_wrap=True)
+            for a, b in pairs:
+                table.add_row(f"{a}\n - {b}", *(cells[(a, b, h)] for h in part))
+            console.print(table)
     if not sel.empty:
-        console.print("const: every instance gave the same difference (no interval). "
-                      "p: Holm-adjusted sign-flip p over instances.", style="dim",
-                      highlight=False)
+        console.print(DELTA_LEGEND, style="dim", highlight=False)
 
 
-def _cell(r, metric: str) -> str:
+def _fit(scopes, cells, name_width: int, total: int) -> list[list[str]]:
+    """The scope columns split into consecutive groups whose tables fit ``total`` columns (a
+    table per group, each repeating the pair names), so no cell is cut."""
+    groups: list[list[str]] = [[]]
+    used = name_width
+    for head, _ in scopes:
+        w = 1 + max([len(head)] + [len(x) for (_, _, h), c in cells.items() if h == head
+                                   for x in c.splitlines()])
+        if groups[-1] and used + w > total:
+            groups.append([])
+            used = name_width
+        groups[-1].append(head)
+        used += w
+    return groups
+
+
+DELTA_LEGEND = ("H: Holm-adjusted sign-flip p over instances (family: task family x metric x "
+                "pooled or per target, testable rows only); p: raw p where that family cannot "
+                "reach 0.05 after adjustment (report.md says why); nt: not testable (fewer "
+                "than 6 instances differ: p never below 0.05); n/a (k<6): too few instances "
+                "for a 95% interval; " + CLIP_NOTE + ".")
+
+
+def _cell(r, metric: str, holm_shown: bool) -> str:
     est, ci = delta_cell(r, metric, short=True)
-    p = r["p_holm"]
-    ptxt = "" if is_missing(p) else ("p<.001" if p < 0.001 else f"p={p:.3f}".replace("0.", "."))
-    return "\n".join(x for x in (est, ci, ptxt) if x)
+    if is_missing(r["p_value"]):
+        ptxt = ""
+    elif not bool(r["testable"]):
+        ptxt = "p" + _p(r["p_value"]) + " nt"
+    elif holm_shown:
+        ptxt = "H" + _p(r["p_holm"])
+    else:
+        ptxt = "p" + _p(r["p_value"])
+    return "\n".join(x for x in (est, ci, counts_text(r, short=True), ptxt) if x)
+
+
+def _p(p) -> str:
+    """``=.031``: two significant digits without the leading zero (``<.001`` below 0.001)."""
+    if is_missing(p):
+        return "=-"
+    return "<.001" if p < 0.001 else "=" + format(float(p), ".2g").removeprefix("0")
 
 
 def print_report(report: dict[str, pd.DataFrame], console=None) -> None:

@@ -22,18 +22,27 @@ more targets, one **pooled** row over all its targets (``pooled = True``, ``targ
 ``n_targets`` the number pooled): the paper's "STATEQGP minus standard over the 36 tasks". A
 pooled row resamples instances with all their targets and seeds inside.
 
-Interval and test (:mod:`.stats`): the studentized cluster bootstrap over instance means (the
-method is named in ``ci_method``), with no clamping to the estimate; a row whose instance means
-are all equal is ``degenerate`` (no interval). ``p_value`` is the two-sided paired sign-flip
-randomization test over instances (exact for up to 16 instances, ``p_method`` says which), and
-``p_holm`` the Holm adjustment. **Family of tests** for Holm: the rows of one metric and one
-scope in one output table: all pooled rows of ``success`` in one ``paired_deltas.csv`` (every
-family, policy and controller pair) are one family, all its per-target ``success`` rows another
-(``condition_deltas.csv`` is its own table). Pooled rows are the primary comparisons (does A
-beat B on this task family?) and per-target rows their breakdown; adjusting both together would
-make the primary ones untestable with 9 instances (the smallest exact p is 2/512, and a
-controller ablation has dozens of per-target rows). Metrics are adjusted separately because
-they answer different questions about the same episodes.
+Interval and test (:mod:`.stats`): by default the inversion of the sign-flip test over instance
+means (the method is named in ``ci_method``; ``n/a (k<6)`` where fewer than 6 instances leave the
+95% test unable to reject anything), so an interval excludes 0 exactly when ``p_value`` is below
+5%. ``p_value`` is the two-sided paired sign-flip randomization test over instances (exact for up
+to 16 instances, ``p_method`` says which; the interval inverts the same assignments). Every
+interval is cut to the plausible range (:func:`plausible_bounds`: [-1, 1] for rates, the range of
+the instance differences otherwise) and ``ci_low_clipped``/``ci_high_clipped`` say which bound
+was cut. Beside the estimate: ``n_better``/``n_worse``/``n_tied`` instances (A's instance mean
+better, worse or equal to B's; lower is better for :data:`LOWER_IS_BETTER`, higher otherwise).
+
+Holm (``p_holm``): ``p_min`` is the smallest p the row's test can attain (``2 / 2^m`` with ``m``
+instances that differ); a row with ``p_min >= 1 - confidence`` (fewer than 6 differing instances,
+a row with every instance tied included) can never be significant: it keeps its raw ``p_value``,
+``testable = False`` and no ``p_holm``, and does not enter a family (Tarone's screen). **Family
+of tests**: the testable rows of one task family (``family``, the first stratum), one metric and
+one scope in one output table (``holm_rows`` counts them): e.g. all testable pooled ``success``
+rows of RepoScan in one ``paired_deltas.csv`` (every policy and controller pair), all its
+testable per-target ``success`` rows another. Pooled rows are the primary comparisons and
+per-target rows their breakdown; adjusting both together would make the primary ones untestable
+with 9 instances. :func:`holm_families` lists the families and the smallest adjusted p each can
+reach (a family that cannot reach ``1 - confidence`` gets no printed Holm column).
 
 Determinism: each row draws from its own generator seeded from ``seed`` and the row's identity
 (adding a controller does not move other rows' intervals; only ``p_holm`` depends on the whole
@@ -52,14 +61,20 @@ from . import stats
 from .frame import as_frame, controller_rank, order_controllers, scored
 
 DEFAULT_DELTA_METRICS = ("success", "valid_count", "duplicate_submit_rate", "valid_per_step")
-# Metrics whose values lie in [0, 1]: their differences lie in [-1, 1] (an unbounded
-# studentized bound is clipped there; see stats.interval).
+# Metrics whose values lie in [0, 1]: their differences lie in [-1, 1], where every interval of
+# theirs is cut (plausible_bounds).
 RATE_METRICS = frozenset({"success", "duplicate_submit_rate", "proposed_duplicate_rate",
                           "precision", "false_completion", "false_claim", "honest_stop",
                           "premature_stop", "budget_exhausted"})
 MATCH = ("target", "task_id", "instance", "seed")
-STAT_COLUMNS = ["metric", "delta", "ci_low", "ci_high", "degenerate", "ci_method", "p_value",
-                "p_method", "p_holm", "n_pairs", "n_clusters", "mean_a", "mean_b", "confidence"]
+# Metrics where a lower value of A is the better one (n_better counts instances A is lower on).
+LOWER_IS_BETTER = frozenset({"duplicate_submit_rate", "proposed_duplicate_rate", "rejected",
+                             "false_completion", "false_claim", "premature_stop",
+                             "budget_exhausted", "steps_used", "steps_ratio", "invalid_actions"})
+STAT_COLUMNS = ["metric", "delta", "ci_low", "ci_high", "ci_low_clipped", "ci_high_clipped",
+                "degenerate", "ci_method", "n_better", "n_worse", "n_tied", "p_value",
+                "p_method", "p_min", "testable", "p_holm", "holm_rows", "n_pairs", "n_clusters",
+                "mean_a", "mean_b", "confidence"]
 PAIRED_COLUMNS = ["family", "policy", "simulated", "pooled", "target", "n_targets",
                   "controller_a", "controller_b", *STAT_COLUMNS]
 
@@ -101,26 +116,45 @@ def _cluster_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
     return s.to_numpy(dtype=float)
 
 
+def plausible_bounds(metric: str, diff: np.ndarray) -> tuple[float, float]:
+    """The range a row's interval is cut to: [-1, 1] for a difference of rates, else the range
+    of the instance mean differences ``diff`` (what the instances allow)."""
+    if metric in RATE_METRICS:
+        return -1.0, 1.0
+    return float(diff.min()), float(diff.max())
+
+
 def delta_stats(va: np.ndarray, vb: np.ndarray, clusters: np.ndarray, *, metric: str,
                 rng: np.random.Generator, n_resamples: int, confidence: float,
                 method: str = stats.DEFAULT_METHOD) -> dict:
-    """The statistics of one row from the matched values of each side and their clusters."""
+    """The statistics of one row from the matched values of each side and their clusters
+    (``p_holm`` and ``holm_rows`` are filled per family by :func:`delta_table`)."""
     ok = ~(np.isnan(va) | np.isnan(vb))
     out = {"metric": metric, "delta": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-           "degenerate": False, "ci_method": "", "p_value": math.nan, "p_method": "",
-           "p_holm": math.nan, "n_pairs": int(ok.sum()), "n_clusters": 0,
-           "mean_a": math.nan, "mean_b": math.nan, "confidence": confidence}
+           "ci_low_clipped": False, "ci_high_clipped": False, "degenerate": False,
+           "ci_method": "", "n_better": 0, "n_worse": 0, "n_tied": 0, "p_value": math.nan,
+           "p_method": "", "p_min": math.nan, "testable": False, "p_holm": math.nan,
+           "holm_rows": 0, "n_pairs": int(ok.sum()), "n_clusters": 0, "mean_a": math.nan,
+           "mean_b": math.nan, "confidence": confidence}
     if not ok.any():
         return out
     cl = clusters[ok]
     diff = _cluster_means(va[ok] - vb[ok], cl)
+    signs = stats.flip_signs(diff.size, rng, n_resamples)  # one set: the p and its inversion
+    p, p_method = stats.sign_flip_p(diff[None, :], rng=rng, signs=signs)
     lo, hi, used = stats.interval(diff[None, :], rng=rng, method=method, confidence=confidence,
-                                  n_resamples=n_resamples,
-                                  bounds=(-1.0, 1.0) if metric in RATE_METRICS else None)
-    p, p_method = stats.sign_flip_p(diff[None, :], rng=rng, n_mc=n_resamples)
+                                  n_resamples=n_resamples, signs=signs)
+    lo, hi, cut_lo, cut_hi = stats.clip(lo, hi, plausible_bounds(metric, diff))
+    up, down = (int(c[0]) for c in stats.n_up_down(diff[None, :]))
+    better, worse = (down, up) if metric in LOWER_IS_BETTER else (up, down)
+    p_min = float(stats.min_p(up + down))
     out.update(delta=float(diff.mean()), ci_low=float(lo[0]), ci_high=float(hi[0]),
-               degenerate=bool(stats.degenerate(diff[None, :])[0]), ci_method=str(used[0]),
-               p_value=float(p[0]), p_method=p_method, n_clusters=int(diff.size),
+               ci_low_clipped=bool(cut_lo[0]), ci_high_clipped=bool(cut_hi[0]),
+               degenerate=bool(stats.degenerate(diff[None, :])[0]),
+               ci_method=str(used[0]) + (" (clipped)" if cut_lo[0] or cut_hi[0] else ""),
+               n_better=better, n_worse=worse, n_tied=int(diff.size) - up - down,
+               p_value=float(p[0]), p_method=p_method, p_min=p_min,
+               testable=p_min < 1 - confidence, n_clusters=int(diff.size),
                mean_a=float(_cluster_means(va[ok], cl).mean()),
                mean_b=float(_cluster_means(vb[ok], cl).mean()))
     return out
@@ -138,7 +172,7 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
     handled here); ``pairs`` maps the side values present in a stratum to ``(a, b)`` pairs;
     ``extra`` adds stratum-level columns (e.g. ``simulated``). Output columns: the strata,
     ``extra``'s keys, ``pooled``, ``target``, ``n_targets``, ``a_col``, ``b_col`` and
-    :data:`STAT_COLUMNS`; Holm is applied per metric and scope (see the module docstring).
+    :data:`STAT_COLUMNS`; Holm is applied per family of tests (see the module docstring).
     """
     df = scored(df)
     rows: list[dict] = []
@@ -176,13 +210,30 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
     out = pd.DataFrame(rows, columns=cols)
     out["target"] = out["target"].astype("Int64")
     out["pooled"] = out["pooled"].astype(bool)
-    out["degenerate"] = out["degenerate"].astype(bool)
-    for m in metrics:
-        for scope in (True, False):
-            sel = ((out["metric"] == m) & (out["pooled"] == scope)).to_numpy()
-            if sel.any():
-                out.loc[sel, "p_holm"] = stats.holm(out.loc[sel, "p_value"].to_numpy(dtype=float))
+    for col in ("degenerate", "ci_low_clipped", "ci_high_clipped", "testable"):
+        out[col] = out[col].astype(bool)
+    for key in holm_families(out, strata[0]).itertuples(index=False):
+        sel = ((out[strata[0]] == key.family) & (out["metric"] == key.metric)
+               & (out["pooled"] == key.pooled) & out["testable"]).to_numpy()
+        out.loc[sel, "p_holm"] = stats.holm(out.loc[sel, "p_value"].to_numpy(dtype=float))
+        out.loc[sel, "holm_rows"] = int(sel.sum())
     return out
+
+
+def holm_families(deltas: pd.DataFrame, by: str = "family") -> pd.DataFrame:
+    """One row per Holm family (``by`` x metric x scope) of a delta table: ``family``,
+    ``metric``, ``pooled``, ``rows`` (all), ``testable`` rows, and ``floor``: the smallest
+    adjusted p the family can reach (testable rows x the smallest ``p_min`` among them; NaN
+    without a testable row), in the table's order."""
+    cols = ["family", "metric", "pooled", "rows", "testable", "floor"]
+    if deltas.empty:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for (fam, metric, pooled), g in deltas.groupby([by, "metric", "pooled"], sort=False):
+        t = g[g["testable"].astype(bool)]
+        out.append([fam, metric, bool(pooled), len(g), len(t),
+                    min(1.0, len(t) * float(t["p_min"].min())) if len(t) else math.nan])
+    return pd.DataFrame(out, columns=cols)
 
 
 def controller_pairs(names: Iterable[str]) -> list[tuple[str, str]]:

@@ -3,7 +3,7 @@
 Every figure has one panel per ``(family, policy label)``: different models or parameter sets
 are different panels. Controllers keep the same colour in every figure. Intervals are the
 report's 95% intervals over task instances (:func:`pushbench.analysis.stats.interval`: the
-studentized cluster bootstrap), seeded, so figures are reproducible; where every instance gave
+inverted sign-flip test, no band with fewer than 6 instances), seeded, so figures are reproducible; where every instance gave
 the same value there is no band. Whenever a panel's data come from a simulated policy, its title
 says "(simulated agent)" and the figure title repeats it.
 """
@@ -100,7 +100,7 @@ def _shared_legend(fig, axes) -> tuple:
     rows = math.ceil(len(labels) / max(ncol, 1))
     height = fig.get_size_inches()[1]
     fig.legend([entries[k] for k in labels], labels, loc="lower center", ncol=ncol, fontsize=9,
-               title="controller (line: mean; band: 95% studentized bootstrap CI over instances)",
+               title="controller (line: mean; band: 95% sign-flip CI over instances)",
                title_fontsize=9, frameon=False)
     return (0, min(0.4, (0.3 + 0.22 * rows) / height), 1, 1)
 

@@ -15,7 +15,7 @@ from . import stats
 from ..metrics import SPEND_CUTS
 from .bill import bill_markdown
 from .failures import FAILURE_CLASSES, failures
-from .format import SIM_NOTE, delta_cell, is_missing, p_text, pct_points
+from .format import CLIP_NOTE, SIM_NOTE, counts_text, decimals, delta_cell, is_missing, p_text, pct_points
 from .summary import pass_columns
 
 MAX_LISTED = 200  # missing or raised episodes listed one by one (the rest are counted)
@@ -48,8 +48,8 @@ def _cell(v, kind: str) -> str:
     if kind == "int":
         return str(int(v))
     if kind == "pct":
-        return f"{100 * float(v):.1f}"
-    return format(float(v), "." + kind)
+        return format(100 * float(v), f".{decimals(100 * float(v), 1)}f")
+    return format(float(v), f".{decimals(float(v), int(kind[0]))}f")
 
 
 def _esc(text: str) -> str:
@@ -131,11 +131,11 @@ def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
                           [False] * 4 + [True, False])
     out += [f"Statistics: paired deltas match episodes on (target, task, instance, seed) "
             f"within one policy label; intervals: {round(100 * confidence)}% {methods} over "
-            f"task instances ({n_resamples} resamples, seed {seed}); p-values: two-sided "
-            "paired sign-flip randomization tests over instances (exact up to 16 instances), "
-            "Holm-adjusted over the rows of one metric and one scope (pooled, or per target) in "
-            "this report. Rates are in percent, "
-            "deltas of rates in percentage points.", ""]
+            f"task instances (seed {seed}; {n_resamples} draws where a method samples); "
+            "p-values: two-sided paired sign-flip randomization tests over instances (exact up "
+            "to 16 instances), Holm-adjusted over the testable rows of one task family, metric "
+            "and scope (pooled, or per target) in this report. Rates are in percent, deltas of "
+            "rates in percentage points.", ""]
     return out
 
 
@@ -168,32 +168,65 @@ def _summary(summary: pd.DataFrame) -> list[str]:
     return out
 
 
-def _delta_rows(grp: pd.DataFrame) -> list[list[str]]:
+def _delta_rows(grp: pd.DataFrame, holm: bool) -> list[list[str]]:
     rows = []
     for _, r in grp.iterrows():
         est, ci = delta_cell(r, r["metric"])
+        p_holm = [p_text(r["p_holm"]) if bool(r["testable"]) else "not testable"] if holm else []
         rows.append([_esc(r["family"]), _esc(r["policy"]) + (" (SIM)" if r["simulated"] else ""),
                      "all" if r["pooled"] else str(int(r["target"])),
-                     f"{r['controller_a']} - {r['controller_b']}", est, ci,
-                     p_text(r["p_value"]), p_text(r["p_holm"]), str(int(r["n_clusters"])),
-                     str(int(r["n_pairs"])), _cell(r["mean_a"], _kind(r["metric"])),
+                     f"{r['controller_a']} - {r['controller_b']}", est, _esc_md(ci),
+                     counts_text(r), p_text(r["p_value"])
+                     + ("" if bool(r["testable"]) or holm else " (not testable)"), *p_holm,
+                     str(int(r["n_clusters"])), str(int(r["n_pairs"])),
+                     _cell(r["mean_a"], _kind(r["metric"])),
                      _cell(r["mean_b"], _kind(r["metric"]))])
     return rows
+
+
+def _esc_md(text: str) -> str:
+    return _esc(text).replace("*", "\\*")
 
 
 def _kind(metric: str) -> str:
     return "pct" if pct_points(metric) else "3f"
 
 
+def _scope(pooled: bool) -> str:
+    return "pooled over targets" if pooled else "per target"
+
+
+def _holm_lines(fams: pd.DataFrame, alpha: float) -> list[str]:
+    out = ["Holm families (task family x metric x scope; only testable rows enter, i.e. rows "
+           f"where at least {stats.min_clusters(1 - alpha)} instances differ so that the "
+           "smallest attainable p, 2/2^m for m "
+           f"differing instances, is below {alpha:g}; the others keep their raw p and read "
+           "\"not testable\"):", ""]
+    rows = [[_esc(str(f.family)), f.metric, _scope(f.pooled), str(f.rows), str(f.testable),
+             "-" if is_missing(f.floor) else p_text(f.floor),
+             "yes" if f.floor < alpha else "no"] for f in fams.itertuples(index=False)]
+    out += _table(["family", "metric", "scope", "rows", "testable rows (Holm family size)",
+                   "smallest attainable Holm p", f"can reach {alpha:g}"], rows,
+                  [False, False, False, True, True, True, False])
+    return out
+
+
 def _deltas(deltas: pd.DataFrame) -> list[str]:
+    from .deltas import holm_families
+
     out = ["## Paired deltas (A - B)", ""]
     if deltas is None or deltas.empty:
         return out + ["No matched controller pairs.", ""]
-    head = ["family", "policy", "N", "A - B", "delta", "interval", "p", "p (Holm)", "instances",
-            "pairs", "mean A", "mean B"]
-    right = [False, False, True, False, True, False, True, True, True, True, True, True]
+    alpha = 1 - float(deltas["confidence"].iloc[0])
+    fams = holm_families(deltas)
+    out += ["Each row: the estimate, its interval (by default the inversion of the sign-flip "
+            "test: it excludes 0 exactly when p < 0.05; \"n/a (k<6)\": fewer than 6 instances, "
+            "too few for any 95% statement), the instances where A did better / worse than B "
+            "(the rest tied), the raw sign-flip p and, where the row's Holm family can reach "
+            f"{alpha:g}, the Holm-adjusted p. {CLIP_NOTE.replace('*', chr(92) + '*', 1)}.", ""]
+    out += _holm_lines(fams, alpha)
     metrics = list(dict.fromkeys(deltas["metric"]))
-    for scope, title in ((True, "pooled over targets (N = all)"), (False, "per target")):
+    for scope in (True, False):
         part = deltas[deltas["pooled"] == scope]
         if part.empty:
             continue
@@ -201,10 +234,46 @@ def _deltas(deltas: pd.DataFrame) -> list[str]:
             grp = part[part["metric"] == m]
             if grp.empty:
                 continue
+            f = fams[(fams["metric"] == m) & (fams["pooled"] == scope)]
+            holm = bool((f["floor"] < alpha).any())
             unit = " (percentage points)" if pct_points(m) else ""
+            title = "pooled over targets (N = all)" if scope else "per target"
             out += [f"### {m}{unit}, {title}", ""]
-            out += _table(head, _delta_rows(grp), right)
+            head = ["family", "policy", "N", "A - B", "delta", "interval", "instances A vs B",
+                    "p", *(["p (Holm)"] if holm else []), "instances", "pairs", "mean A",
+                    "mean B"]
+            right = [False, False, True, False, True, False, False, True,
+                     *([True] if holm else []), True, True, True, True]
+            out += _table(head, _delta_rows(grp[_reaching(grp, f, alpha) | ~holm], holm), right)
+            if not holm or not _reaching(grp, f, alpha).all():
+                out += _unreachable(grp, f, alpha, holm)
     return out
+
+
+def _reaching(grp: pd.DataFrame, fams: pd.DataFrame, alpha: float) -> pd.Series:
+    ok = set(fams.loc[fams["floor"] < alpha, "family"])
+    return grp["family"].isin(ok)
+
+
+def _unreachable(grp, fams, alpha: float, holm: bool) -> list[str]:
+    out = []
+    for f in fams.itertuples(index=False):
+        if f.floor < alpha:
+            continue
+        why = ("no row is testable" if f.testable == 0 else
+               f"{f.testable} testable rows x the smallest attainable p "
+               f"{p_text(f.floor / f.testable)} = {p_text(f.floor)} >= {alpha:g}")
+        out.append(f"No Holm-adjusted p for {_esc(str(f.family))} {f.metric} "
+                   f"{_scope(f.pooled)}: {why}, so no row of this family can be significant "
+                   "after adjustment; the raw p is shown.")
+    if holm:
+        sub = grp[~_reaching(grp, fams, alpha)]
+        out += [""] + _table(["family", "policy", "N", "A - B", "delta", "interval",
+                              "instances A vs B", "p", "instances", "pairs", "mean A", "mean B"],
+                             _delta_rows(sub, False),
+                             [False, False, True, False, True, False, False, True, True, True,
+                              True, True])
+    return out + [""]
 
 
 def _figures(figures: Sequence[str], missing: Sequence[tuple[str, str]] = ()) -> list[str]:
@@ -267,10 +336,10 @@ def render(frames: dict[str, pd.DataFrame], info: dict | None = None, *, seed: i
     deltas = frames.get("paired_deltas")
     conf = float(deltas["confidence"].iloc[0]) if deltas is not None and not deltas.empty \
         else 0.95
-    used = sorted({m.split(" (")[0] for m in deltas["ci_method"]} - {"none"}) \
+    used = sorted({m.split(" (")[0] for m in deltas["ci_method"]} - {"none", "n/a", ""}) \
         if deltas is not None and not deltas.empty else []
-    methods = ("; ".join(used) or f"{stats.DEFAULT_METHOD} cluster bootstrap") + (
-        " (intersected with the metric's range where it exceeds it; each row's method is in "
+    methods = ("; ".join(used) or f"{stats.DEFAULT_METHOD} interval") + (
+        " (cut to the plausible range where it exceeds it; each row's method is in "
         "paired_deltas.csv)")
     out += _what_ran(df, info, seed, n_resamples, conf, methods)
     out += _summary(summary) if not summary.empty else ["## Summary", "", "No episodes.", ""]

@@ -31,7 +31,6 @@ paired ``checklist - default`` deltas.
 from __future__ import annotations
 
 import json
-import math
 import re
 import warnings
 from collections.abc import Iterable, Sequence
@@ -488,21 +487,22 @@ def _print_condition_deltas(deltas, console=None) -> None:
         console.print("no matched condition pairs (checklist and default runs need the same "
                       "task, instance and seed)")
         return
+    from ..analysis.format import counts_text, delta_cell, p_text
+
     # one table per metric (the metric names a title line), so the table fits 80 columns
     console.print("black-box: condition A - default, matched on (task, instance, seed); "
-                  "n: matched pairs", style="bold", highlight=False)
+                  "pairs: matched pairs", style="bold", highlight=False)
     for metric, grp in deltas.groupby("metric", sort=False):
         table = Table(title=str(metric), box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
                       collapse_padding=True)
-        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "n"):
-            table.add_column(col, no_wrap=True,
-                             justify="right" if col in ("N", "delta", "n") else "left")
-        for r in grp.itertuples(index=False):
-            if r.degenerate:
-                ci = f"const ({r.n_clusters} inst.)"
-            else:
-                ci = "-" if math.isnan(r.ci_low) else f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
-            delta = "-" if math.isnan(r.delta) else f"{r.delta:+.3f}"
-            table.add_row(r.agent or "-", r.controller, "all" if r.pooled else str(r.target),
-                          r.condition_a, delta, ci, str(r.n_pairs))
+        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "instances", "p",
+                    "pairs"):
+            table.add_column(col, no_wrap=True, justify="right" if col in ("N", "delta", "p",
+                                                                          "pairs") else "left")
+        for r in grp.to_dict("records"):
+            delta, ci = delta_cell(r, r["metric"], short=True)
+            p = p_text(r["p_value"]) + ("" if r["testable"] else " nt")
+            table.add_row(r["agent"] or "-", r["controller"],
+                          "all" if r["pooled"] else str(r["target"]), r["condition_a"], delta,
+                          ci, counts_text(r, short=True), p, str(r["n_pairs"]))
         console.print(table)

@@ -183,7 +183,7 @@
     if (!t || !t.rows.length) return h("section", {}, h("h2", {}, "Paired deltas"), h("p", {}, "No controller pairs in this run."));
     const cond = side === "condition";
     const shown = ["family", "policy", "agent", "simulated", "pooled", "target", "controller", "controller_a", "controller_b", "condition_a", "condition_b", "metric", "delta",
-      "ci_low", "ci_high", "ci_method", "p_value", "p_holm", "n_pairs", "n_clusters", "mean_a", "mean_b", "confidence"].filter((c) => t.columns.includes(c));
+      "ci_low", "ci_high", "ci_method", "n_better", "n_worse", "n_tied", "p_value", "testable", "p_holm", "n_pairs", "n_clusters", "mean_a", "mean_b", "confidence"].filter((c) => t.columns.includes(c));
     const title = cond ? "Condition deltas (prompt condition A minus B, matched on target, task, instance, seed)"
       : "Paired deltas (controller A minus B, matched on target, task, instance, seed)";
     return filtered(t, ["metric", "family", "policy", "agent", "pooled"], title, cond ? "condition-deltas" : "deltas", {
