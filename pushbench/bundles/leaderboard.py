@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 
 
 from .. import paths
+from ..sources import sha256_file
 from ..analysis.frame import episodes_frame, load_episodes, scored
 from ..analysis.stats import DEFAULT_METHOD, interval, row_rng
 from ..analysis.summary import summary_table
@@ -34,7 +35,7 @@ from ..errors import PushBenchError
 from ..viewer import build_site
 from ..viewer.site import OutDirError, install_assets, js_payload, static_bytes
 from .archive import BundleError
-from .verify import file_sha256, verify_bundles
+from .verify import verify_bundles
 
 PAGE = "leaderboard.html"
 
@@ -106,7 +107,7 @@ def build_leaderboard(bundles: list[str | Path], site: str | Path, seed: int = 0
     for b in bundles:
         b = Path(b)
         try:
-            digest = file_sha256(b) if b.is_file() else None
+            digest = sha256_file(b) if b.is_file() else None
             if digest is None:
                 raise BundleError(f"bundle {b} not found")
             if digest in seen:

@@ -28,7 +28,6 @@ every metric and lists it) and ``verification.json`` names it. Only replayed rec
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import tempfile
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths, tasks
+from ..sources import sha256_file
 from ..records import dumps_line, encode_trace, episode_line
 from ..runner import outdir
 from .archive import BundleError, extract_bundle, member_json, read_manifest
@@ -65,14 +65,6 @@ class Verified:
     records: list[dict] = field(default_factory=list)
     flagged: list[dict] = field(default_factory=list)  # {"key", "run", "reasons"}
     experiments: list[dict] = field(default_factory=list)  # of its ``pushbench run`` runs
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def task_problems(manifest: dict) -> list[str]:
@@ -112,7 +104,7 @@ def open_bundle(path: str | Path, work: Path) -> Bundle:
     if problems:
         raise BundleError(f"bundle {path.name} is refused: {'; '.join(problems[:5])}"
                           + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
-    return Bundle(path=path, sha256=file_sha256(path), root=root / "x", manifest=manifest)
+    return Bundle(path=path, sha256=sha256_file(path), root=root / "x", manifest=manifest)
 
 
 # ----- replay ---------------------------------------------------------------------------------
