@@ -317,9 +317,9 @@ def test_cli_overrides(tmp_path):
     assert m["experiment"]["seeds"] == [3, 4]
 
 
-def _report(run_dir: Path, out: Path, seed: int) -> dict[str, bytes]:
+def _report(run_dir: Path, out: Path, seed: int, *extra: str) -> dict[str, bytes]:
     res = subprocess.run([sys.executable, "-m", "pushbench.cli", "report", str(run_dir),
-                          "--seed", str(seed), "--out", str(out)],
+                          "--seed", str(seed), "--out", str(out), *extra],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     return {f: (out / f).read_bytes() for f in ("summary.csv", "paired_deltas.csv")}
@@ -355,11 +355,14 @@ def test_whole_report_is_byte_identical_for_a_fixed_seed(tmp_path):
     lines = (tmp_path / "a" / "episodes.jsonl").read_bytes().splitlines(keepends=True)
     (shuffled / "episodes.jsonl").write_bytes(b"".join(reversed(lines)))
     assert _report(shuffled, shuffled, seed=0) == a
-    # Another seed moves the bootstrap intervals (so the equalities above are not vacuous) and
-    # nothing else.
-    other = _report(tmp_path / "a", tmp_path / "seed1", seed=1)
-    assert other["summary.csv"] == a["summary.csv"]
-    assert other["paired_deltas.csv"] != a["paired_deltas.csv"]
+    # The default interval enumerates all 2^9 sign assignments: no draw, so another seed gives
+    # the same bytes. A resampling method takes the seed: two seeds move its intervals (so the
+    # equalities above are not vacuous for it) and nothing else.
+    assert _report(tmp_path / "a", tmp_path / "seed1", seed=1) == a
+    boot = [_report(tmp_path / "a", tmp_path / f"boot{s}", s, "--ci-method", "studentized")
+            for s in (0, 1)]
+    assert boot[0]["summary.csv"] == boot[1]["summary.csv"] == a["summary.csv"]
+    assert boot[0]["paired_deltas.csv"] != boot[1]["paired_deltas.csv"]
 
 
 def test_make_executor_names_close_matches_for_an_unknown_name():

@@ -5,8 +5,9 @@ of zeros, limits set low where the point is the limit): archives and folders for
 ``pushbench snapshots add``, Python files the indexer cannot take, request bodies for the model
 server, paths for the viewer's server and routes, and experiment files. The checks: one
 ``error: ...`` line (or a listed skip), the exit code, memory bounded (peak RSS of a
-subprocess, read with ``resource``), nothing pinned or cached after a refusal, and other
-snapshots still building. Every test that pins or caches uses its own ``PUSHBENCH_HOME``.
+subprocess, read from VmHWM in ``/proc/self/status``), nothing pinned or cached after a
+refusal, and other snapshots still building. Every test that pins or caches uses its own
+``PUSHBENCH_HOME``.
 """
 
 from __future__ import annotations
@@ -58,15 +59,23 @@ def env_for(home: Path) -> dict:
     return env
 
 
+# A subprocess's own peak RSS (KiB): VmHWM of its address space. Not getrusage's ru_maxrss,
+# which Linux carries over from the parent across fork + exec, so a child of a large pytest
+# process would report pytest's peak (CI saw 1.3 GiB for a child that used a few MiB).
+_PEAK = """
+def peak_rss_kib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+"""
+
 # The CLI in a subprocess, reporting its own peak RSS (KiB) on a last stderr line.
-_MEASURED = textwrap.dedent("""
-    import resource, sys
+_MEASURED = _PEAK + textwrap.dedent("""
+    import sys
     from pushbench.cli import app
     try:
         app(sys.argv[1:], prog_name="pushbench")
     finally:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        sys.stderr.write("\\nPEAK_RSS_KIB=%d\\n" % peak)
+        sys.stderr.write("\\nPEAK_RSS_KIB=%d\\n" % peak_rss_kib())
 """)
 
 
@@ -422,8 +431,8 @@ def api_shaped(path: str, resp) -> bool:
 
 def test_a_gzip_bomb_body_is_cut_at_the_limit_in_bounded_memory(tmp_path):
     """1 MiB of gzip that inflates to 1 GiB: 413 after at most MAX_BODY decompressed bytes."""
-    script = textwrap.dedent(f"""
-        import resource, zlib, json
+    script = _PEAK + textwrap.dedent(f"""
+        import zlib, json
         from starlette.testclient import TestClient
         from pushbench.modelserver import PolicyBackend, build_app
         c = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -432,7 +441,7 @@ def test_a_gzip_bomb_body_is_cut_at_the_limit_in_bounded_memory(tmp_path):
         r = TestClient(build_app(PolicyBackend("diligent"))).post(
             "/v1/messages", content=body, headers={{"content-encoding": "gzip"}})
         print(json.dumps([r.status_code, r.json(), len(body),
-                          resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+                          peak_rss_kib()]))
     """)
     out = subprocess.run([sys.executable, "-c", script], env=env_for(tmp_path / "h"),
                          capture_output=True, text=True, timeout=300)
