@@ -9,6 +9,10 @@ The one place for the rules every run folder follows (sweep run folders written 
   (:func:`episode_line`), canonical JSON, one per line (:func:`dumps_line`);
 * a trace is the full record as gzipped canonical JSON with ``mtime=0`` (:func:`encode_trace`):
   same record, same bytes;
+* both carry ``family_version``, the version of the family's observation contract the episode
+  was run under (:func:`versioned`: the current :func:`pushbench.tasks.family_version` unless
+  the record already names one); a line written before versions existed has none and counts as
+  version 1 (:data:`UNVERSIONED`, :func:`version_of`);
 * reading (:func:`read_lines`) skips blank lines, skips and names any line that is not a JSON
   object, and drops a torn last line (no newline: a write cut short), optionally cutting it
   from the file; :func:`unique_by_key` keeps the first line of each key, as resume does;
@@ -27,11 +31,37 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import tasks
+
+# The version of a record that names none: written before family versions existed, i.e. under
+# the behaviour every family's version 1 pins (README, "Observation contract and versions").
+UNVERSIONED = 1
+
+
+def versioned(record: dict) -> dict:
+    """``record`` with ``family_version`` set (a shallow copy; ``record`` is not changed).
+
+    A record that already names a version keeps it (a replayed or re-written record states
+    what it was run under); otherwise the family's current version. A record without a known
+    ``family`` is returned as it is."""
+    family = record.get("family")
+    if "family_version" in record or family not in tasks.FAMILY_VERSIONS:
+        return record
+    return {**record, "family_version": tasks.family_version(family)}
+
+
+def version_of(line: dict) -> int:
+    """The family version a line or record was run under (:data:`UNVERSIONED` if it names
+    none, or names something that is not a positive integer)."""
+    v = line.get("family_version")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else UNVERSIONED
+
 
 def episode_line(record: dict) -> dict:
     """The ``episodes.jsonl`` line: the full record minus ``calls``, controller steps and an
-    LLM policy's ``transcript`` (those stay in the trace)."""
-    line = {k: v for k, v in record.items() if k not in ("calls", "transcript")}
+    LLM policy's ``transcript`` (those stay in the trace), with ``family_version``
+    (:func:`versioned`)."""
+    line = {k: v for k, v in versioned(record).items() if k not in ("calls", "transcript")}
     ctl = record.get("controller")
     if isinstance(ctl, dict):
         line["controller"] = {"name": ctl.get("name"), "components": ctl.get("components")}
@@ -45,8 +75,9 @@ def dumps_line(obj) -> bytes:
 
 
 def encode_trace(record: dict) -> bytes:
-    """Gzipped canonical JSON of the full record (``mtime=0``: same record, same bytes)."""
-    data = json.dumps(record, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
+    """Gzipped canonical JSON of the full record with ``family_version`` (:func:`versioned`;
+    ``mtime=0``: same record, same bytes)."""
+    data = json.dumps(versioned(record), ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 

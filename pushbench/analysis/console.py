@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .frame import labelled
 from .format import (CLIP_NOTE, SIMULATED_LABEL, SIM_NOTE, counts_text, delta_cell, is_missing,
                      pct_points)
 
@@ -57,6 +58,7 @@ def print_summary(summary: pd.DataFrame, console) -> None:
     """One table per ``(family, policy)``: rows controller x target."""
     from .summary import pass_columns
 
+    summary = labelled(summary)  # one version per table (``reposcan v2`` when mixed)
     for (family, policy), grp in summary.groupby(["family", "policy"], sort=False):
         sim = bool(grp["simulated"].any())
         table = _table(console, f"{family} | {policy}"
@@ -94,7 +96,7 @@ def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None
     testable (fewer than 6 instances differ)."""
     from .deltas import holm_families
 
-    sel = deltas[deltas["metric"] == metric]
+    sel = labelled(deltas[deltas["metric"] == metric])
     fams = holm_families(sel)
     alpha = 1 - float(sel["confidence"].iloc[0]) if not sel.empty else 0.05
     reach = {(f.family, f.pooled): f.floor < alpha for f in fams.itertuples(index=False)}

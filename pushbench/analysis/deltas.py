@@ -58,7 +58,8 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .frame import as_frame, controller_rank, order_controllers, scored
+from .frame import as_frame, controller_rank, family_labels, order_controllers, scored, \
+    versioned
 
 DEFAULT_DELTA_METRICS = ("success", "valid_count", "duplicate_submit_rate", "valid_per_step")
 # Metrics whose values lie in [0, 1]: their differences lie in [-1, 1], where every interval of
@@ -212,8 +213,9 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
     out["pooled"] = out["pooled"].astype(bool)
     for col in ("degenerate", "ci_low_clipped", "ci_high_clipped", "testable"):
         out[col] = out[col].astype(bool)
+    fam = _holm_key(out, strata[0])
     for key in holm_families(out, strata[0]).itertuples(index=False):
-        sel = ((out[strata[0]] == key.family) & (out["metric"] == key.metric)
+        sel = ((fam == key.family) & (out["metric"] == key.metric)
                & (out["pooled"] == key.pooled) & out["testable"]).to_numpy()
         out.loc[sel, "p_holm"] = stats.holm(out.loc[sel, "p_value"].to_numpy(dtype=float))
         out.loc[sel, "holm_rows"] = int(sel.sum())
@@ -224,16 +226,24 @@ def holm_families(deltas: pd.DataFrame, by: str = "family") -> pd.DataFrame:
     """One row per Holm family (``by`` x metric x scope) of a delta table: ``family``,
     ``metric``, ``pooled``, ``rows`` (all), ``testable`` rows, and ``floor``: the smallest
     adjusted p the family can reach (testable rows x the smallest ``p_min`` among them; NaN
-    without a testable row), in the table's order."""
+    without a testable row), in the table's order. A table split by family version
+    (``family_version`` column) has one Holm family per version (``family`` reads
+    ``reposcan v2``)."""
     cols = ["family", "metric", "pooled", "rows", "testable", "floor"]
     if deltas.empty:
         return pd.DataFrame(columns=cols)
     out = []
-    for (fam, metric, pooled), g in deltas.groupby([by, "metric", "pooled"], sort=False):
+    keyed = deltas.assign(_fam=_holm_key(deltas, by))
+    for (fam, metric, pooled), g in keyed.groupby(["_fam", "metric", "pooled"], sort=False):
         t = g[g["testable"].astype(bool)]
         out.append([fam, metric, bool(pooled), len(g), len(t),
                     min(1.0, len(t) * float(t["p_min"].min())) if len(t) else math.nan])
     return pd.DataFrame(out, columns=cols)
+
+
+def _holm_key(deltas: pd.DataFrame, by: str) -> pd.Series:
+    """The Holm-family column: ``by``, with the version where a table is split by it."""
+    return family_labels(deltas) if by == "family" else deltas[by]
 
 
 def controller_pairs(names: Iterable[str]) -> list[tuple[str, str]]:
@@ -250,18 +260,22 @@ def paired_deltas(df: pd.DataFrame | Iterable[dict],
 
     Pair direction: controllers are ordered baseline-first (``none``, ``standard``,
     ``verifier_gated``, ``stateqgp``, its ablation rows, ``unitqgp``, then alphabetically) and
-    every pair is reported once as *later minus earlier*. Columns: :data:`PAIRED_COLUMNS`.
+    every pair is reported once as *later minus earlier*. Columns: :data:`PAIRED_COLUMNS`
+    (with ``family_version`` after ``family``, and one stratum per version, when the episodes
+    mix versions of a family: :func:`pushbench.analysis.frame.versioned`).
     Controller pairs without any matched episode are omitted.
     """
     df = as_frame(df)
+    columns = versioned(PAIRED_COLUMNS, df)
     if df.empty:
-        return pd.DataFrame(columns=PAIRED_COLUMNS)
-    out = delta_table(df, side="controller", strata=["family", "policy"], pairs=controller_pairs,
+        return pd.DataFrame(columns=columns)
+    out = delta_table(df, side="controller", strata=versioned(["family", "policy"], df),
+                      pairs=controller_pairs,
                       metrics=metrics, seed=seed, n_resamples=n_resamples,
                       confidence=confidence, a_col="controller_a", b_col="controller_b",
                       method=method,
                       extra=lambda g: {"simulated": bool(g["simulated"].any())})
-    out = out[PAIRED_COLUMNS]
+    out = out[columns]
     if out.empty:
         return out
     rank = {m: i for i, m in enumerate(metrics)}
@@ -269,5 +283,6 @@ def paired_deltas(df: pd.DataFrame | Iterable[dict],
                      _b=[controller_rank(c) for c in out["controller_b"]],
                      _a=[controller_rank(c) for c in out["controller_a"]],
                      _m=[rank[m] for m in out["metric"]])
-    return out.sort_values(["family", "policy", "_p", "_t", "_b", "_a", "_m"], kind="mergesort") \
+    by = versioned(["family", "policy"], df) + ["_p", "_t", "_b", "_a", "_m"]
+    return out.sort_values(by, kind="mergesort") \
         .drop(columns=["_p", "_t", "_a", "_b", "_m"]).reset_index(drop=True)

@@ -8,6 +8,12 @@ A policy's identity is its **label** (:mod:`pushbench.policies.identity`): the f
 ``policy`` column holds it (``policy_name`` the bare name), so different models or parameter
 sets are never pooled. Lines written before labels existed get the label derived from name and
 params.
+
+Family versions (:func:`pushbench.records.version_of`; a line without one is version 1) are
+never pooled either: when a frame holds more than one version of a family
+(:func:`mixed_versions`), the summary and delta tables group by ``family_version`` too
+(:func:`versioned`) and name a family ``reposcan v2`` (:func:`family_labels`). With one version
+per family they have no such column, so their bytes are what they were before versions existed.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ _METRIC_COLUMNS = (
     "gated_over_claim", "invalid_actions", "verifier_recoveries", "blocked_completions",
 )
 EPISODE_COLUMNS = [
-    "key", "family", "policy", "policy_name", "simulated", "controller", "components", "target",
+    "key", "family", "family_version", "policy", "policy_name", "simulated", "controller", "components", "target",
     "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total", "steps_used",
     "budget", "terminated_by", "reported_count", *ANYTIME_COLUMNS, "tampered", "incomplete",
 ]
@@ -103,6 +109,53 @@ def _anytime(met: dict) -> list:
     return list(steps)
 
 
+# ----- family versions ------------------------------------------------------------------
+VERSION = "family_version"
+
+
+def mixed_versions(df: pd.DataFrame) -> dict[str, list[int]]:
+    """``{family: [versions]}`` of the families ``df`` holds in more than one version."""
+    if VERSION not in df or df.empty:
+        return {}
+    seen = df.groupby("family", sort=True)[VERSION].unique()
+    return {str(f): sorted(int(x) for x in v) for f, v in seen.items() if len(v) > 1}
+
+
+def versioned(columns: list[str], df: pd.DataFrame) -> list[str]:
+    """``columns`` with ``family_version`` after ``family`` when ``df`` mixes versions."""
+    if not mixed_versions(df) or VERSION in columns:
+        return list(columns)
+    at = columns.index("family") + 1
+    return [*columns[:at], VERSION, *columns[at:]]
+
+
+def family_labels(df: pd.DataFrame) -> pd.Series:
+    """The family of each row as tables show it: ``reposcan``, or ``reposcan v2`` where the
+    table has a ``family_version`` column (only tables of a frame that mixes versions do)."""
+    if VERSION not in df:
+        return df["family"]
+    return df["family"].astype(str) + " v" + df[VERSION].astype(str)
+
+
+def labelled(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` for display: ``family`` as :func:`family_labels`, no ``family_version``."""
+    if VERSION not in table:
+        return table
+    return table.assign(family=family_labels(table)).drop(columns=VERSION)
+
+
+def version_note(df: pd.DataFrame) -> str | None:
+    """One line saying the frame mixes versions and that no row pools them (None if not)."""
+    mixed = mixed_versions(df)
+    if not mixed:
+        return None
+    counts = df.groupby(["family", VERSION]).size()
+    parts = "; ".join(f"{f} " + ", ".join(f"v{v}: {int(counts[(f, v)])} episodes" for v in vs)
+                      for f, vs in mixed.items())
+    return (f"This run folder holds more than one family version ({parts}): every summary and "
+            "delta row is one version, never pooled.")
+
+
 # ----- the flat episode table -------------------------------------------------------------
 def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
     """One row per episode with flat columns (:data:`EPISODE_COLUMNS`, plus ``progress``).
@@ -132,6 +185,7 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
         row: dict[str, Any] = {
             "key": ep.get("key") or fallback_key(ep),
             "family": ep.get("family", ""),
+            "family_version": records.version_of(ep),
             "policy": label_of(ep.get("policy")),
             "policy_name": policy_name(ep),
             "simulated": is_simulated(ep),

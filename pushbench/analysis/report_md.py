@@ -15,6 +15,7 @@ from . import stats
 from ..metrics import SPEND_CUTS
 from .bill import bill_markdown
 from .failures import FAILURE_CLASSES, failures
+from .frame import labelled, version_note
 from .format import CLIP_NOTE, SIM_NOTE, counts_text, decimals, delta_cell, is_missing, p_text, pct_points
 from .summary import pass_columns
 
@@ -88,6 +89,10 @@ def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
                        + ", ".join(f"`{c}`" for c in info["other_revisions"]))
         pk = info.get("packages") or {}
         out.append("- Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(pk.items())))
+        if not df.empty:  # of the episodes, not the manifest (a resume may change it)
+            fv = df.groupby("family", sort=True)["family_version"].unique()
+            out.append("- Family versions (observation contract): " + ", ".join(
+                f"{f} " + "+".join(f"v{v}" for v in sorted(vs)) for f, vs in fv.items()))
         out.append(f"- Invocations: {info.get('invocations')}")
         out.append("")
         planned = info.get("planned_episodes")
@@ -146,6 +151,7 @@ def _last_line(text) -> str:
 
 def _summary(summary: pd.DataFrame) -> list[str]:
     out = ["## Summary", ""]
+    summary = labelled(summary)  # one version per table (``reposcan v2`` when mixed)
     for (family, policy), grp in summary.groupby(["family", "policy"], sort=False):
         sim = bool(grp["simulated"].any())
         out += [f"### {family} | {_esc(policy)}" + (" (SIMULATED agent)" if sim else ""), ""]
@@ -217,6 +223,7 @@ def _deltas(deltas: pd.DataFrame) -> list[str]:
     out = ["## Paired deltas (A - B)", ""]
     if deltas is None or deltas.empty:
         return out + ["No matched controller pairs.", ""]
+    deltas = labelled(deltas)  # one version per Holm family and row label
     alpha = 1 - float(deltas["confidence"].iloc[0])
     fams = holm_families(deltas)
     out += ["Each row: the estimate, its interval (by default the inversion of the sign-flip "
@@ -333,6 +340,9 @@ def render(frames: dict[str, pd.DataFrame], info: dict | None = None, *, seed: i
         sims = sorted(set(summary.loc[summary["simulated"], "policy"]))
         out += [f"> **{SIM_NOTE}** Simulated policies here: "
                 + ", ".join(f"`{s}`" for s in sims), ""]
+    note = version_note(df)
+    if note:
+        out += [f"> **Family versions.** {note}", ""]
     deltas = frames.get("paired_deltas")
     conf = float(deltas["confidence"].iloc[0]) if deltas is not None and not deltas.empty \
         else 0.95

@@ -21,7 +21,7 @@ from math import comb
 import pandas as pd
 
 from .frame import ANYTIME_COLUMNS, BOOL_METRICS, FLAG_METRICS, USAGE_COLUMNS, as_frame, \
-    sort_frame
+    sort_frame, versioned
 from .reference import steps_ratio
 from ..metrics import NOT_AGENT_OUTCOMES, SPEND_CUTS
 
@@ -54,7 +54,9 @@ def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
 
 
 def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
-    """Per ``(family, policy, controller, target)`` means over scored episodes.
+    """Per ``(family, policy, controller, target)`` means over scored episodes (and per
+    ``family_version`` after ``family`` when the episodes mix versions of a family:
+    :func:`pushbench.analysis.frame.versioned`).
 
     Columns: ``simulated``, ``n_episodes``, ``n_backend_errors``, ``n_tampered``,
     ``n_instances``, ``success_rate``, ``pass^1..K``, ``mean_valid_count``,
@@ -77,6 +79,7 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     computing missing diligent references on demand.
     """
     df = as_frame(df)
+    group = versioned(GROUP, df)
     spec = {
         "simulated": ("simulated", "any"),
         "n_episodes": ("key", "size"),
@@ -111,7 +114,7 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
             spec[f"mean_{col}"] = (col, "mean")
     counts = ["n_backend_errors", "n_tampered"]
     if df.empty:
-        return pd.DataFrame(columns=GROUP + ["simulated", "n_episodes"] + counts
+        return pd.DataFrame(columns=group + ["simulated", "n_episodes"] + counts
                             + list(spec)[2:])
     flags = df.assign(n_backend_errors=(df["terminated_by"] == "error").astype(int),
                       n_tampered=(df["tampered"] & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES)
@@ -119,7 +122,7 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     # Cells are matched by label from here on (column assignment and insert align a Series on
     # the index), and every cell of the table is a group of ``flags``; the row order is set
     # once, by sort_frame at the end.
-    n_bad = flags.groupby(GROUP, dropna=False)[counts].sum()
+    n_bad = flags.groupby(group, dropna=False)[counts].sum()
     work = df[~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]].copy()
     work["steps_ratio"] = steps_ratio(work, on_demand=steps_reference)
     for col in BOOL_METRICS + FLAG_METRICS:
@@ -127,33 +130,34 @@ def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
     if work.empty:  # every episode errored or was tampered: one row per cell, no metric
         out = pd.DataFrame(index=n_bad.index, columns=list(spec), dtype=float)
     else:
-        out = work.groupby(GROUP, dropna=False).agg(**spec)
-        passk = _pass_k(work, GROUP)
+        out = work.groupby(group, dropna=False).agg(**spec)
+        passk = _pass_k(work, group)
         pos = out.columns.get_loc("success_rate") + 1
         for j, col in enumerate(passk.columns):
             out.insert(pos + j, col, passk[col])
     # keep cells whose every episode errored or was tampered visible, with 0 episodes
     out = out.reindex(out.index.union(n_bad.index))
     out["n_episodes"] = out["n_episodes"].fillna(0).astype(int)
-    out["simulated"] = flags.groupby(GROUP, dropna=False)["simulated"].any()
+    out["simulated"] = flags.groupby(group, dropna=False)["simulated"].any()
     pos = out.columns.get_loc("n_episodes") + 1
     for j, col in enumerate(counts):
         out.insert(pos + j, col, n_bad[col])
     out["n_instances"] = out["n_instances"].fillna(0).astype(int)
     if "cost_usd" in df:  # the bill (pushbench/runner/costcap.py; docs/llm.md)
-        _bill_columns(out, df, work)
+        _bill_columns(out, df, work, group)
     out = out.reset_index()
-    return sort_frame(out, GROUP)
+    return sort_frame(out, group)
 
 
-def _bill_columns(out: pd.DataFrame, df: pd.DataFrame, work: pd.DataFrame) -> None:
-    """Add the bill columns to ``out`` (indexed by :data:`GROUP`) in place."""
+def _bill_columns(out: pd.DataFrame, df: pd.DataFrame, work: pd.DataFrame,
+                  group: list[str]) -> None:
+    """Add the bill columns to ``out`` (indexed by ``group``) in place."""
     g = df.assign(_cut=df["terminated_by"].isin(SPEND_CUTS).astype(int)).groupby(
-        GROUP, dropna=False)
+        group, dropna=False)
     out["n_spend_cut"] = g["_cut"].sum()          # aligned by cell (see summary_table)
     for col in ("prompt_tokens", "completion_tokens", "cost_usd"):
         out[f"total_{col}"] = g[col].sum(min_count=1).astype(float)
-    wins = work.groupby(GROUP, dropna=False)["success"].sum().reindex(out.index)
+    wins = work.groupby(group, dropna=False)["success"].sum().reindex(out.index)
     out["cost_per_success"] = (out["total_cost_usd"] / wins).where(wins > 0)
 
 

@@ -220,6 +220,11 @@ def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
     record["blackbox"] = replaycheck.blackbox_section(stored, run, run_dir, incomplete,
                                                         mismatch, facts)
     record["blackbox"]["fingerprint"] = replaycheck.fingerprint(record, trace_raw)
+    # The version the agent saw is the session's (run.json), not this evaluation's; a run.json
+    # without one leaves it to the record writer (records.versioned).
+    seen = (run.get("family_versions") or {}).get(record.get("family"))
+    if isinstance(seen, int) and not isinstance(seen, bool):
+        record["family_version"] = seen
     record["tampered"] = bool(reasons or checked.unverifiable)
     record["tamper_reasons"] = reasons + [f"unverifiable: {u}" for u in checked.unverifiable]
     record["unverifiable"] = bool(checked.unverifiable)

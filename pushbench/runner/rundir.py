@@ -10,7 +10,8 @@ Layout of ``DIR``::
     traces/capped/<key>.json.gz  the full record of the latest cut of that episode
     manifest.json           schema version, writer ("run": see :mod:`.outdir`), package versions,
                             git revision, experiment, arguments, and one entry per invocation
-                            (the only place wall-clock time lives)
+                            (the only place wall-clock time lives; each names the
+                            ``family_versions`` it ran under)
     .lock                   held (flock) while a sweep writes, so two sweeps cannot share DIR
 
 Only the parent process writes here. Per episode, the trace is written first (tmp file +
@@ -40,7 +41,7 @@ import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import errors, paths
+from .. import errors, paths, tasks
 from ..records import (dumps_line as _dumps, encode_trace, episode_line,  # noqa: F401
                        git_revision, package_versions, read_lines)
 from ..policies.identity import policy_label
@@ -202,6 +203,7 @@ class RunDir:
                       arguments: dict | None) -> dict:
         invocation = {"started": _now(), "arguments": arguments or {}, "argv": list(sys.argv),
                       "packages": package_versions(), "git": git_revision(),
+                      "family_versions": dict(tasks.FAMILY_VERSIONS),
                       "resumed_with": len(self.done)}
         return {
             "schema_version": MANIFEST_SCHEMA_VERSION,

@@ -33,12 +33,24 @@ def _planned(experiment: dict) -> tuple[list[dict] | None, str | None]:
             for s in specs], None
 
 
+def _distinct(items) -> list:
+    out: list = []
+    for x in items:
+        if x not in out:
+            out.append(x)
+    return out
+
+
 def run_info(run_dir: str | Path) -> dict | None:
     """Facts about the run in ``run_dir`` (``None`` when it has no manifest, or its manifest
     is an evaluation's or names no one experiment: :mod:`.outdir`).
 
     Keys: ``experiment`` (name, description), ``packages``, ``git``, ``other_revisions``,
-    ``invocations``, ``planned`` (episode count), ``planned_episodes`` (``key``, ``task_id``,
+    ``invocations``, ``family_versions`` (the first invocation's ``{family: version}``;
+    ``None`` in a manifest written before versions were recorded, whose episodes count as
+    version 1) and ``other_family_versions`` (later invocations' that differ from it: resuming
+    under another version adds episodes of that version, which the report splits from the
+    rest), ``planned`` (episode count), ``planned_episodes`` (``key``, ``task_id``,
     ``instance``, ``controller``, ``policy`` label, ``seed`` per planned episode; ``None`` when
     the experiment no longer expands here, ``plan_problem`` says why), ``raised`` (the newest
     error line per key that raised at least once), ``cost`` (``cap_usd``: the latest
@@ -66,6 +78,9 @@ def run_info(run_dir: str | Path) -> dict | None:
     commit = (git or {}).get("commit")
     others = sorted({(inv.get("git") or {}).get("commit") for inv in invocations[1:]}
                     - {commit, None})
+    versions = first.get("family_versions")
+    other_versions = [v for v in _distinct(inv.get("family_versions") for inv in invocations[1:])
+                      if v is not None and v != versions]
     planned, problem = _planned(exp) if exp else (None, "manifest has no experiment")
     raised: dict[str, dict] = {}
     for line in read_lines(path / ERRORS):
@@ -84,6 +99,8 @@ def run_info(run_dir: str | Path) -> dict | None:
         "git": git,
         "other_revisions": others,
         "invocations": len(invocations),
+        "family_versions": versions,
+        "other_family_versions": other_versions,
         "planned": len(planned) if planned is not None else exp.get("episodes"),
         "planned_episodes": planned,
         "plan_problem": problem,

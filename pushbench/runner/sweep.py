@@ -278,6 +278,7 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
     tables, and say what was written, how many planned episodes are missing and (with
     ``outcomes``) what ended the episodes that are not agent outcomes."""
     from ..analysis import report as rep
+    from ..analysis.frame import version_note
     from .runinfo import run_info
 
     info = run_info(run_dir)
@@ -292,6 +293,9 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
     out_dir = Path(out_dir)
     console.print(f"wrote {out_dir / 'summary.csv'}, {out_dir / 'paired_deltas.csv'} and "
                   f"{out_dir / 'report.md'} ({len(episodes)} episodes)", highlight=False)
+    note = version_note(frames["episodes"])
+    if note:
+        console.print(f"[bold yellow]family versions[/]: {escape(note)}", highlight=False)
     for line in missing_lines(info, {e.get("key") for e in episodes}):
         console.print(line, highlight=False)
     if outcomes:
