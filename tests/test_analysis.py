@@ -329,3 +329,85 @@ def test_offline_labels_are_deterministic_and_tell_param_sets_apart(params):
                                                              if k not in params}})
     changed = {k: v for k, v in params.items() if defaults.get(k, object()) != v}
     assert (a == "simulated-mid") == (not changed)
+
+
+# ----- section 5: family versions (issue 27) ---------------------------------------------------
+def _versioned(lines: list[dict], version) -> list[dict]:
+    """``lines`` as run under ``version`` (None: an old line without the key); own keys."""
+    out = []
+    for ep in lines:
+        ep = {k: v for k, v in ep.items() if k != "family_version"}
+        if version is not None:
+            ep = {**ep, "family_version": version, "key": f"{ep['key']}|v{version}"}
+        out.append(ep)
+    return out
+
+
+def _tables(lines: list[dict]) -> tuple[bytes, bytes]:
+    return (report.to_csv_bytes(report.summary_table(lines, steps_reference=False)),
+            report.to_csv_bytes(report.paired_deltas(lines, n_resamples=199)))
+
+
+@pytest.mark.parametrize("version", [1, 2, 7])
+def test_one_version_per_family_keeps_the_table_bytes_of_unversioned_lines(version):
+    lines = synthetic_run()
+    summary, deltas = _tables(lines)
+    assert _tables(_versioned(lines, version)) == (summary, deltas)
+    assert b"family_version" not in summary + deltas
+
+
+def test_two_versions_are_never_pooled_in_a_row():
+    v1 = synthetic_run()                       # old lines: no version key, count as version 1
+    v2 = _versioned(synthetic_run(), 2)
+    for ep in v2:                              # version 2 behaves differently: all succeed
+        ep["success"] = ep["metrics"]["success"] = True
+    s = report.summary_table(v1 + v2, steps_reference=False)
+    assert list(s.columns[:3]) == ["family", "family_version", "policy"]
+    alone = {v: report.summary_table(lines, steps_reference=False)
+             for v, lines in ((1, v1), (2, v2))}
+    for v, one in alone.items():
+        rows = s[s["family_version"] == v].drop(columns="family_version").reset_index(drop=True)
+        pd.testing.assert_frame_equal(rows, one, check_dtype=False)
+    assert (s.loc[s["family_version"] == 2, "success_rate"] == 1.0).all()
+    assert (s.loc[s["family_version"] == 1, "success_rate"] < 1.0).any()
+
+    d = report.paired_deltas(v1 + v2, n_resamples=199, method="t")
+    assert list(d.columns[:3]) == ["family", "family_version", "policy"]
+    for v, lines in ((1, v1), (2, v2)):
+        one = report.paired_deltas(lines, n_resamples=199, method="t")
+        rows = d[d["family_version"] == v]
+        assert len(rows) == len(one)
+        assert (rows["n_pairs"].to_numpy() == one["n_pairs"].to_numpy()).all()
+        assert np.allclose(rows["delta"].to_numpy(), one["delta"].to_numpy())
+        # one Holm family per version: the same family sizes as the version alone
+        assert (rows["holm_rows"].to_numpy() == one["holm_rows"].to_numpy()).all()
+    from pushbench.analysis.deltas import holm_families
+
+    fams = holm_families(d)
+    assert {"reposcan v1", "reposcan v2"} == set(fams["family"])
+
+
+def test_a_mixed_run_folder_says_so_in_the_report_and_the_terminal(tmp_path):
+    from rich.console import Console
+
+    from pushbench.runner.sweep import write_and_print_report
+
+    lines = synthetic_run(n_instances=2, seeds=(0,), targets=(10,))
+    mixed = lines + _versioned(lines, 2)
+    err, out = Console(record=True, width=300), Console(record=True, width=300)
+    frames = write_and_print_report(mixed, tmp_path, tmp_path, console=err, out=out,
+                                    n_resamples=199)
+    md = (tmp_path / "report.md").read_text()
+    n = len(lines)
+    note = (f"more than one family version (reposcan v1: {n} episodes, v2: {n} episodes): "
+            "every summary and delta row is one version, never pooled")
+    assert md.count(note) == 1 and note in err.export_text()
+    assert "### reposcan v1 | simulated-mid" in md and "### reposcan v2 | simulated-mid" in md
+    assert "reposcan v2 | simulated-mid" in out.export_text()
+    assert "- Family versions (observation contract): reposcan v1+v2" not in md  # no manifest
+    assert "family_version" in frames["summary"]
+    # one version: no note, no split
+    err, out = Console(record=True, width=300), Console(record=True, width=300)
+    write_and_print_report(lines, tmp_path, tmp_path, console=err, out=out, n_resamples=199)
+    assert "family version" not in err.export_text()
+    assert "family version" not in (tmp_path / "report.md").read_text().lower()

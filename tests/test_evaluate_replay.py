@@ -130,6 +130,21 @@ def test_honest_runs_replay_clean(runs):
     assert not evaluate(runs["three"])["success"] and evaluate(runs["reposcan"])["success"]
 
 
+def test_a_run_carries_the_family_version_its_session_ran_under(runs, tmp_path, monkeypatch):
+    from pushbench import tasks
+
+    now = tasks.family_version("reposcan")
+    assert evaluate(runs["three"])["family_version"] == now
+    assert blackbox.blackbox_line(evaluate(runs["three"]))["family_version"] == now
+    # a session under another version: its record says that version, not the evaluator's
+    with monkeypatch.context() as m:
+        m.setitem(tasks.FAMILY_VERSIONS, "reposcan", now + 4)
+        scripted_run(tmp_path / "old", [("status", {}), ("final", {"reported_count": 0})])
+    assert json.loads((tmp_path / "old" / "run.json").read_text())["family_versions"] == {
+        "reposcan": now + 4}
+    assert blackbox.blackbox_line(evaluate(tmp_path / "old"))["family_version"] == now + 4
+
+
 def test_a_dataops_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_path):
     run = tmp_path / "oob"
     made = play_out_of_band(run, DATAOPS, "diligent")

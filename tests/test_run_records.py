@@ -168,3 +168,63 @@ def test_resume_reruns_only_the_episode_on_a_corrupt_middle_line(tmp_path):
     assert [x["key"] for x in lines] == [json.loads(first)["key"], json.loads(last)["key"],
                                          lost["key"]]
     assert lines[-1] == lost  # the same episode again, byte for byte the same record
+
+
+# ----- family versions (issue 27) ---------------------------------------------------------------
+def test_lines_and_traces_carry_the_family_version_without_changing_the_record():
+    import gzip
+
+    from pushbench import records, tasks
+    from pushbench.runner.episode import run_episode
+
+    rec = run_episode("RepoScan-requests-docstring-N10", "standard", "diligent", 0)
+    assert "family_version" not in rec
+    line = records.episode_line(rec)
+    trace = json.loads(gzip.decompress(records.encode_trace(rec)))
+    assert line["family_version"] == trace["family_version"] == tasks.family_version("reposcan")
+    assert "family_version" not in rec                       # the caller's record is untouched
+    assert {k: v for k, v in trace.items() if k != "family_version"} == json.loads(json.dumps(rec))
+    # a record that names its version keeps it (a re-written or black-box record)
+    old = {**rec, "family_version": 7}
+    assert records.episode_line(old)["family_version"] == 7
+    assert json.loads(gzip.decompress(records.encode_trace(old)))["family_version"] == 7
+    # no known family: nothing to add
+    assert "family_version" not in records.episode_line({**rec, "family": "nosuch"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
+                 st.text(max_size=4), st.lists(st.integers(), max_size=2)))
+def test_version_of_any_line_is_a_positive_integer_and_unversioned_lines_are_1(value):
+    from pushbench import records
+
+    v = records.version_of({"family_version": value})
+    good = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    assert v == (value if good else records.UNVERSIONED)
+    assert records.version_of({}) == records.UNVERSIONED == 1
+
+
+def test_run_info_names_the_versions_of_each_invocation(tmp_path, monkeypatch):
+    from pushbench import tasks
+    from pushbench.runner.runinfo import run_info
+
+    exp = validate({"schema_version": 1, "name": "versions", "controllers": ["standard"],
+                    "tasks": ["RepoScan-requests-docstring-N10"], "policies": ["diligent"],
+                    "seeds": [0, 1]})
+    run_experiment(exp, tmp_path, executor=InProcessExecutor(), progress=False)
+    info = run_info(tmp_path)
+    assert info["family_versions"] == tasks.FAMILY_VERSIONS and info["other_family_versions"] == []
+    path = tmp_path / "episodes.jsonl"
+    first, second = path.read_bytes().splitlines(keepends=True)
+    assert json.loads(first)["family_version"] == tasks.family_version("reposcan")
+    # a resume under another version is named; the episode it runs again carries that version
+    path.write_bytes(first)
+    monkeypatch.setitem(tasks.FAMILY_VERSIONS, "reposcan", tasks.FAMILY_VERSIONS["reposcan"] + 1)
+    run_experiment(exp, tmp_path, executor=InProcessExecutor(), progress=False)
+    info = run_info(tmp_path)
+    assert info["family_versions"]["reposcan"] == tasks.FAMILY_VERSIONS["reposcan"] - 1
+    assert info["other_family_versions"] == [dict(tasks.FAMILY_VERSIONS)]
+    lines, _ = _read(path)
+    assert [x["family_version"] for x in lines] == [tasks.FAMILY_VERSIONS["reposcan"] - 1,
+                                                    tasks.FAMILY_VERSIONS["reposcan"]]
+    assert lines[1] == {**json.loads(second), "family_version": tasks.FAMILY_VERSIONS["reposcan"]}
