@@ -77,7 +77,8 @@ def dumps_line(obj) -> bytes:
 def encode_trace(record: dict) -> bytes:
     """Gzipped canonical JSON of the full record with ``family_version`` (:func:`versioned`;
     ``mtime=0``: same record, same bytes)."""
-    data = json.dumps(versioned(record), ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
+    data = json.dumps(versioned(record), ensure_ascii=True, sort_keys=True,
+                      separators=(",", ":")).encode()
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 

@@ -411,3 +411,15 @@ def test_a_mixed_run_folder_says_so_in_the_report_and_the_terminal(tmp_path):
     write_and_print_report(lines, tmp_path, tmp_path, console=err, out=out, n_resamples=199)
     assert "family version" not in err.export_text()
     assert "family version" not in (tmp_path / "report.md").read_text().lower()
+
+
+def test_figure_panels_split_versions_only_when_mixed():
+    from pushbench.analysis.plots import _panels
+
+    lines = synthetic_run(n_instances=2, seeds=(0,), targets=(10,))
+    one = {(f, p) for f, p, _ in _panels(report.episodes_frame(lines))}
+    assert one == {("reposcan", "simulated-mid")}
+    mixed = _panels(report.episodes_frame(lines + _versioned(lines, 3)))
+    assert {(f, p) for f, p, _ in mixed} == {("reposcan v1", "simulated-mid"),
+                                            ("reposcan v3", "simulated-mid")}
+    assert all(len(g) == len(lines) for _, _, g in mixed)

@@ -1184,3 +1184,20 @@ def test_delta_table_rows_come_in_sorted_strata_order_whatever_the_line_order():
     assert out["policy"].tolist() == ["alpha", "zeta"]
 
 
+
+
+def test_context_deltas_split_family_versions_only_when_mixed():
+    from pushbench.analysis.context_deltas import context_deltas
+
+    eps = context_run()
+    want = context_deltas(eps, seed=5, n_resamples=99)
+    versioned = [{**e, "family_version": 1} for e in eps]
+    pd.testing.assert_frame_equal(context_deltas(versioned, seed=5, n_resamples=99), want)
+    later = [{**e, "family_version": 2, "key": e["key"] + "|v2"} for e in eps]
+    both = context_deltas(versioned + later, seed=5, n_resamples=99)
+    assert list(both.columns[:2]) == ["family", "family_version"]
+    assert len(both) == 2 * len(want)
+    for v in (1, 2):
+        rows = both[both["family_version"] == v]
+        assert (rows["n_pairs"].to_numpy() == want["n_pairs"].to_numpy()).all()
+        assert np.allclose(rows["delta"].to_numpy(), want["delta"].to_numpy())

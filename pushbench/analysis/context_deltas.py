@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..policies.identity import derived_label
 from .deltas import STAT_COLUMNS, delta_table
-from .frame import episodes_frame, fallback_key
+from .frame import episodes_frame, fallback_key, versioned
 
 FULL = "full"
 CONTEXT_METRICS = ("success", "valid_count", "duplicate_submit_rate", "dropped_turns")
@@ -68,6 +68,7 @@ def context_deltas(episodes: Iterable[dict], metrics: Sequence[str] = CONTEXT_ME
     def pairs(names: list[str]) -> list[tuple[str, str]]:
         return [(c, FULL) for c in sorted(names) if c != FULL] if FULL in names else []
 
-    return delta_table(df, side="context", strata=["family", "agent", "controller"],
+    # a frame that mixes family versions gets one stratum (and Holm family) per version
+    return delta_table(df, side="context", strata=versioned(["family", "agent", "controller"], df),
                        pairs=pairs, metrics=list(metrics), seed=seed, n_resamples=n_resamples,
-                       a_col="context_a", b_col="context_b")[COLUMNS]
+                       a_col="context_a", b_col="context_b")[versioned(COLUMNS, df)]

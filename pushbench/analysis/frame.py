@@ -46,8 +46,8 @@ _METRIC_COLUMNS = (
     "gated_over_claim", "invalid_actions", "verifier_recoveries", "blocked_completions",
 )
 EPISODE_COLUMNS = [
-    "key", "family", "family_version", "policy", "policy_name", "simulated", "controller", "components", "target",
-    "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total", "steps_used",
+    "key", "family", "family_version", "policy", "policy_name", "simulated", "controller",
+    "components", "target", "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total", "steps_used",
     "budget", "terminated_by", "reported_count", *ANYTIME_COLUMNS, "tampered", "incomplete",
 ]
 BOOL_METRICS = ("success", "false_completion", "premature_stop", "budget_exhausted")
@@ -131,7 +131,8 @@ def versioned(columns: list[str], df: pd.DataFrame) -> list[str]:
 
 def family_labels(df: pd.DataFrame) -> pd.Series:
     """The family of each row as tables show it: ``reposcan``, or ``reposcan v2`` where the
-    table has a ``family_version`` column (only tables of a frame that mixes versions do)."""
+    table has a ``family_version`` column (only tables of a frame that mixes versions do; the
+    episodes frame always has it, so ask :func:`mixed_versions` first there)."""
     if VERSION not in df:
         return df["family"]
     return df["family"].astype(str) + " v" + df[VERSION].astype(str)

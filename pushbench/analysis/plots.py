@@ -19,7 +19,8 @@ import pandas as pd
 
 from . import stats
 from .deltas import RATE_METRICS
-from .frame import ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame, order_controllers, scored
+from .frame import (ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame, family_labels,
+                    mixed_versions, order_controllers, scored)
 from .stats import row_rng
 
 WORK_UNIT_FAMILIES = ("dataops", "swelite")
@@ -54,7 +55,9 @@ def _markers(controllers: Iterable[str]) -> dict[str, str]:
 
 
 def _panels(df: pd.DataFrame):
-    return [(fam, pol, g) for (fam, pol), g in df.groupby(["family", "policy"], sort=True)]
+    # one panel per family version where the frame mixes versions (``reposcan v2``)
+    fam = family_labels(df) if mixed_versions(df) else df["family"]
+    return [(f, pol, g) for (f, pol), g in df.groupby([fam, "policy"], sort=True)]
 
 
 def _figure(n: int, title: str, simulated: bool, panel_w: float = _PANEL_W,
