@@ -111,6 +111,18 @@ def test_bundle_refuses_what_it_cannot_replay(run_dir, tmp_path):
     with pytest.raises(BundleError, match="no trace file"):
         write_bundle([broken], tmp_path / "x.pushbench.tar.gz")
     assert not (tmp_path / "x.pushbench.tar.gz").exists()
+    # an episode of another family version than this installation's
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    trace = next((other / "traces").glob("*.json.gz"))
+    rec = json.loads(gzip.decompress(trace.read_bytes()))
+    v = tasks.family_version(rec["family"])
+    assert rec["family_version"] == v
+    trace.write_bytes(gzip.compress(json.dumps({**rec, "family_version": v + 1}).encode()))
+    with pytest.raises(BundleError, match=rf"ran under {rec['family']} v{v + 1}, this "
+                                          rf"installation is v{v}"):
+        write_bundle([other], tmp_path / "x.pushbench.tar.gz")
+    assert not (tmp_path / "x.pushbench.tar.gz").exists()
 
 
 # ----- verify -------------------------------------------------------------------------------------
@@ -248,6 +260,12 @@ def test_a_black_box_run_travels_to_another_installation(tmp_path, monkeypatch):
     line = json.loads((tmp_path / "v" / "episodes.jsonl").read_text())
     assert line["policy"]["name"] == "blackbox-mcp:fake-agent:default"
     assert line["blackbox"]["signature"] == "not checked (bundle)"
+    assert line["family_version"] == tasks.family_version(line["family"])
+    # under another version of its family the run is not bundled
+    with monkeypatch.context() as m, pytest.raises(
+            BundleError, match=rf"ran under {line['family']} v{line['family_version']}"):
+        m.setitem(tasks.FAMILY_VERSIONS, line["family"], line["family_version"] + 1)
+        bundle([bb], tmp_path / "bb2.pushbench.tar.gz")
 
     def edit(members):  # a forged verdict in the bundled episode.json: the replay catches it
         rec = json.loads(members["runs/000/blackbox/episode.json"])

@@ -18,7 +18,8 @@ no ``server.log``, no report. Members are taken in the order the inputs are give
 is deterministic (:mod:`.archive`), and its date is the newest run's start, so the same inputs
 give the same bytes. The task facts come from the local registry
 (:func:`pushbench.tasks.task_manifest_digest`, :func:`pushbench.tasks.family_version`); a run
-of a task unknown here cannot be bundled.
+of a task unknown here, or an episode run under another version of its family (records without
+one are version 1), cannot be bundled.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from .. import tasks
 from ..analysis.frame import load_episodes
 from ..blackbox import evaluate as bb
-from ..records import git_revision, package_versions
+from ..records import git_revision, package_versions, version_of
 from ..runner import outdir
 from ..runner.rundir import TRACES
 from .archive import KIND, MANIFEST, SCHEMA_VERSION, SUFFIX, BundleError, dumps, sha256, \
@@ -85,6 +86,7 @@ def _run_members(run_dir: Path, prefix: str) -> tuple[dict, dict[str, bytes], li
             raise BundleError(f"{trace}: unreadable trace ({e})") from None
         if not isinstance(record, dict) or record.get("key") != key:
             raise BundleError(f"{trace}: not the record of episode {key}")
+        _same_version(record.get("family"), version_of(record), f"{run_dir}: episode {key}")
         name = f"records/{i:06d}.json"
         members[f"{prefix}/{name}"] = dumps(record)
         episodes.append({"key": key, "task_id": record.get("task_id"), "record": name})
@@ -109,12 +111,24 @@ def _blackbox_members(run_dir: Path, prefix: str) -> tuple[dict, dict[str, bytes
         raise BundleError(f"{run_dir}/{bb.RUN_FILE} is not a JSON object") from None
     if f"{prefix}/blackbox/{bb.EPISODE_FILE}" not in members:
         raise BundleError(f"{run_dir}: no {bb.EPISODE_FILE} (did the server start?)")
+    versions = run.get("family_versions")  # the session's (signed); absent before versions
+    for family, v in (versions.items() if isinstance(versions, dict) else ()):
+        _same_version(family, v, str(run_dir))
     info = {"kind": "blackbox", "run_id": run.get("run_id"), "task_id": run.get("task"),
             "seed": run.get("seed"), "policy": run.get("policy"),
             "controller": run.get("controller"), "created": run.get("started_at"),
             "packages": run.get("versions"), "git": run.get("git_revision"),
             "files": sorted(n.rsplit("/", 1)[1] for n in members)}
     return info, members, [run.get("task")]
+
+
+def _same_version(family, version, where: str) -> None:
+    """Refuse an episode run under another version of its family than this registry's: the
+    bundle states one version per task, and verification replays under that version."""
+    if family in tasks.FAMILY_VERSIONS and version != tasks.family_version(family):
+        raise BundleError(f"{where} ran under {family} v{str(version)[:20]}, this installation "
+                          f"is v{tasks.family_version(family)}: a bundle holds one version per "
+                          "task (bundle it where that version is current)")
 
 
 def _task_facts(task_ids: list, where: str) -> dict:
