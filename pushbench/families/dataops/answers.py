@@ -32,11 +32,11 @@ import re
 from typing import Any
 
 from ...envs.actions import echo
+from .units import _INTEGER  # the checker's integer text: one definition
 
 MAX_ANSWER_CHARS = 2000  # a list answer of every row of the largest table fits
 ITEM = re.compile(r"[A-Za-z0-9._-]+")
 _SPLIT = re.compile(r"[,\s]+")
-_INTEGER = re.compile(r"-?[0-9]{1,100}")
 
 FORMS = {
     "list": ('items separated by commas (spaces do not matter), each item made of letters, '
