@@ -90,7 +90,6 @@ _VALUE_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "integer"},
                                                                  {"type": "integer"}]}}]}
 
 
-
 class WriteArgs(ToolArgs):
     path: str = Field(max_length=400, description="file path relative to the workspace")
     content: str = Field(max_length=MAX_FILE_BYTES, description="the whole new file content")
