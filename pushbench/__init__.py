@@ -1,8 +1,9 @@
 """PushBench: a benchmark for quantitative goal persistence (QGP) of LLM agents.
 
 ``pushbench.make(task_id, controller=None, **kwargs)`` builds an environment (optionally wrapped
-by a named controller); ``pushbench.list_tasks(prefix)`` lists task ids. On import every task is
-registered with Gymnasium as ``PushBench/<task_id>-v0``.
+by a named controller); ``pushbench.list_tasks(prefix, kind=None)`` lists task ids (``kind``:
+instance, suite, synthetic or user). On import every task is registered with Gymnasium as
+``PushBench/<task_id>-v0``.
 """
 
 from __future__ import annotations

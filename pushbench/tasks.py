@@ -33,7 +33,7 @@ TASK_SCHEMA_VERSION = 1
 # What an agent sees, per family: observation text, tool schemas, verdict rules, budgets and
 # search. Any change to one of them bumps that family's version (Gymnasium's ``-vN`` habit);
 # records, traces and bundles carry it, and results of two versions are never pooled.
-FAMILY_VERSIONS: dict[str, int] = {"reposcan": 1, "dataops": 1, "swelite": 1}
+FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 1}
 
 
 def family_version(family: str) -> int:
@@ -165,6 +165,7 @@ def reload() -> None:
     manifests.cache_clear()
     user_instances.cache_clear()
     all_tasks.cache_clear()
+    task_kinds.cache_clear()
 
 
 @contextmanager
@@ -183,6 +184,11 @@ def staged(name: str, instance: UserRepoScanInstance) -> Iterator[None]:
         reload()
 
 
+def _is_shipped(where: str) -> bool:
+    """Whether a user-instance file is the shipped synthetic folder's (``tasks/synth/``)."""
+    return Path(where).parent.resolve() == userdata.shipped_dir().resolve()
+
+
 def _add(tasks: dict[str, TaskSpec], spec: TaskSpec, where: str) -> None:
     if spec.task_id in tasks:
         raise userdata.UserDataError(f"task id {spec.task_id!r} from {where} is already "
@@ -195,12 +201,10 @@ def all_tasks() -> dict[str, TaskSpec]:
     """Every task id: the built-in manifests, then the user instances (:func:`user_instances`)."""
     tasks = builtin_tasks()
     m = manifests()["reposcan"]
-    shipped = userdata.shipped_dir().resolve()
     suites: dict[tuple[str, int], list[str]] = {}
     for name, (inst, where) in user_instances().items():
         # the shipped synthetic family has its own suite; everything else is the user's
-        suite = (userdata.SHIPPED_SYNTH if Path(where).parent.resolve() == shipped
-                 else USER_SUITE)
+        suite = userdata.SHIPPED_SYNTH if _is_shipped(where) else USER_SUITE
         for n in inst.targets:
             tid = f"{m.prefix}-{name}-N{n}"
             _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point,
@@ -231,10 +235,47 @@ def builtin_tasks() -> dict[str, TaskSpec]:
     return tasks
 
 
-def list_tasks(prefix: str | None = None) -> list[str]:
-    """All task ids (optionally those starting with ``prefix``), sorted."""
-    return sorted((t for t in all_tasks() if prefix is None or t.startswith(prefix)),
-                  key=_natural)
+TASK_KINDS = ("instance", "suite", "synthetic", "user")
+
+
+@lru_cache(maxsize=None)
+def task_kinds() -> dict[str, str]:
+    """Every task id's kind (one of :data:`TASK_KINDS`).
+
+    ``instance``: a shipped manifest's single-instance task (``RepoScan-pytest-raises-N50``);
+    ``suite``: a shipped manifest's suite, whose reset seed picks an instance
+    (``RepoScan-N50``); ``synthetic``: the shipped synthetic RepoScan tasks of ``tasks/synth/``
+    and their suite (``RepoScan-synth-...``); ``user``: tasks from the user folders and the
+    user suite (``RepoScan-user-N<k>``).
+    """
+    kinds = {}
+    for m in manifests().values():
+        for n in m.targets:
+            kinds.update({f"{m.prefix}-{inst}-N{n}": "instance" for inst in m.instances})
+            kinds[f"{m.prefix}-N{n}"] = "suite"
+    m = manifests()["reposcan"]
+    for name, (inst, where) in user_instances().items():
+        kind = "synthetic" if _is_shipped(where) else "user"
+        suite = userdata.SHIPPED_SYNTH if kind == "synthetic" else USER_SUITE
+        for n in inst.targets:
+            kinds[f"{m.prefix}-{name}-N{n}"] = kinds[f"{m.prefix}-{suite}-N{n}"] = kind
+    return {tid: kinds[tid] for tid in all_tasks()}
+
+
+class UnknownTaskKindError(UnknownNameError):
+    """A ``kind`` that is not one of :data:`TASK_KINDS`."""
+
+
+def list_tasks(prefix: str | None = None, kind: str | None = None) -> list[str]:
+    """Task ids, sorted: all of them (the default), those starting with ``prefix``, and of
+    ``kind`` (one of :data:`TASK_KINDS`, see :func:`task_kinds`; ``None``: every kind). An
+    unknown kind raises :class:`UnknownTaskKindError` naming the valid kinds."""
+    if kind is not None and kind not in TASK_KINDS:
+        raise UnknownTaskKindError(f"unknown task kind {kind!r}; the kinds are "
+                                   f"{', '.join(TASK_KINDS)} (or none for every task)")
+    kinds = task_kinds() if kind is not None else {}
+    return sorted((t for t in all_tasks() if (prefix is None or t.startswith(prefix))
+                   and (kind is None or kinds[t] == kind)), key=_natural)
 
 
 def _natural(task_id: str) -> list:

@@ -238,6 +238,39 @@ def test_controller_inside_the_server(tmp_path, controller):
     assert env_part(rec) == env_part(replay(calls, controller=controller))
 
 
+# ----- version 2 feedback over the wire (issue 27) ---------------------------------------------
+def test_feedback_of_version_2_over_mcp(tmp_path):
+    """The answer schema offers an array and an array answer is recorded; a wrong shape is a
+    tool error quoting the form; a keyword search says what it ignored (real MCP SDK)."""
+    dataops, reposcan = "DataOps-b0-N3", TASK
+    calls: list = []
+
+    async def main():
+        async with Client(params(tmp_path / "d", task=dataops)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            forms = tools["answer"].input_schema["properties"]["value"]["anyOf"]
+            assert {"type": "array", "items": {"anyOf": [{"type": "string"},
+                                                         {"type": "integer"}]}} in forms
+            unit = obs_of(await c.call_tool("inspect", {"unit_id": "u01"}))["result"]
+            assert unit["answer_type"] == "list"
+            calls.append(("inspect", {"unit_id": "u01"}))
+            for value in (["4", 17], "4;17"):
+                calls.append(("answer", {"unit_id": "u01", "value": value}))
+                res = await c.call_tool("answer", calls[-1][1])
+                if isinstance(value, list):
+                    assert not res.is_error and obs_of(res)["result"]["recorded"] == "4,17"
+                else:
+                    assert res.is_error and obs_of(res)["error_type"] == "answer_shape"
+                    assert 'e.g. "4,17,102"' in obs_of(res)["error"]
+        async with Client(params(tmp_path / "r", task=reposcan)) as c:
+            res = obs_of(await c.call_tool("search", {"query": "raise return assert"}))
+            assert res["result"]["ignored"]["terms"] == ["raise", "return", "assert"]
+
+    run(main)
+    rec, _ = load(tmp_path / "d")
+    assert env_part(rec) == env_part(replay(calls, task=dataops))
+
+
 # ----- oversized arguments ----------------------------------------------------------------
 def test_oversized_argument_is_refused_and_costs_a_step(tmp_path):
     run_dir = tmp_path / "run"

@@ -602,7 +602,9 @@ def test_search_result_shape():
     d, r, *_ = run(env, {"tool": "search", "query": "raise error"})
     res = d["result"]
     assert r == 0.0
-    assert set(res) == {"query", "page", "page_size", "total_matches", "has_more", "results"}
+    assert set(res) == {"query", "ignored", "page", "page_size", "total_matches", "has_more",
+                        "results"}  # "raise" is a keyword: version 2 says it was ignored
+    assert res["ignored"]["terms"] == ["raise"]
     assert len(res["results"]) == 10 and res["has_more"] is True
     for h in res["results"]:
         assert set(h) == HIT_KEYS

@@ -53,6 +53,8 @@ ERROR_TYPES: dict[str, str] = {
     # -- work-unit families (DataOps-lite, SWE-lite) ------------------------------------------
     "unknown_unit": "no unit with this id in the backlog",
     "edit_unit": "answer() on an edit-mode unit",
+    "answer_shape": "DataOps answer() whose value does not have the unit's answer form (the "
+                    "message quotes the form with an example; nothing is recorded)",
     "outside_workspace": "a path that leaves the workspace (absolute, '..')",
     "not_allowed": "a symlink, device, FIFO, hard link or other non-regular file",
     "not_found": "the file does not exist",

@@ -21,8 +21,11 @@ Action Space
       ``total_lines`` and ``has_more``.
     * ``edit_file(path, old, new)``: replace the one exact occurrence of ``old`` (error when it
       is missing or ambiguous, with the count). ``write_file(path, content)``: replace/create.
-    * ``answer(unit_id, value)``: record the answer (str or int) of an answer unit; replaces the
-      previous one. Edit units refuse answers.
+    * ``answer(unit_id, value)``: record the answer (str, int, or for a list answer a JSON
+      array of str and int, recorded as its items comma-separated) of an answer unit; replaces
+      the previous one. A value of the wrong shape gets ``error_type`` ``answer_shape``, whose
+      message quotes the expected form with an example (:mod:`.answers`), and records nothing.
+      Edit units refuse answers.
     * ``run_verifier(unit_id)``: run the checker now: ``passed`` and, on failure,
       ``failed_rule`` and a ``reason`` naming the rule, never the expected answer.
     * ``submit(unit_id)``: ``verdicts: [{"id", "verdict"}]``: ``accepted`` (checker passes now),
@@ -62,13 +65,15 @@ Arguments
 Version History
     v0: initial release (4 unit kinds, 6 backlogs x N in {3, 5, 10, 20}); answer units ask
     which rows / accounts / files (list answers), so no answer can be guessed cheaply.
+    Family version 2 (issue 27): an answer of the wrong shape gets ``answer_shape`` with the
+    expected form and an example; a list answer may be a JSON array (same verdicts).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from ...envs.backlog import (PAGE_SIZE, EditArgs, ListUnitsArgs, ReadArgs, UnitArgs,
                              UnitBacklogEnv, sandbox_error)
@@ -76,8 +81,13 @@ from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from ...envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
 from ...tasks import instance_config
 from . import units as U
+from .answers import MAX_ANSWER_CHARS, AnswerShapeError, read_answer  # noqa: F401 (re-export)
 
-MAX_ANSWER_CHARS = 2000  # a list answer of every row of the largest table fits
+# The JSON schema agents read; the value itself is checked by ``read_answer`` so that any value
+# of the wrong shape gets the ``answer_shape`` error with the expected form (not a type error).
+_VALUE_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "integer"},
+                           {"type": "array", "items": {"anyOf": [{"type": "string"},
+                                                                 {"type": "integer"}]}}]}
 
 
 class WriteArgs(ToolArgs):
@@ -87,8 +97,9 @@ class WriteArgs(ToolArgs):
 
 class AnswerArgs(ToolArgs):
     unit_id: str = Field(max_length=64, description="a unit id such as u07")
-    value: str | int = Field(description="the answer: text, or for answer_type list the "
-                             "items comma-separated (see the unit's task)")
+    value: Annotated[Any, WithJsonSchema(_VALUE_SCHEMA)] = Field(
+        description="the answer: text, or for answer_type list the items comma-separated (see "
+                    "the unit's task) or a JSON array of them")
 
 
 class DataOpsEnv(UnitBacklogEnv):
@@ -174,11 +185,11 @@ class DataOpsEnv(UnitBacklogEnv):
         if unit.answer_type is None:
             raise ActionError("edit_unit", f"answer: {unit.id} is an edit-mode unit; change its "
                               "files instead (inspect shows them)", "answer")
-        value = args.value.strip() if isinstance(args.value, str) else args.value
-        if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS:
-            raise ActionError("bad_arguments", "answer: value is longer than "
-                              f"{MAX_ANSWER_CHARS} characters",
-                              "answer")
+        try:
+            value = read_answer(args.value, unit.answer_type)
+        except AnswerShapeError as e:
+            raise ActionError("answer_shape", f"answer: {unit.id} was not recorded: {e}",
+                              "answer") from None
         self._answers[unit.id] = value
         self._version[unit.id] += 1
         return {"unit_id": unit.id, "recorded": value, "note": "run_verifier to check it"}

@@ -11,7 +11,9 @@ Action Space
 
     * ``{"tool": "search", "query": str, "page": int = 1}``: 10 ranked candidates per page with
       identifier, kind, signature line, ``path:line`` and a snippet of at most 8 lines, plus
-      ``has_more``. An empty query browses all definitions in identifier order.
+      ``has_more``. An empty query browses all definitions in identifier order. When part of
+      the query was ignored, ``ignored: {"terms", "reason"}`` says which and why (Python
+      keywords match paths and names only; a query without letters or digits browses all).
     * ``{"tool": "submit", "ids": [str, ...]}`` (1 to 10): per-id verdicts ``accepted``,
       ``duplicate`` (submitted before in this episode), ``rejected`` or ``malformed``.
     * ``{"tool": "status"}``, ``{"tool": "final", "reported_count": int, "message": str}``,
@@ -35,6 +37,8 @@ Arguments
 Version History
     v0: initial release (index version 4, 36 tasks). Index version 5 (predicate facts in
     memory only) changes no observation, identifier or valid set.
+    Family version 2 (issue 27): search results carry ``ignored`` (keyword terms, or a query
+    without words) and the ``query`` argument's description says so.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from pydantic import Field
 
 from . import indexer, verifier
 from .predicates import objective_words, parse_predicate
-from .search import PAGE_SIZE, SearchIndex
+from .search import PAGE_SIZE, SearchIndex, search_feedback
 from ...tasks import instance_config
 from ...envs.base import QGPEnv, ToolArgs
 
@@ -57,7 +61,8 @@ MAX_IDS = 10
 
 class SearchArgs(ToolArgs):
     query: str = Field(max_length=MAX_QUERY, description="words to search for in definition "
-                       "paths, names and code (Python keywords are ignored); empty lists all definitions")
+                       "paths, names and code (Python keywords match paths and names only; "
+                       "the result's `ignored` lists them); empty lists all definitions")
     page: int = Field(default=1, ge=1, le=MAX_PAGE, description="1-based result page")
 
 
@@ -134,9 +139,12 @@ class RepoScanEnv(QGPEnv):
         hits, has_more, total = self._index.page(args.query, args.page)
         if len(self._seen_ids) < 200:
             self._seen_ids.extend(h.ident for h in hits[:3])
-        return {"query": args.query, "page": args.page, "page_size": PAGE_SIZE,
-                "total_matches": total, "has_more": has_more,
-                "results": [h.as_dict() for h in hits]}
+        out = {"query": args.query}
+        ignored = search_feedback(args.query)  # a function of the query alone: hides nothing
+        if ignored is not None:
+            out["ignored"] = ignored
+        return {**out, "page": args.page, "page_size": PAGE_SIZE, "total_matches": total,
+                "has_more": has_more, "results": [h.as_dict() for h in hits]}
 
     def _submission_ids(self, call: dict) -> list[str]:
         ids = call.get("ids")

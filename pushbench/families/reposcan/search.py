@@ -6,6 +6,12 @@ Python keywords as stop words: a keyword says nothing about topic, and indexing 
 So result pages mix definitions that have the property with ones that do not, and the agent
 must read the code.
 
+What the query loses is said, not silent: :func:`ignored_terms` lists the query's keyword
+terms (they match words of definition paths and names only, never the code) and
+:func:`search_feedback` the block a search result carries about them (also for a query with no
+letters or digits, which browses like the empty query). Both are functions of the query text
+alone: nothing about the snapshot, its definitions or a valid set enters them.
+
 One document per identifier (its first definition in file order). Ranking is by BM25 score,
 ties broken by identifier order, so the same query always returns the same pages. The empty
 query browses every definition in identifier order. Results carry display fields only
@@ -14,7 +20,6 @@ query browses every definition in identifier order. Results carry display fields
 
 from __future__ import annotations
 
-import keyword
 import math
 import re
 from collections import OrderedDict, defaultdict
@@ -27,7 +32,25 @@ from .indexer import Definition
 PAGE_SIZE = 10
 _WORD = re.compile(r"[A-Za-z][a-z0-9]*|[A-Z]+(?![a-z])|[0-9]+")
 _K1, _B = 1.2, 0.75
-_STOP = frozenset(k.lower() for k in keyword.kwlist + keyword.softkwlist)
+# Python 3.11's keywords and soft keywords, lower-cased, written out: ``keyword.softkwlist``
+# grows with the interpreter (3.12 adds ``type``), and the index, its rankings and the
+# ``ignored`` feedback must not depend on which Python runs the benchmark.
+_STOP = frozenset((
+    "_", "and", "as", "assert", "async", "await", "break", "case", "class", "continue", "def",
+    "del", "elif", "else", "except", "false", "finally", "for", "from", "global", "if",
+    "import", "in", "is", "lambda", "match", "none", "nonlocal", "not", "or", "pass", "raise",
+    "return", "true", "try", "while", "with", "yield"))
+
+
+KEYWORD_REASON = (
+    "Python keywords (with None, True, False, match and case) are not indexed in code, only in "
+    "definition paths and names: indexing them in code would turn a search for a keyword into "
+    "a filter on the property the task asks about. These words matched only paths and names; "
+    "search other words of the code, or read the results.")
+NO_WORDS_REASON = (
+    "the query has no ASCII letters or digits (words are runs of letters and digits; anything "
+    "else only separates words), so it lists every definition, as the empty query does.")
+_ECHO = 80
 
 
 def tokenize(text: str) -> list[str]:
@@ -41,6 +64,33 @@ def tokenize(text: str) -> list[str]:
         if len(parts) > 1:
             out.extend(p.lower() for p in parts)
     return out
+
+
+def ignored_terms(query: str) -> list[str]:
+    """The distinct terms of ``query`` (as :func:`tokenize` gives them, first occurrence first)
+    that are Python keywords, so are not matched against code (module docstring)."""
+    out: list[str] = []
+    for t in tokenize(query):
+        if t in _STOP and t not in out:
+            out.append(t)
+    return out
+
+
+def search_feedback(query: str) -> dict | None:
+    """The ``ignored`` block of a search result for ``query``, or ``None`` when nothing of it
+    was ignored: ``{"terms": [...], "reason": str}``. A pure function of the query text.
+
+    Keyword terms are listed with :data:`KEYWORD_REASON`. A query with visible characters but
+    no word lists itself (clipped to 80 characters) with :data:`NO_WORDS_REASON`.
+    """
+    terms = ignored_terms(query)
+    if terms:
+        return {"terms": terms, "reason": KEYWORD_REASON}
+    text = query.strip()
+    if text and not tokenize(text):
+        return {"terms": [text if len(text) <= _ECHO else text[:_ECHO] + "..."],
+                "reason": NO_WORDS_REASON}
+    return None
 
 
 @dataclass(frozen=True)
