@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pushbench
 from adversarial import Resolve, actions, resolve, text_fragments, texts
-from pushbench.controllers import catalogue
+from pushbench.controllers import catalogue, serves
 from pushbench.envs import actions as A
 from pushbench.families.dataops import artifacts
 
@@ -177,14 +177,14 @@ def test_swelite_env_answers_every_input(steps):
 
 
 # ----- every controller ----------------------------------------------------------------------------
-@pytest.mark.parametrize("controller", CONTROLLERS)
+@pytest.mark.parametrize("controller", [c for c in CONTROLLERS if serves(c, "reposcan")])
 @SLOW
 @given(steps=st.lists(actions(reposcan_valid()), min_size=1, max_size=12))
 def test_every_controller_answers_every_input_reposcan(controller, steps):
     drive(fresh(REPOSCAN, controller), steps)
 
 
-@pytest.mark.parametrize("controller", CONTROLLERS)
+@pytest.mark.parametrize("controller", [c for c in CONTROLLERS if serves(c, "dataops")])
 @SLOW
 @given(steps=st.lists(actions(unit_valid()), min_size=1, max_size=12))
 def test_every_controller_answers_every_input_dataops(controller, steps):
@@ -238,7 +238,7 @@ replies = st.one_of(
                                            {"name": "search", "arguments": b}]},
               reply_args, reply_args),
 )
-LLM_CASES = [("llm", c) for c in CONTROLLERS if not c.startswith("unitqgp")] + [
+LLM_CASES = [("llm", c) for c in CONTROLLERS if serves(c, "reposcan")] + [
     ("llm-langgraph", "standard"), ("llm-langgraph-memory", "stateqgp"),
     ("llm-memgpt", "standard")]
 
