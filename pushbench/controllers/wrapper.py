@@ -122,8 +122,8 @@ class Controller(gym.Wrapper):
                 c.decorate(progress, self.state, self.family)
             decoded["progress"] = progress
         for c in extra:  # blocks other than progress (the placebo)
-            key, block = c.extra_block(self.state, self.family)
-            decoded[key] = block
+            key, value = c.extra_block(self.state, self.family)
+            decoded[key] = value
         if block is not None:
             decoded["controller"] = block
         return json.dumps(decoded, ensure_ascii=True, separators=(",", ":"))
