@@ -179,7 +179,7 @@ def test_swelite_env_answers_every_input(steps):
     drive(fresh(SWELITE), steps)
 
 
-@pytest.mark.parametrize("controller", [c for c in CONTROLLERS if serves(c, "reposcan")])
+# ----- every controller ----------------------------------------------------------------------------
 @pytest.mark.parametrize("controller", REPOSCAN_CONTROLLERS)
 @SLOW
 @given(steps=st.lists(actions(reposcan_valid()), min_size=1, max_size=12))
