@@ -6,13 +6,16 @@ the ids filtered out and why."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pushbench
 from pushbench.controllers import catalogue, serves
 from pushbench.controllers.components import MAX_BUFFERED_IDS, MAX_IDS
-from pushbench.controllers.intervention import MAX_LISTED
+from pushbench.controllers.intervention import ARGS_LIMIT, MAX_LISTED, describe, filtered_ids
 
 REPO = "RepoScan-flask-decorated-N10"
 DATA = "DataOps-b0-N5"
@@ -189,3 +192,33 @@ def test_the_intervention_is_stated_in_full(name, label, family, script):
     kept = record["controller"]["steps"][-1]
     assert kept["filtered"] == lost and kept["reason"] == block["reason"]
     assert kept["executed"] == executed
+
+
+ids_ = st.lists(st.one_of(st.text(max_size=30), st.integers(), st.none()), max_size=40)
+
+
+@given(sent=ids_, kept=ids_, tool=st.sampled_from(["submit", "status", "search"]),
+       extra=st.dictionaries(st.text(max_size=10), st.text(max_size=3000), max_size=3))
+def test_the_statement_is_bounded_and_exact_for_any_call(sent, kept, tool, extra):
+    """Whatever the agent sent: ``filtered`` is the multiset difference sent - executed, and
+    the block is plain JSON whose argument parts stay within their limits."""
+    call = {**{k: v for k, v in extra.items() if k not in ("tool", "ids")}, "tool": tool,
+            "ids": sent}
+    executed = {"tool": "submit", "ids": kept}
+    lost = filtered_ids(call, executed)
+    left = Counter(map(repr, kept))
+    expect = []
+    for i in sent:
+        if left[repr(i)]:
+            left[repr(i)] -= 1
+        else:
+            expect.append(i)
+    assert lost == expect
+    block = describe(["x"], call, executed, lost, "because")
+    text = json.dumps(block, ensure_ascii=True)
+    for part in ("sent", "executed"):
+        args = block[part]["args"]
+        size = len(args) if isinstance(args, str) else len(json.dumps(args, separators=(",", ":")))
+        assert size <= ARGS_LIMIT + 3
+    assert block["filtered_count"] == len(lost) and len(block["filtered"]) <= MAX_LISTED
+    assert json.loads(text) == json.loads(json.dumps(block))
