@@ -7,7 +7,9 @@ experiments/mechanism_matrix_dataops.yaml (DataOps-lite) into OUT/dataops with t
 runner (re-running the same command resumes; finished episodes are skipped), then writes
 OUT/mechanism_deltas.csv (every ``controller - standard`` row of the paired-delta engine, per
 target and pooled) and one heatmap per family and metric (OUT/heatmap_<family>_<metric>.png).
-Prints the wall-clock seconds of each part and the episode rates.
+Prints the wall-clock seconds of each part and the episode rates. ``--controllers
+standard,placebo`` runs only those rows (e.g. to re-measure the placebo rows after the placebo
+changed; ``standard`` is needed for the deltas), ``--families dataops`` only that matrix.
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--resamples", type=int, default=1999, help="bootstrap resamples per row")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--controllers", default=None,
+                    help="comma-separated subset of the matrices' controllers (with standard)")
+    ap.add_argument("--families", default=",".join(f for f, _ in PARTS),
+                    help="comma-separated subset of: reposcan, dataops")
     args = ap.parse_args()
+    parts = [(f, n) for f, n in PARTS if f in args.families.split(",")]
     t0 = time.perf_counter()
     episodes, order = [], {}
-    for family, name in PARTS:
-        exp = load_experiment(HERE / name, {"workers": args.workers} if args.workers else None)
+    for family, name in parts:
+        over: dict = {"workers": args.workers} if args.workers else {}
+        if args.controllers:
+            over["controllers"] = args.controllers.split(",")
+        exp = load_experiment(HERE / name, over or None)
         order[family] = [p.report_label for p in exp.policies]
         t = time.perf_counter()
         s = run_experiment(exp, args.out / family, progress=args.progress)
@@ -47,7 +57,7 @@ def main() -> None:
     t = time.perf_counter()
     table = mechanism_deltas(episodes, n_resamples=args.resamples)
     table.to_csv(args.out / "mechanism_deltas.csv", index=False)
-    for family, _ in PARTS:
+    for family, _ in parts:
         for metric in HEAT_METRICS:
             heatmap(table, metric, family, args.out / f"heatmap_{family}_{metric}.png",
                     policies=order[family])

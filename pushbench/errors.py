@@ -28,6 +28,12 @@ class ExperimentError(PushBenchError, ValueError):
     """An experiment that cannot be loaded or run as given; the message says what to fix."""
 
 
+class ControllerScopeError(PushBenchError, ValueError):
+    """A controller composed for a family where one of its components would do nothing (the
+    message names the component and the family); a composition declared
+    ``family_independent`` in ``controllers/*.yaml`` is exempt."""
+
+
 class RunDirError(PushBenchError, ValueError, RuntimeError):
     """A run folder (sweep or black-box) that cannot be used or read as asked.
 

@@ -47,7 +47,11 @@ def make(task_id: str, controller: str | None = None, **kwargs) -> gym.Env:
     if controller is not None:
         from .controllers import wrap
 
-        env = wrap(env, controller)
+        try:
+            env = wrap(env, controller)
+        except BaseException:  # e.g. a controller out of scope for the family: free the env
+            env.close()
+            raise
     return env
 
 

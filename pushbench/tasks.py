@@ -33,7 +33,10 @@ TASK_SCHEMA_VERSION = 1
 # What an agent sees, per family: observation text, tool schemas, verdict rules, budgets and
 # search. Any change to one of them bumps that family's version (Gymnasium's ``-vN`` habit);
 # records, traces and bundles carry it, and results of two versions are never pooled.
-FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 1}
+# Version 2 (issue 27): controller observations changed in every family (a placebo that
+# carries only a length, interventions stated in full, the tracker's ``accepted`` list); RepoScan
+# search lists ignored terms; DataOps answers of the wrong shape are explained, JSON arrays taken.
+FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 2}
 
 
 def family_version(family: str) -> int:

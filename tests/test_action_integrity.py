@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pushbench
-from pushbench.controllers import catalogue
+from pushbench.controllers import catalogue, serves
 from pushbench.controllers.components import MAX_BUFFERED_IDS
 from pushbench.envs import actions as A
 from pushbench.envs.base import MAX_BUDGET, BudgetError
@@ -74,7 +74,7 @@ def _check(env, action, error_type):
     json.dumps(rec, allow_nan=False)
 
 
-@pytest.mark.parametrize("controller", [None, *catalogue()])
+@pytest.mark.parametrize("controller", [None, *(c for c in catalogue() if serves(c, "reposcan"))])
 def test_issue_cases_under_every_controller(controller):
     env = pushbench.make(REPOSCAN, controller=controller)
     env.reset(seed=0)

@@ -94,7 +94,7 @@ def _same(a: float, b: float) -> bool:
 @pytest.mark.parametrize("family,target,instance,controller,seed", [
     ("reposcan", 10, "requests-assert", "stateqgp", 3),
     ("reposcan", 10, "flask-decorated", "standard", 1),
-    ("dataops", 3, "b1", "stateqgp", 0),
+    ("dataops", 3, "b1", "unitqgp", 0),
     ("swelite", 3, "flask", "verifier_gated", 0),
 ])
 def test_inspect_numbers_equal_the_runner(family, target, instance, controller, seed, tmp_path):

@@ -62,7 +62,7 @@ def _drive(envs, task, seeds):
 
 @pytest.mark.parametrize("task,controller", [("RepoScan-N10", "stateqgp"),
                                              ("RepoScan-N10", "standard"),
-                                             ("DataOps-N3", "stateqgp"),
+                                             ("DataOps-N3", "unitqgp"),
                                              ("SWELite-N3", "verifier_gated")])
 def test_make_vec_records_equal_the_runner(task, controller):
     seeds = [0, 1, 2]

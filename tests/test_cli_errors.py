@@ -132,6 +132,8 @@ def test_run_bad_overrides(tmp_path, args, needle):
     ({"tasks": ["RepoScan-*"], "controllers": ["standard", "stateqgp"],
       "seeds": {"count": MAX_SEEDS}}, f"the limit is {MAX_EPISODES}"),
     ({"budget": 10**9}, "budget"),
+    ({"controllers": ["unitqgp"]}, "component 'unit_tracker'"),
+    ({"controllers": ["standard", "stateqgp"], "tasks": ["DataOps-N3"]}, "component 'dedupe'"),
 ], ids=lambda v: json.dumps(v)[:40] if isinstance(v, dict) else v)
 def test_experiment_fields_are_validated_before_the_first_episode(tmp_path, fields, needle):
     out = misuse("run", experiment(tmp_path, **fields), "--out", tmp_path / "o", needle=needle)

@@ -12,13 +12,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import pushbench
-from pushbench.controllers import catalogue, components_of
+from pushbench.controllers import catalogue, components_of, serves
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import builtin_tasks
 from pushbench.families.reposcan.verifier import Verifier
 
-REPOSCAN_CONTROLLERS = [n for n, c in catalogue().items()
-                        if not any(x.startswith("unit") for x in c.components)]
+REPOSCAN_CONTROLLERS = [n for n in catalogue() if serves(n, "reposcan")]
 
 
 def step(env, call):

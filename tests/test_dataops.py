@@ -558,7 +558,8 @@ def test_unit_redirects_fire_on_a_constructed_loop():
     assert labels[-1] == ["unit_redirect_duplicate"] and obs["tool"] == "inspect"
     assert obs["result"]["unit_id"] == a.id  # the first pending unit in list order
     book = obs["progress"]["units"]
-    assert book["submitted"] == [b.id] and b.id not in book["pending"]
+    assert book["accepted"] == [b.id] and b.id not in book["pending"]
+    assert "submitted" not in book  # version 2: the list is named for what it holds
     assert obs["progress"]["valid_count"] == 1
 
     # Verifier recoveries are counted by the book and by the metric.

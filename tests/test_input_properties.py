@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pushbench
 from adversarial import Resolve, actions, resolve, text_fragments, texts
-from pushbench.controllers import catalogue
+from pushbench.controllers import catalogue, serves
 from pushbench.envs import actions as A
 from pushbench.families.dataops import artifacts
 
@@ -28,6 +28,9 @@ REPOSCAN = "RepoScan-requests-docstring-N10"
 DATAOPS = "DataOps-b1-N3"
 SWELITE = "SWELite-requests-N3"
 CONTROLLERS = list(catalogue())
+# the controllers that may run on each family (the others are refused: controller scope)
+REPOSCAN_CONTROLLERS = [c for c in CONTROLLERS if serves(c, "reposcan")]
+DATAOPS_CONTROLLERS = [c for c in CONTROLLERS if serves(c, "dataops")]
 SLOW = settings(max_examples=max(10, settings.default.max_examples // 4),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 NORMAL = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -177,14 +180,14 @@ def test_swelite_env_answers_every_input(steps):
 
 
 # ----- every controller ----------------------------------------------------------------------------
-@pytest.mark.parametrize("controller", CONTROLLERS)
+@pytest.mark.parametrize("controller", REPOSCAN_CONTROLLERS)
 @SLOW
 @given(steps=st.lists(actions(reposcan_valid()), min_size=1, max_size=12))
 def test_every_controller_answers_every_input_reposcan(controller, steps):
     drive(fresh(REPOSCAN, controller), steps)
 
 
-@pytest.mark.parametrize("controller", CONTROLLERS)
+@pytest.mark.parametrize("controller", DATAOPS_CONTROLLERS)
 @SLOW
 @given(steps=st.lists(actions(unit_valid()), min_size=1, max_size=12))
 def test_every_controller_answers_every_input_dataops(controller, steps):
@@ -238,7 +241,7 @@ replies = st.one_of(
                                            {"name": "search", "arguments": b}]},
               reply_args, reply_args),
 )
-LLM_CASES = [("llm", c) for c in CONTROLLERS if not c.startswith("unitqgp")] + [
+LLM_CASES = [("llm", c) for c in REPOSCAN_CONTROLLERS] + [
     ("llm-langgraph", "standard"), ("llm-langgraph-memory", "stateqgp"),
     ("llm-memgpt", "standard")]
 

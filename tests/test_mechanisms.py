@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import pushbench
-from pushbench.controllers.placebo import KEY as PLACEBO_KEY
 from pushbench.policies import make_policy
 from pushbench.policies.mechanisms import MECHANISMS
 from pushbench.policies.mechanisms.policy import PRESETS
@@ -224,39 +223,6 @@ def test_a_count_is_read_in_any_wording():
     pol.act(json.dumps(o))
     assert pol.agent.tally == 7 and pol.agent.verified
     env.close()
-
-
-def test_placebo_matches_progress_size_and_shape_without_content():
-    env_p = pushbench.make(REPO, controller="only_progress_state")
-    env_x = pushbench.make(REPO, controller="placebo")
-    a, _ = env_p.reset(seed=0)
-    b, _ = env_x.reset(seed=0)
-    for call in ({"tool": "search", "query": "raise", "page": 1},
-                 {"tool": "search", "query": "error", "page": 2},
-                 {"tool": "submit", "ids": ["src/_pytest/x.py::f"]}, {"tool": "status"}):
-        a, *_ = env_p.step(call)
-        b, *_ = env_x.step(call)
-        prog, plac = json.loads(a)["progress"], json.loads(b)[PLACEBO_KEY]
-        assert "progress" not in json.loads(b)
-        size = lambda v: len(json.dumps(v, separators=(",", ":")))
-        assert abs(size(plac) - size(prog)) <= 10
-        text = json.dumps(plac)
-        assert not any(ch.isdigit() for ch in text.replace('"f', '"')) or True
-        assert "raise" not in text and "error" not in text and "::" not in text
-        assert all(set(v) <= {"."} for v in _leaves(plac))
-    env_p.close()
-    env_x.close()
-
-
-def _leaves(v):
-    if isinstance(v, dict):
-        for x in v.values():
-            yield from _leaves(x)
-    elif isinstance(v, list):
-        for x in v:
-            yield from _leaves(x)
-    else:
-        yield v
 
 
 @pytest.mark.parametrize("task", [REPO, DATA])

@@ -36,7 +36,7 @@ def check(rec: dict, **kw) -> R.Checked:
     ("RepoScan-N10", "stateqgp", "random"),
     (DATAOPS, "standard", "diligent"),
     (DATAOPS, "unitqgp", "random"),
-    ("DataOps-N3", "stateqgp", "exhaustive"),
+    ("DataOps-N3", "unitqgp_tracker_only", "exhaustive"),
 ])
 def test_in_process_records_replay_to_themselves(task, controller, policy):
     rec = run_episode(task, controller, policy, seed=1)

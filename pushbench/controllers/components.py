@@ -86,29 +86,38 @@ class BufferedSubmit(Component):
     families = ("reposcan",)
 
     def repair(self, call, st, family):
-        labels, dropped = [], 0
+        labels, dropped, why = [], 0, []
         if call.get("tool") != "submit" and isinstance(call.get("ids"), list):
             extra = [i for i in call["ids"] if isinstance(i, str)]
             call = {k: v for k, v in call.items() if k != "ids"}
             dropped = _queue(st, extra)
             labels.append("buffer_ids_outside_submit")
+            why.append(f"{call.get('tool')} takes no ids: controller queued the "
+                       f"{len(extra) - dropped} id(s) you named and sends them with a later "
+                       "submit")
         elif call.get("tool") == "submit" and isinstance(call.get("ids"), list):
             ids = list(call["ids"])
             if st.buffer:
-                ids += [i for i in st.buffer if i not in ids]
+                added = [i for i in st.buffer if i not in ids]
+                ids += added
                 st.buffer = []
                 labels.append("buffer_flush")
+                why.append(f"controller added {len(added)} queued id(s) from earlier calls "
+                           "to this submit")
             if len(ids) > MAX_IDS:
                 dropped = _queue(st, ids[MAX_IDS:])
+                why.append(f"a submit takes at most {MAX_IDS} ids: controller sent the first "
+                           f"{MAX_IDS} and queued {len(ids) - MAX_IDS - dropped} for later "
+                           "submit turns")
                 ids = ids[:MAX_IDS]
                 labels.append("buffer_overflow")
             call = {**call, "ids": ids}
         if dropped:
             labels.append("buffer_full")
-            return call, labels, (f"controller queue full: {dropped} id(s) were not queued "
-                                  f"(it holds at most {MAX_BUFFERED_IDS} ids of at most "
-                                  f"{MAX_IDENT_LEN} characters)")
-        return call, labels, None
+            why.append(f"controller queue full: {dropped} id(s) were not queued "
+                       f"(it holds at most {MAX_BUFFERED_IDS} ids of at most "
+                       f"{MAX_IDENT_LEN} characters)")
+        return call, labels, "; ".join(why) or None
 
 
 def _queue(st: TrackerState, ids: list) -> int:
@@ -147,7 +156,8 @@ class Dedupe(Component):
         dropped = len(call["ids"]) - len(kept)
         if kept:
             return ({**call, "ids": kept}, ["dedupe"],
-                    f"controller removed {dropped} id(s) you had already submitted")
+                    f"controller removed {dropped} id(s) already submitted (in an earlier "
+                    "call or earlier in this one)")
         # Refill from the buffer before giving up on the submit turn.
         if st.buffer:
             refill = [i for i in st.buffer if i not in st.submitted][:MAX_IDS]

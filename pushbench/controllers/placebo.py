@@ -1,13 +1,16 @@
-"""The placebo component: a block as large as the progress block, carrying no progress state.
+"""The placebo component: a block as long as the progress block, carrying nothing else.
 
 A matched placebo (in the spirit of PAST-Bench) for the progress block: it separates "any extra
 text in every observation" from "verified state in every observation". Each step the component
 renders what the family's progress block (``progress_state`` on RepoScan, ``unit_tracker`` on
-the unit families) would show, then :func:`blank` keeps only its shape: the same nesting of
-objects and lists with the same lengths, every key replaced by a neutral ``f<i>`` and every
-leaf by a neutral string of ``.`` characters, padded so the rendered block has the same length
-as the real one. No count, id, page, query or unit appears in it; what it shares with the real
-block is its size (which grows with the searches or units seen) and shape. It goes under the
+the unit families) would show and measures its rendered length (compact JSON); :func:`blank`
+turns that length, and only that length, into ``{"pad": "....."}`` of the same rendered length.
+
+**Its only tie to the state is that length** (it grows with the searches or units seen and with
+the digits of the counts). There are no lists whose lengths are counts, no keys per unit or
+query, no nesting that follows the state: two states whose real blocks have the same length get
+byte-identical placebo blocks (version 2 of the observations; version 1 copied the real block's
+shape, so on DataOps the length of one of its lists was the accepted count). It goes under the
 observation key ``notes``, never ``progress``, and it repairs nothing.
 """
 
@@ -20,36 +23,34 @@ from .units import SHARED_FILE_FAMILIES, UnitBook, UnitTracker, book_of
 
 KEY = "notes"
 _FILL = "."
+_EMPTY = {"pad": ""}
 
 
-def _size(value) -> int:
-    return len(json.dumps(value, ensure_ascii=True, separators=(",", ":")))
+def rendered_length(block: dict) -> int:
+    """Characters of ``block`` rendered as compact JSON (how the observation renders it)."""
+    return len(json.dumps(block, ensure_ascii=True, separators=(",", ":")))
 
 
-def _neutral(value):
-    if isinstance(value, dict):
-        return {f"f{i}": _neutral(v) for i, v in enumerate(value.values())}
-    if isinstance(value, list):
-        return [_neutral(v) for v in value]
-    return _FILL * max(_size(value) - 2, 0)
+def blank(length: int) -> dict:
+    """A content-free block whose rendered length is ``length`` (or the shortest block,
+    ``{"pad":""}``, when ``length`` is shorter than that): a function of ``length`` alone."""
+    return {"pad": _FILL * max(length - rendered_length(_EMPTY), 0)}
 
 
-def blank(block: dict) -> dict:
-    """``block``'s shape with no content, padded to ``block``'s rendered length (or longer by
-    at most the few characters of the pad field when the blank is already longer)."""
-    out = _neutral(block)
-    gap = _size(block) - _size(out) - len(',"pad":""')
-    if gap >= 0:
-        out["pad"] = _FILL * gap
-    return out
+def real_block(st, family: str) -> dict:
+    """The progress block the family's progress component would show for ``st``."""
+    real: dict = {}
+    shown = UnitTracker if family in UnitTracker.families else ProgressState
+    shown().decorate(real, st, family)
+    return real
 
 
 @register
 class Placebo(Component):
-    """Add a content-free block the size and shape of the progress block (key ``notes``)."""
+    """Add a content-free block as long as the progress block (key ``notes``)."""
 
     name = "placebo"
-    order = 80  # after progress_state (70): it shapes its block like the real one
+    order = 80  # after progress_state (70); it only measures the real block
 
     def on_reset(self, decoded_obs, st, family):
         if family in UnitTracker.families and "book" not in st.units:
@@ -62,7 +63,4 @@ class Placebo(Component):
             book_of(st).observe(executed_call, decoded_obs, st.steps_used)
 
     def extra_block(self, st, family) -> tuple[str, dict]:
-        real: dict = {}
-        shown = UnitTracker if family in UnitTracker.families else ProgressState
-        shown().decorate(real, st, family)
-        return KEY, blank(real)
+        return KEY, blank(rendered_length(real_block(st, family)))

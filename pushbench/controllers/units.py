@@ -9,7 +9,10 @@ results, verifier runs from ``run_verifier`` and verdicts from ``submit``. Per u
 ``attempted``  answered or edited, not verified since;
 ``failing``    the last check (verifier run or rejected submit) failed, nothing changed since;
 ``passed``     the last verifier run passed, not accepted yet;
-``submitted``  accepted (or reported as a duplicate, i.e. accepted earlier).
+``accepted``   the verifier accepted it (a ``duplicate`` verdict also means accepted earlier).
+
+The lists are named for what they hold (version 2 of the observations; version 1 called the
+accepted list ``submitted``, though a rejected submission was listed under ``failing``).
 
 ``unit_tracker`` shows the book in the observation's ``progress`` block (with verified count,
 target, steps left and the number of **verifier recoveries**: units whose check failed and later
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 from .components import Component, register
 
 STALE = 2
-STATUSES = ("pending", "attempted", "failing", "passed", "submitted")
+STATUSES = ("pending", "attempted", "failing", "passed", "accepted")
 _UNIT_TOOLS = ("inspect", "answer", "run_verifier", "submit")
 _PATH_TOOLS = ("read_file", "edit_file", "write_file")
 _LOOK_TOOLS = ("inspect", "read_file", "search_code")
@@ -130,11 +133,11 @@ class UnitBook:
                 self.repeats[uid] = self.repeats.get(uid, 0) + 1
             seen.add(key)
         elif tool in ("answer", "edit_file", "write_file"):
-            if self.status[uid] != "submitted":
+            if self.status[uid] != "accepted":
                 self.status[uid] = "attempted"
             self.looked.pop(uid, None)
             self.repeats[uid] = 0
-        elif tool == "run_verifier" and self.status[uid] != "submitted":
+        elif tool == "run_verifier" and self.status[uid] != "accepted":
             self.status[uid] = "passed" if r.get("passed") else "failing"
             self._check(uid, bool(r.get("passed")))
         for v in r.get("verdicts") or ():
@@ -144,7 +147,7 @@ class UnitBook:
             if v["verdict"] in ("accepted", "duplicate"):
                 if v["verdict"] == "accepted":
                     self._check(vid, True)
-                self.status[vid] = "submitted"
+                self.status[vid] = "accepted"
             elif v["verdict"] == "rejected":
                 self.status[vid] = "failing"
                 self._check(vid, False)
@@ -210,7 +213,7 @@ class UnitRedirect(_UnitComponent):
         tool, uid = call.get("tool"), book.unit_of(call)
         if tool in ("final", "ask_user") and st.valid_count >= st.target:
             return call, [], None
-        if tool == "submit" and book.status.get(uid) == "submitted":
+        if tool == "submit" and book.status.get(uid) == "accepted":
             return self._move_on(book, uid, "unit_redirect_duplicate",
                                  f"{uid} was already accepted")
         passed = book.with_status("passed")

@@ -4,8 +4,11 @@ Per step: normalise the proposed call with the environment's own path
 (:func:`pushbench.envs.actions.decode`; an action it refuses passes through untouched, so the
 environment refuses it the same way and charges the step), let each enabled component repair it in registry order (:attr:`Component.order`),
 execute the result, update the tracker from what the environment returned, and add the
-``progress`` block (progress components) and any ``controller`` message to the observation.
-``info["controller"]`` holds ``{proposed, executed, interventions}`` for the step; steps with
+``progress`` block (progress components) to the observation. A step whose call a component
+blocked, replaced or filtered gets a ``controller`` block stating what was sent, what was
+executed instead, the ids filtered out and why (:mod:`.intervention`).
+``info["controller"]`` holds ``{proposed, executed, interventions}`` for the step (plus
+``filtered`` and ``reason`` when a component intervened); steps with
 an intervention are kept for the episode record so passive and assisted behaviour separate.
 ``proposed`` and ``executed`` are clipped to 2000 characters; a kept step also holds the
 unclipped ``proposed_ids`` (and ``proposed_reported_count`` for a proposed ``final``) from
@@ -21,6 +24,8 @@ from typing import Any
 import gymnasium as gym
 
 from ..envs import actions
+from .catalogue import check_scope, idle_components
+from .intervention import describe, filtered_ids
 from .registry import REGISTRY, component_order
 from .state import TrackerState
 
@@ -31,13 +36,20 @@ class Controller(gym.Wrapper):
     """Wrap ``env`` with the components named in ``components``; they repair in the registry's
     order (:func:`~.components.component_order`), whatever order the names are given in."""
 
-    def __init__(self, env: gym.Env, name: str, components: tuple[str, ...]) -> None:
+    def __init__(self, env: gym.Env, name: str, components: tuple[str, ...],
+                 family_independent: bool = False) -> None:
+        family = env.unwrapped.family
+        # Refuse before wrapping: a component that does nothing here would be listed as if
+        # it had run (ControllerScopeError names it).
+        check_scope(name, components, family, family_independent)
         super().__init__(env)
         self.name = name
-        self.component_names = tuple(c for c in component_order() if c in components)
-        family = env.unwrapped.family
-        self.components = [REGISTRY[c]() for c in self.component_names
-                           if REGISTRY[c].families is None or family in REGISTRY[c].families]
+        idle = set(idle_components(components, family))
+        # Only the components that run on this family (all of them unless the composition is
+        # declared family-independent): the record lists exactly these.
+        self.component_names = tuple(c for c in component_order()
+                                     if c in components and c not in idle)
+        self.components = [REGISTRY[c]() for c in self.component_names]
         self.family = family
         self.state = TrackerState()
         self.steps: list[dict] = []
@@ -50,7 +62,7 @@ class Controller(gym.Wrapper):
         for c in self.components:
             if hasattr(c, "on_reset"):
                 c.on_reset(json.loads(obs), self.state, self.family)
-        return self._decorate(obs, [], None), info
+        return self._decorate(obs, None), info
 
     def step(self, action: Any):
         # Normalise before stepping (the env's own path): components only ever see a bounded
@@ -81,20 +93,27 @@ class Controller(gym.Wrapper):
                 c.observe(to_env if call is not None else None, decoded, self.state, self.family)
         entry = {"step": info["qgp"]["steps_used"], "proposed": _clip(action),
                  "executed": _clip(executed), "interventions": labels}
+        block = None
         if labels:
+            # The call was blocked, replaced or filtered: say so in full, in the observation
+            # (``controller`` block) and the same facts in the trace.
+            filtered = filtered_ids(call, executed)
+            reason = " | ".join(messages)
+            entry.update(filtered=filtered, reason=reason)
             entry.update(_proposal_fields(self.env.unwrapped.proposal(action)))
+            block = describe(labels, call, executed, filtered, reason)
         info = {**info, "controller": entry}
         if labels:
             self.steps.append(entry)
-        return self._decorate(obs, labels, messages, decoded), reward, terminated, truncated, info
+        return self._decorate(obs, block, decoded), reward, terminated, truncated, info
 
     def _over(self) -> bool:
         return getattr(self.env.unwrapped, "terminated_by", None) is not None
 
-    def _decorate(self, obs: str, labels: list[str], messages, decoded: dict | None = None) -> str:
+    def _decorate(self, obs: str, block: dict | None, decoded: dict | None = None) -> str:
         shows_progress = any(c.shows_progress for c in self.components)
         extra = [c for c in self.components if hasattr(c, "extra_block")]
-        if not shows_progress and not messages and not extra:
+        if not shows_progress and block is None and not extra:
             return obs
         decoded = dict(decoded if decoded is not None else json.loads(obs))
         if shows_progress:
@@ -103,10 +122,10 @@ class Controller(gym.Wrapper):
                 c.decorate(progress, self.state, self.family)
             decoded["progress"] = progress
         for c in extra:  # blocks other than progress (the placebo)
-            key, block = c.extra_block(self.state, self.family)
-            decoded[key] = block
-        if messages:
-            decoded["controller"] = {"interventions": labels, "message": " | ".join(messages)}
+            key, value = c.extra_block(self.state, self.family)
+            decoded[key] = value
+        if block is not None:
+            decoded["controller"] = block
         return json.dumps(decoded, ensure_ascii=True, separators=(",", ":"))
 
     def episode_record(self) -> dict:

@@ -168,6 +168,7 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _check_names(self) -> "Experiment":
         from ..controllers import catalogue
+        from ..controllers.catalogue import scope_problem
         from ..policies import POLICIES, PolicyParamsError, validate_params
         from .registry import EXECUTORS
 
@@ -184,6 +185,11 @@ class Experiment(_Strict):
                 problems.append(f"unknown controller {c!r}.{_close(c, known_ctl)} "
                                 f"Known: {', '.join(known_ctl)}")
         families = sorted({_family(t) for t, _ in cells})
+        for c in dict.fromkeys(self.controllers):  # a component that would do nothing: refused
+            if c in known_ctl:
+                comp = catalogue()[c]
+                problems += [p for f in families if (p := scope_problem(
+                    c, comp.components, f, comp.family_independent is not None))]
         for p in self.policies:
             if p.name not in POLICIES:
                 problems.append(f"unknown policy {p.name!r}.{_close(p.name, list(POLICIES))} "
