@@ -366,3 +366,31 @@ def test_aider_oracle_episodes_standard_and_unitqgp(tmp_path, monkeypatch):
         assert rec["steps_used"] == len(rec["calls"])
     summary = (out / "summary.csv").read_text()
     assert "aider" in summary and "unitqgp" in summary and "standard" in summary
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_aider_smollm2_episode_is_recorded(tmp_path, monkeypatch):
+    """A real (tiny) model through Aider: the local SmolLM2 served by llama-cpp-python as plain
+    chat (no tools). Its score is whatever it is; the episode must finish and be recorded."""
+    monkeypatch.delenv(U.RECIPE_ENV, raising=False)
+    from test_llm_local import free_port, gguf_path, require_local_llm, serve
+
+    require_local_llm()
+    program = _real_aider()
+    args = ["--model", str(gguf_path()), "--chat_format", "chatml", "--host", "127.0.0.1",
+            "--port", str(free_port()), "--n_ctx", "8192", "--n_threads", "2"]
+    with serve(args, tmp_path / "llama.log") as url:
+        pol = AiderPolicy(seed=0, aider_bin=program, base_url=url,
+                          model="SmolLM2-135M-Instruct", context=8192, max_tokens=256,
+                          turn_timeout=1800.0)
+        rec = run_episode("SWELite-requests-N3", "standard", pol, 0)
+    assert rec["terminated_by"] in ("final", "budget"), rec.get("error")
+    assert rec["steps_used"] == len(rec["calls"]) and rec["simulated"] is False
+    assert rec["aider"]["model_requests"] >= 1 and rec["aider"]["version"] == "0.86.2"
+    assert "oracle" not in rec["policy"]
+    turn = rec["transcript"][0]
+    assert turn["rc"] == 0 and turn["llm_history"].count("TO LLM ") >= 1
+    print(json.dumps({"valid_count": rec["valid_count"], "steps_used": rec["steps_used"],
+                      **{k: rec["aider"][k] for k in ("model_requests", "edit_calls",
+                                                      "aider_seconds")}}))

@@ -70,6 +70,8 @@ class AiderParams(NoParams):
     map_tokens: int = Field(0, ge=0, le=65536, description="Aider's repo-map size (0: none)")
     context: int = Field(32768, ge=1024, le=10**7, description="the model's context window "
                          "(Aider's model metadata)")
+    max_tokens: int | None = Field(None, ge=1, le=10**6, description="completion tokens per "
+                                   "request (sent by Aider; default: the endpoint's)")
     turn_timeout: float = Field(600.0, gt=0, le=86400)
     episode_timeout: float = Field(7200.0, gt=0, le=10 * 86400)
     max_turns_per_unit: int = Field(2, ge=1, le=20)
@@ -130,6 +132,8 @@ class AiderPolicy(Policy):
             shutil.copytree(env.unwrapped._ws.root, self.repo, symlinks=True)
             (work / "home").mkdir()
             P.write_metadata(work / "model-metadata.json", self.p.model, self.p.context)
+            P.write_settings(work / "model-settings.yml", self.p.model, self.p.edit_format,
+                             self.p.max_tokens)
             version = P.aider_version(program)
             if self.oracle:
                 try:
@@ -221,6 +225,7 @@ class AiderPolicy(Policy):
             uid = todo[0]
             tries[uid] = tries.get(uid, 0) + 1
             r = self._step({"tool": "inspect", "unit_id": uid}).get("result") or {}
+            uid = r.get("unit_id", uid)  # the controller may have moved to another unit
             msg = ("Fix this reported issue by editing the library source under "
                    f"{', '.join(self.first['result'].get('editable', []))} (not the tests).\n\n"
                    + self._issue_text(uid, r))

@@ -63,6 +63,16 @@ def write_metadata(path: Path, model: str, context: int = 32768) -> None:
         "litellm_provider": "openai", "mode": "chat"}}, indent=1))
 
 
+def write_settings(path: Path, model: str, edit_format: str, max_tokens: int | None) -> None:
+    """Aider's model-settings file (YAML is a superset of JSON): the edit format and, when
+    given, a ``max_tokens`` sent with every request (a small local model otherwise writes until
+    its context is full)."""
+    entry: dict = {"name": f"openai/{model}", "edit_format": edit_format}
+    if max_tokens is not None:
+        entry["extra_params"] = {"max_tokens": max_tokens}
+    path.write_text(json.dumps([entry], indent=1))
+
+
 def turn_argv(program: str, base_url: str, api_key: str, model: str, edit_format: str,
               map_tokens: int, work: Path, message: str, files: list[str]) -> list[str]:
     return [program, "--model", f"openai/{model}", "--openai-api-base", base_url,
@@ -71,6 +81,7 @@ def turn_argv(program: str, base_url: str, api_key: str, model: str, edit_format
             "--no-pretty", "--no-fancy-input", "--no-detect-urls", "--no-auto-commits",
             "--no-git", "--no-show-release-notes", "--map-tokens", str(map_tokens),
             "--model-metadata-file", str(work / "model-metadata.json"),
+            "--model-settings-file", str(work / "model-settings.yml"),
             "--llm-history-file", str(work / "llm-history.txt"),
             "--chat-history-file", str(work / "chat-history.md"),
             "--input-history-file", str(work / "input-history.txt"),
