@@ -394,3 +394,19 @@ def test_aider_smollm2_episode_is_recorded(tmp_path, monkeypatch):
     print(json.dumps({"valid_count": rec["valid_count"], "steps_used": rec["steps_used"],
                       **{k: rec["aider"][k] for k in ("model_requests", "edit_calls",
                                                       "aider_seconds")}}))
+
+
+def test_experiment_file_loads_and_the_estimate_bounds_requests_by_the_budget():
+    from pushbench.runner.estimate import aider_bounds, estimate_rows
+    from pushbench.runner.experiment import expand, load_experiment
+    from pushbench.tasks import get_task
+
+    exp = load_experiment(Path(__file__).parent.parent / "experiments" / "swelite_aider.yaml")
+    specs = expand(exp)
+    assert len(specs) == 9 * 2 and {s.controller for s in specs} == {"standard", "unitqgp"}
+    total = estimate_rows(specs, {})[-1]
+    budgets = sum(get_task(s.task_id).budget for s in specs)
+    assert total["steps"][2] == budgets and total["cost_usd"] is None  # unpriced, not free
+    assert total["prompt_tokens"][2] == budgets * 128000
+    oracle = specs[0].model_copy(update={"policy_params": {"model_server": "oracle-edit"}})
+    assert aider_bounds(oracle).cost == (0.0, 0.0, 0.0)

@@ -45,11 +45,14 @@ def changes(before: dict[str, bytes], after: dict[str, bytes]
 
 
 def _unique_span(lines: list[str], i1: int, i2: int) -> tuple[int, int]:
-    """Grow ``lines[i1:i2]`` by context lines until its text is non-empty and occurs once."""
+    """Grow ``lines[i1:i2]`` by context lines until its text is non-empty and starts nowhere
+    else in the file, overlapping starts included (``edit_file`` checks ``count == 1`` and
+    replaces the first occurrence: that must be this one)."""
     text = "".join(lines)
     while True:
         old = "".join(lines[i1:i2])
-        if old and text.count(old) == 1:
+        start = len("".join(lines[:i1]))
+        if old and text.find(old) == start and text.find(old, start + 1) == -1:
             return i1, i2
         if i1 == 0 and i2 == len(lines):
             return i1, i2  # the whole file: unique by definition (or empty)
@@ -62,29 +65,30 @@ def _unique_span(lines: list[str], i1: int, i2: int) -> tuple[int, int]:
 def edit_calls(path: str, old_text: str, new_text: str) -> list[dict]:
     """``edit_file`` calls that turn ``old_text`` into ``new_text`` applied one after another.
 
-    One call per changed region (difflib's opcodes on lines, computed against the text as the
-    previous calls left it). Raises ``ValueError`` for a file whose old text is empty (nothing
-    to anchor a replacement on) or that needs more than :data:`MAX_EDITS_PER_FILE` calls.
+    One call per changed region (difflib's opcodes on lines, computed once), from the end of
+    the file to its start, so the lines above a region are still the original ones when it is
+    replaced; each ``old`` is grown by context lines until it occurs exactly once in the text
+    as the previous calls left it. Raises ``ValueError`` for a file whose old text is empty
+    (nothing to anchor a replacement on) or that needs more than :data:`MAX_EDITS_PER_FILE`
+    calls.
     """
+    if old_text == new_text:
+        return []
+    if not old_text:
+        raise ValueError(f"{path}: the file was empty; edit_file cannot anchor a change")
+    a, b = old_text.splitlines(keepends=True), new_text.splitlines(keepends=True)
+    ops = [o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+           if o[0] != "equal"]
+    if len(ops) > MAX_EDITS_PER_FILE:
+        raise ValueError(f"{path}: more than {MAX_EDITS_PER_FILE} changed regions")
     calls: list[dict] = []
-    cur = old_text
-    while cur != new_text:
-        if not cur:
-            raise ValueError(f"{path}: the file was empty; edit_file cannot anchor a change")
-        if len(calls) >= MAX_EDITS_PER_FILE:
-            raise ValueError(f"{path}: more than {MAX_EDITS_PER_FILE} changed regions")
-        a, b = cur.splitlines(keepends=True), new_text.splitlines(keepends=True)
-        op = next(o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-                  if o[0] != "equal")
-        _, i1, i2, j1, j2 = op
-        s1, s2 = _unique_span(a, i1, i2)
-        old = "".join(a[s1:s2])
-        new = "".join(a[s1:i1]) + "".join(b[j1:j2]) + "".join(a[i2:s2])
+    cur = list(a)
+    for _, i1, i2, j1, j2 in reversed(ops):
+        s1, s2 = _unique_span(cur, i1, i2)
+        old = "".join(cur[s1:s2])
+        new = "".join(cur[s1:i1]) + "".join(b[j1:j2]) + "".join(cur[i2:s2])
         calls.append({"tool": "edit_file", "path": path, "old": old, "new": new})
-        nxt = cur.replace(old, new, 1)
-        if nxt == cur:  # cannot happen for a unique, changed span; never loop forever
-            raise ValueError(f"{path}: a change could not be expressed as edit_file")
-        cur = nxt
+        cur[i1:i2] = b[j1:j2]
     return calls
 
 
