@@ -410,3 +410,12 @@ def test_experiment_file_loads_and_the_estimate_bounds_requests_by_the_budget():
     assert total["prompt_tokens"][2] == budgets * 128000
     oracle = specs[0].model_copy(update={"policy_params": {"model_server": "oracle-edit"}})
     assert aider_bounds(oracle).cost == (0.0, 0.0, 0.0)
+
+
+def test_missing_install_is_a_setup_error_not_an_episode(tiny, tmp_path, monkeypatch):
+    """Without the baseline the episode raises (errors.jsonl, run again on resume) with the
+    command that fixes it, instead of recording a backend error."""
+    monkeypatch.setattr(B, "venv_dir", lambda name: tmp_path / "nothing-installed")
+    pol = AiderPolicy(seed=0, model_server="oracle-edit")
+    with pytest.raises(B.BaselineError, match="pushbench baselines install aider"):
+        run_episode("SWELite-requests-N3", "standard", pol, 0)

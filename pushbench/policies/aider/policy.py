@@ -166,10 +166,9 @@ class AiderPolicy(Policy):
             shutil.rmtree(work, ignore_errors=True)
 
     def _program(self) -> Path:
-        try:
-            return baselines.require("aider")
-        except baselines.BaselineError as e:
-            raise PolicyError("config", str(e)) from None
+        # Not a PolicyError: a missing install is a setup problem, so the episode goes to
+        # errors.jsonl (run again on resume, once installed), not a recorded backend_error.
+        return baselines.require("aider")
 
     def _step(self, call: dict) -> dict:
         obs, _, terminated, truncated, _ = self.env.step(call)
