@@ -13,7 +13,9 @@ from .common import console, fail
 
 def model_server_cmd(
     policy: str = typer.Option(..., "--policy", help="offline policy: diligent, exhaustive, "
-                               "random, simulated-weak|mid|strong"),
+                               "random, simulated-weak|mid|strong; or oracle-edit (the "
+                               "SWE-lite reference fixes as Aider edits: an oracle, never a "
+                               "result)"),
     params: Optional[str] = typer.Option(None, "--params", help="policy parameters as JSON"),
     seed: int = typer.Option(0, min=0, help="policy seed (same seed, same answers)"),
     port: int = typer.Option(..., "--port", min=0, max=65535, help="TCP port (0: any free)"),
@@ -38,8 +40,15 @@ def model_server_cmd(
         parsed = _json.loads(params) if params else {}
         if not isinstance(parsed, dict):
             raise ValueError("--params must be a JSON object")
-        backend = PolicyBackend(policy, parsed, seed, server_name,
-                                **({"models": tuple(models)} if models else {}))
+        if policy == "oracle-edit":  # the text-edit oracle for coding agents (Aider)
+            from ..modelserver.oracle_edit import OracleEditBackend
+
+            if parsed:
+                raise ValueError("oracle-edit takes no --params")
+            backend = OracleEditBackend(**({"models": tuple(models)} if models else {}))
+        else:
+            backend = PolicyBackend(policy, parsed, seed, server_name,
+                                    **({"models": tuple(models)} if models else {}))
         check_loopback(host)
     except (KeyError, ValueError) as e:
         fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))

@@ -56,6 +56,7 @@ class Conversation:
     steps: list[Step] = field(default_factory=list)
     stream: bool = False
     model: str = "pushbench-policy"
+    last_user: str | None = None   # Chat Completions: the last user message (text-edit answers)
 
 
 @dataclass

@@ -220,6 +220,8 @@ def chat_conversation(req: ChatRequest) -> Conversation:
                 by_id[m.tool_call_id].result = _text(m.content)
         else:
             conv.texts.append(_text(m.content))
+            if m.role == "user":
+                conv.last_user = conv.texts[-1]
     return conv
 
 

@@ -27,6 +27,8 @@ POLICIES: dict[str, str] = {
     "simulated-strong": "pushbench.policies.mechanisms.policy:SimulatedStrong",
     # SWE-lite only; knows the reference fixes (describe(): oracle/simulated), never an agent row
     "diligent-oracle": "pushbench.policies.offline:DiligentOraclePolicy",
+    # Aider (the coding agent, its own venv: `pushbench baselines install aider`), SWE-lite only
+    "aider": "pushbench.policies.aider:AiderPolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
     "llm": "pushbench.policies.llm.native:LLMPolicy",
     "llm-langgraph": "pushbench.policies.llm.langgraph_agent:LangGraphPolicy",

@@ -22,7 +22,7 @@ the pinned system prompt and objective (chars/4, as the context budget counts)::
 ``max_episode_tokens`` ``M`` clips each token figure to ``M`` (an episode cannot pass it) and
 the worst-case cost to ``M`` at the higher of the two prices. ``context_tokens: null`` has no
 per-call bound: its prompt high (and worst case) is unbounded unless ``M`` is set. Policies
-that call no model cost nothing.
+that call no model cost nothing. Aider has its own bounds (:func:`aider_bounds`).
 """
 
 from __future__ import annotations
@@ -117,6 +117,8 @@ class Planner:
 
     def bounds(self, spec: EpisodeSpec) -> Bounds:
         """The no-pilot bounds of ``spec`` (module docstring formulas)."""
+        if spec.policy == "aider":
+            return aider_bounds(spec)
         cfg = llm_config(spec)
         if cfg is None:
             return ZERO
@@ -142,6 +144,29 @@ class Planner:
                 worst = cap * max(price.input_per_mtok, price.output_per_mtok) / 1e6
                 cost = (min(cost[0], worst), min(cost[1], worst), min(cost[2], worst))
         return Bounds((steps_lo, budget, budget), prompt, completion, cost)
+
+
+AIDER_OUTPUT_TOKENS = 4096  # max_output_tokens of the model metadata the harness writes
+
+
+def aider_bounds(spec: EpisodeSpec) -> Bounds:
+    """Aider (:mod:`pushbench.policies.aider`): every model request costs at least one step, so
+    an episode of budget ``B`` makes at most ``B`` requests, each of at most ``context``
+    prompt and :data:`AIDER_OUTPUT_TOKENS` completion tokens (low: one request, expected: one
+    per unit of the target). No price table: the cost is unknown (``None``); ``oracle-edit``
+    calls no model and costs nothing."""
+    params = dict(spec.policy_params)
+    if params.get("model_server") is not None:
+        return ZERO
+    from ..tasks import get_task
+
+    task = get_task(spec.task_id)
+    budget = int(spec.budget or task.budget)
+    context = int(params.get("context", 32768))
+    steps = (float(min(task.target, budget)), float(budget), float(budget))
+    requests = (1.0, float(min(task.target, budget)), float(budget))
+    return Bounds(steps, tuple(r * context for r in requests),
+                  tuple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
 
 
 def _cost(prompt: float, completion: float, pin: float, pout: float) -> float:
