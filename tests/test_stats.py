@@ -897,3 +897,14 @@ def test_inversion_snaps_bounds_within_the_rows_tie_tolerance_to_zero(m, want):
     lo, hi = stats.sign_flip_interval(np.array([m], dtype=float),
                                       signs=stats.flip_signs(6, None))
     assert (lo[0], hi[0]) == want
+
+
+def test_sign_flip_counts_a_flipped_mean_exactly_at_the_tolerance():
+    # [a, 1e-9]: the flipped mean (a - 1e-9) / 2 lies 1e-9 below the observed (a + 1e-9) / 2;
+    # for this a (found by search) the two sides are equal in floating point, and the
+    # tolerance is inclusive: both flips count as ties, p = 4/4 (not 2/4)
+    m = np.array([[0.13277881914895576, 1e-9]])
+    obs = abs(m.mean())
+    assert abs(m[0, 0] - m[0, 1]) / 2 == obs - 1e-9 * max(1.0, obs)
+    p, _ = stats.sign_flip_p(m, rng=np.random.default_rng(0))
+    assert p[0] == 1.0
