@@ -62,6 +62,86 @@ def instance_means(df: pd.DataFrame, a: str, b: str, metric: str, targets=None) 
     return diff.groupby(level="instance").mean().sort_index()
 
 
+# Small targeted tests of the delta engine's parts first: cheap, and under `pytest -x` a
+# mutant they catch fails within seconds.
+
+def test_delta_stats_without_a_valid_pair_gives_every_column_empty():
+    from pushbench.analysis.deltas import STAT_COLUMNS, delta_stats
+
+    nan = math.nan
+    out = delta_stats(np.array([nan, 1.0]), np.array([0.0, nan]), np.array(["a", "b"]),
+                      metric="valid_count", rng=np.random.default_rng(0), n_resamples=99,
+                      confidence=0.9)
+    assert list(out) == STAT_COLUMNS             # the row itself, not only a frame built from it
+    assert {c: out[c] for c in ("metric", "ci_method", "p_method", "n_better", "n_worse",
+                                "n_tied", "holm_rows", "n_pairs", "n_clusters", "confidence",
+                                "degenerate", "testable", "ci_low_clipped",
+                                "ci_high_clipped")} == {
+        "metric": "valid_count", "ci_method": "", "p_method": "", "n_better": 0, "n_worse": 0,
+        "n_tied": 0, "holm_rows": 0, "n_pairs": 0, "n_clusters": 0, "confidence": 0.9,
+        "degenerate": False, "testable": False, "ci_low_clipped": False,
+        "ci_high_clipped": False}
+    for c in ("delta", "ci_low", "ci_high", "p_value", "p_min", "p_holm", "mean_a", "mean_b"):
+        assert math.isnan(out[c]), c
+
+
+def test_lower_is_better_metrics_count_a_lower_a_as_better():
+    from pushbench.analysis.deltas import LOWER_IS_BETTER, delta_stats
+
+    va = np.array([0.0, 0.0, 0.0, 0.0, 0.5, 0.2])
+    vb = np.array([0.5, 0.5, 0.5, 0.5, 0.0, 0.2])    # A lower on four, higher on one, one tie
+    cl = np.array(list("abcdef"))
+    kw = dict(rng=np.random.default_rng(0), n_resamples=99, confidence=0.95)
+    assert "duplicate_submit_rate" in LOWER_IS_BETTER
+    low = delta_stats(va, vb, cl, metric="duplicate_submit_rate", **kw)
+    assert (low["n_better"], low["n_worse"], low["n_tied"]) == (4, 1, 1)
+    high = delta_stats(va, vb, cl, metric="success", **kw)
+    assert (high["n_better"], high["n_worse"], high["n_tied"]) == (1, 4, 1)
+    assert low["delta"] == high["delta"] < 0     # the direction only changes the counts
+
+
+@pytest.mark.parametrize("n_differ, testable", [(3, False), (4, True)])
+def test_a_row_whose_smallest_p_equals_the_level_is_not_testable(n_differ, testable):
+    # at 75% the level is 0.25 = 2 / 2^3: three differing instances reach p = 0.25 at best,
+    # which is not below the level (Tarone's screen is strict); four reach 0.125
+    from pushbench.analysis.deltas import delta_stats
+
+    va = np.array([1.0] * n_differ + [0.0, 0.0])
+    vb = np.zeros(n_differ + 2)
+    out = delta_stats(va, vb, np.array([f"i{i}" for i in range(n_differ + 2)]),
+                      metric="success", rng=np.random.default_rng(0), n_resamples=99,
+                      confidence=0.75)
+    assert out["p_min"] == 2 / 2 ** n_differ and out["testable"] is testable
+
+
+def test_holm_families_in_table_order_with_the_reachable_floor():
+    from pushbench.analysis.deltas import holm_families
+
+    def rows(fam, metric, pooled, p_mins, testable):
+        return [{"fam": fam, "metric": metric, "pooled": pooled, "p_min": p, "testable": t}
+                for p, t in zip(p_mins, testable)]
+
+    d = pd.DataFrame(
+        rows("zeta", "valid_count", False, [0.03125, 0.0625, 0.5], [True, True, False])
+        + rows("alpha", "success", True, [0.5, 1.0], [False, False])       # nothing testable
+        + rows("alpha", "success", False, [0.03125] * 40, [True] * 40)     # 40 x 2/64 > 1
+        + rows("zeta", "valid_count", True, [0.015625], [True]))
+    fams = holm_families(d, by="fam")
+    assert list(fams.columns) == ["family", "metric", "pooled", "rows", "testable", "floor"]
+    # the order the families first appear in the table, not a sorted one
+    assert fams[["family", "metric", "pooled"]].values.tolist() == [
+        ["zeta", "valid_count", False], ["alpha", "success", True],
+        ["alpha", "success", False], ["zeta", "valid_count", True]]
+    assert fams["rows"].tolist() == [3, 2, 40, 1] and fams["testable"].tolist() == [2, 0, 40, 1]
+    floor = fams["floor"].tolist()
+    assert floor[0] == 2 * 0.03125                  # testable rows x their smallest p_min
+    assert math.isnan(floor[1])                      # no testable row: no floor
+    assert floor[2] == 1.0                           # a p-value never exceeds 1
+    assert floor[3] == 0.015625
+    empty = holm_families(d.iloc[:0], by="fam")
+    assert empty.empty and list(empty.columns) == list(fams.columns)
+
+
 @pytest.mark.parametrize("confidence", [0.8, 0.95])
 def test_delta_rows_are_a_direct_scipy_bootstrap_over_instance_means(confidence):
     eps = suite()
@@ -1182,8 +1262,6 @@ def test_delta_table_rows_come_in_sorted_strata_order_whatever_the_line_order():
                       pairs=lambda names: [("stateqgp", "standard")], metrics=["success"],
                       n_resamples=99)
     assert out["policy"].tolist() == ["alpha", "zeta"]
-
-
 
 
 def test_context_deltas_split_family_versions_only_when_mixed():
