@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 from typer.core import TyperGroup
 
+from .. import terminal
+from ..terminal import ident_column
 from .common import TASKS_DIR_HELP, console, fail, out, split, use_tasks_dir
 
 
@@ -32,7 +33,11 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
     from ..tasks import all_tasks, list_tasks
 
     use_tasks_dir(tasks_dir)
-    table = Table("task id", "family", "target", "budget", "instances")
+    table = terminal.table()
+    ident_column(table, "task id")
+    table.add_column("family", no_wrap=True)
+    for head in ("target", "budget", "instances"):
+        table.add_column(head, justify="right", no_wrap=True)
     specs = all_tasks()
     if prefix and not list_tasks(prefix):
         from ..errors import did_you_mean
@@ -67,16 +72,20 @@ def tasks_new(
     t0 = time.perf_counter()
     made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
                     log=lambda m: console.print(m, highlight=False))
-    table = Table("budget", "steps", "headroom", "floor", "floor ids", "floor steps",
-                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)",
-                  caption="steps: diligent, unlimited budget; floor: did `exhaustive` reach "
-                          "N within the budget, ids it got accepted, steps it used")
-    table.add_column("task id", no_wrap=True)
-    table.columns.insert(0, table.columns.pop())
+    out.print(f"calibration (scripted agents; headroom >= {HEADROOM}x)", style="bold",
+              highlight=False)
+    table = terminal.table()
+    ident_column(table, "task id")
+    for head in ("budget", "steps", "head-\nroom", "floor\nsolved", "floor\nids",
+                 "floor\nsteps"):
+        table.add_column(head, justify="right", no_wrap=True)
     for r in made.rows:
         table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
                       "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
     out.print(table)
+    out.print("steps: diligent, unlimited budget; headroom: budget / steps; floor: did "
+              "`exhaustive` reach N within the budget (solved), the ids it got accepted, the "
+              "steps it used", style="dim", highlight=False)
     solved = sum(r.floor_success for r in made.rows)
     out.print(f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
               f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
