@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 
 def table(*, padding=(0, 1), collapse_padding: bool = True, **kw):
@@ -39,6 +39,38 @@ def ident_column(tab, header: str, **kw) -> None:
     for the identifiers alone would cut it)."""
     kw.setdefault("no_wrap", True)
     tab.add_column(header, **kw)
+
+
+def fit(tab, width: int, elastic: Sequence[str], least: int = 10) -> None:
+    """Let the ``elastic`` columns (by header; free text or paths) fold so the table fits
+    ``width`` terminal columns. When the cells' natural widths do not fit, the elastic columns
+    share what the other columns leave: the last listed keeps its natural width first, the
+    first listed gives way first, none narrower than ``least``; a capped column folds (wraps
+    mid-word, a path or an identifier included). Call after the rows are added.
+
+    rich alone would not: it never narrows a column below its longest word (a path is one word)
+    and then cuts every column with an ellipsis."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    def natural(col) -> int:
+        texts = [t for t in (col.header, *col.cells) if isinstance(t, str)]
+        return max((cell_len(line) for t in texts
+                    for line in Text.from_markup(t).plain.splitlines()), default=0)
+
+    by_name = {str(c.header).replace("\n", " "): c for c in tab.columns}
+    cols = [by_name[n] for n in elastic if n in by_name]
+    widths = {id(c): natural(c) for c in tab.columns}
+    gaps = 2 * (len(tab.columns) - 1)
+    if not cols or sum(widths.values()) + gaps <= width:
+        return
+    budget = width - gaps - sum(w for c in tab.columns if c not in cols
+                                for w in [widths[id(c)]])
+    for i in range(len(cols) - 1, -1, -1):
+        col = cols[i]
+        w = max(least, min(widths[id(col)], budget - least * i))
+        col.max_width, col.overflow, col.no_wrap = w, "fold", False
+        budget -= w
 
 
 def short_path(path: str | os.PathLike) -> str:

@@ -17,7 +17,7 @@ from rich.markup import escape
 from ..archives import DEFAULT_LIMITS, FLAGS, Limits, human, parse_size
 from .. import terminal
 from ..errors import PushBenchError
-from ..terminal import common_folder, ident_column, short_path
+from ..terminal import ident_column, short_path
 from .common import TASKS_DIR_HELP, console, error_line, fail, out, use_tasks_dir
 
 _D = DEFAULT_LIMITS
@@ -83,28 +83,22 @@ def snapshots_list() -> None:
     """List pinned snapshots and whether each is built (and where)."""
     from .. import snapshots
 
-    rows, built = [], []
-    for name, pin in sorted(snapshots.load_pins().items()):
-        where = snapshots.snapshot_dir(pin) if snapshots.info(name) else None
-        built += [where] if where else []
-        rows.append((name, _source(pin), pin.sha256[:12], (pin.commit or "?")[:12], where))
-    folder = common_folder(built)
+    pins = sorted(snapshots.load_pins().items())
     tab = terminal.table()
     ident_column(tab, "snapshot")
     tab.add_column("source")
     tab.add_column("sha256", no_wrap=True)
     tab.add_column("commit", no_wrap=True)
-    if folder:  # folder names in full, their shared folder under the table
-        ident_column(tab, "built")
-    else:
-        tab.add_column("built at", overflow="fold")
-    for name, what, sha, commit, where in rows:
-        tab.add_row(escape(name), escape(what), sha, commit,
-                    "[yellow]not built[/]" if where is None
-                    else escape(where.name if folder else short_path(where)))
+    tab.add_column("built")
+    for name, pin in pins:
+        built = snapshots.snapshot_dir(pin).name if snapshots.info(name) else None
+        tab.add_row(escape(name), escape(_source(pin)), pin.sha256[:12],
+                    (pin.commit or "?")[:12], "[yellow]no[/]" if built is None else escape(built))
+    terminal.fit(tab, out.width, ["source", "built"])
     out.print(tab)
-    if folder:
-        out.print(f"built in {short_path(folder)}", highlight=False, soft_wrap=True)
+    if pins:  # every snapshot is built into the one snapshots folder
+        out.print(f"built in {short_path(snapshots.snapshot_dir(pins[0][1]).parent)}",
+                  highlight=False, soft_wrap=True)
 
 
 def _source(pin) -> str:

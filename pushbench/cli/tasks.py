@@ -33,21 +33,26 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
     from ..tasks import all_tasks, list_tasks
 
     use_tasks_dir(tasks_dir)
-    table = terminal.table()
-    ident_column(table, "task id")
-    table.add_column("family", no_wrap=True)
-    for head in ("target", "budget", "instances"):
-        table.add_column(head, justify="right", no_wrap=True)
     specs = all_tasks()
     if prefix and not list_tasks(prefix):
         from ..errors import did_you_mean
 
         hint = did_you_mean(prefix, specs, n=3, cutoff=0.5)
         fail(f"no task id starts with {prefix!r}.{hint} (`pushbench tasks` lists them all)")
+    by_family: dict[str, list[str]] = {}
     for tid in list_tasks(prefix):
-        s = specs[tid]
-        table.add_row(tid, s.family, str(s.target), str(s.budget), str(len(s.instances)))
-    out.print(table)
+        by_family.setdefault(specs[tid].family, []).append(tid)
+    for family, ids in by_family.items():  # a table per family (its name a line of its own)
+        out.print(family, style="bold", highlight=False)
+        table = terminal.table()
+        ident_column(table, "task id")
+        for head in ("N", "budget", "instances"):
+            table.add_column(head, justify="right", no_wrap=True)
+        for tid in ids:
+            s = specs[tid]
+            table.add_row(tid, str(s.target), str(s.budget), str(len(s.instances)))
+        terminal.fit(table, out.width, ["task id"], least=24)
+        out.print(table)
 
 
 @tasks_app.command("new")
@@ -72,15 +77,15 @@ def tasks_new(
     t0 = time.perf_counter()
     made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
                     log=lambda m: console.print(m, highlight=False))
-    out.print(f"calibration (scripted agents; headroom >= {HEADROOM}x)", style="bold",
-              highlight=False)
+    # one row per target N (the task ids, long with a long instance name, are listed below)
+    out.print(f"calibration of {made.name} (scripted agents; headroom >= {HEADROOM}x)",
+              style="bold", highlight=False)
     table = terminal.table()
-    ident_column(table, "task id")
-    for head in ("budget", "steps", "head-\nroom", "floor\nsolved", "floor\nids",
-                 "floor\nsteps"):
+    for head in ("N", "budget", "steps", "headroom", "floor solved", "floor ids",
+                 "floor steps"):
         table.add_column(head, justify="right", no_wrap=True)
     for r in made.rows:
-        table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
+        table.add_row(str(r.target), str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
                       "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
     out.print(table)
     out.print("steps: diligent, unlimited budget; headroom: budget / steps; floor: did "

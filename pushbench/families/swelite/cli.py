@@ -105,7 +105,9 @@ def list_units(
     table.add_column("tests", justify="right", no_wrap=True)
     for u in data["kept"]:
         table.add_row(escape(u["key"]), escape(u["title"]), str(len(u["tests"])))
-    Console().print(table)
+    out = Console()
+    terminal.fit(table, out.width, ["title"])
+    out.print(table)
 
 
 def _print_builds(rows: list[tuple]) -> None:
@@ -116,9 +118,10 @@ def _print_builds(rows: list[tuple]) -> None:
     ident_column(table, "snapshot")
     for head in ("candi-\ndates", "kept", "dis-\ncarded", "built\n(s)"):  # narrow: 80 cols
         table.add_column(head, justify="right", no_wrap=True)
-    table.add_column("unit set" if folder else "unit set file", overflow="fold")
+    table.add_column("unit set" if folder else "unit set file")
     for *cells, path in rows:
         table.add_row(*map(escape, cells), escape(path.name if folder else short_path(path)))
+    terminal.fit(table, out.width, ["unit set", "unit set file"])
     out.print(table)
     if folder:
         out.print(f"unit sets in {short_path(folder)}", highlight=False, soft_wrap=True)
