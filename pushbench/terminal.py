@@ -1,7 +1,7 @@
 """The one style of terminal table, made to fit an 80-column terminal without cutting a cell.
 
 Every table a command prints is :func:`table`: a rule under the header and no borders (rich's
-``SIMPLE_HEAD``, no edge padding), so a column costs one space. What goes in a column:
+``SIMPLE_HEAD``, no edge padding), columns two spaces apart. What goes in a column:
 
 - identifiers a user copies (task ids, snapshot names, unit keys): :func:`ident_column`, at
   their full width (the text columns wrap to make room);
@@ -60,15 +60,17 @@ def fit(tab, width: int, elastic: Sequence[str], least: int = 10) -> None:
 
     by_name = {str(c.header).replace("\n", " "): c for c in tab.columns}
     cols = [by_name[n] for n in elastic if n in by_name]
-    widths = {id(c): natural(c) for c in tab.columns}
-    gaps = 2 * (len(tab.columns) - 1)
-    if not cols or sum(widths.values()) + gaps <= width:
+    elastic_ids = {id(c) for c in cols}  # identity: rich's Column compares by value
+    widths = [natural(c) for c in tab.columns]
+    gaps = 2 * (len(tab.columns) - 1)  # the spacing of table()'s default padding
+    if not cols or sum(widths) + gaps <= width:
         return
-    budget = width - gaps - sum(w for c in tab.columns if c not in cols
-                                for w in [widths[id(c)]])
+    budget = width - gaps - sum(w for c, w in zip(tab.columns, widths)
+                                if id(c) not in elastic_ids)
+    natural_of = {id(c): w for c, w in zip(tab.columns, widths)}
     for i in range(len(cols) - 1, -1, -1):
         col = cols[i]
-        w = max(least, min(widths[id(col)], budget - least * i))
+        w = max(least, min(natural_of[id(col)], budget - least * i))
         col.max_width, col.overflow, col.no_wrap = w, "fold", False
         budget -= w
 
