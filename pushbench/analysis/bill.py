@@ -102,14 +102,14 @@ def print_bill(bill: pd.DataFrame, console, cost: dict | None) -> None:
     the table fits 80 columns) and its total line."""
     if bill.empty:
         return
-    from rich import box
-    from rich.table import Table
     from rich.text import Text
+
+    from .. import terminal
 
     console.print(Text("Bill", style="bold"))
     for policy, grp in bill.groupby("policy", sort=False):
         console.print(Text(str(policy), style="bold"), overflow="fold")
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        table = terminal.table()
         for head in ("controller", "N", "n", "prompt tok", "compl tok", "USD", "succ",
                      "USD/succ"):
             table.add_column(head, no_wrap=True,

@@ -45,13 +45,12 @@ def _num(v, fmt: str) -> str:
 def _table(console, title: str, simulated: bool):
     """A compact table; its title is printed as a line of its own first, so it wraps at the
     console's width (between words) rather than at the table's."""
-    from rich import box
-    from rich.table import Table
     from rich.text import Text
 
+    from .. import terminal
+
     console.print(Text(title, style="bold yellow" if simulated else "bold"))
-    return Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=0,
-                 show_edge=False)
+    return terminal.table(padding=0)
 
 
 def print_summary(summary: pd.DataFrame, console) -> None:

@@ -483,9 +483,11 @@ def _say_provenance(records: Sequence[dict], say) -> None:
 
 
 def _print_condition_deltas(deltas, console=None) -> None:
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
+
+    from .. import terminal
+    from ..terminal import ident_column
 
     console = console or Console()
     if deltas.empty:
@@ -494,20 +496,22 @@ def _print_condition_deltas(deltas, console=None) -> None:
         return
     from ..analysis.format import counts_text, delta_cell, p_text
 
-    # one table per metric (the metric names a title line), so the table fits 80 columns
+    # one table per (metric, agent), both named in a title line of its own: agent names are
+    # long, and the rest fits 80 columns
     console.print("black-box: condition A - default, matched on (task, instance, seed); "
                   "pairs: matched pairs", style="bold", highlight=False)
-    for metric, grp in deltas.groupby("metric", sort=False):
-        table = Table(title=str(metric), box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
-                      collapse_padding=True)
-        for col in ("agent", "controller", "N", "A", "delta", "95% CI", "instances", "p",
-                    "pairs"):
-            table.add_column(col, no_wrap=True, justify="right" if col in ("N", "delta", "p",
-                                                                          "pairs") else "left")
+    for (metric, agent), grp in deltas.groupby(["metric", "agent"], sort=False):
+        console.print(Text(f"{metric} | {agent or '-'}", style="bold"))
+        table = terminal.table()
+        ident_column(table, "controller")
+        table.add_column("N", justify="right", no_wrap=True)
+        ident_column(table, "A")
+        for col in ("delta", "95% CI", "instances", "p", "pairs"):
+            table.add_column(col, no_wrap=True, justify="left" if col == "instances" else "right")
         for r in grp.to_dict("records"):
             delta, ci = delta_cell(r, r["metric"], short=True)
             p = p_text(r["p_value"]) + ("" if r["testable"] else " nt")
-            table.add_row(r["agent"] or "-", r["controller"],
-                          "all" if r["pooled"] else str(r["target"]), r["condition_a"], delta,
-                          ci, counts_text(r, short=True), p, str(r["n_pairs"]))
+            table.add_row(r["controller"], "all" if r["pooled"] else str(r["target"]),
+                          r["condition_a"], delta, ci, counts_text(r, short=True), p,
+                          str(r["n_pairs"]))
         console.print(table)

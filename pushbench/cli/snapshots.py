@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from ..archives import DEFAULT_LIMITS, FLAGS, Limits, human, parse_size
+from .. import terminal
 from ..errors import PushBenchError
+from ..terminal import ident_column, short_path
 from .common import TASKS_DIR_HELP, console, error_line, fail, out, use_tasks_dir
 
 _D = DEFAULT_LIMITS
@@ -78,18 +80,37 @@ def snapshots_build(
 
 @snap_app.command("list")
 def snapshots_list() -> None:
-    """List pinned snapshots and whether each is built."""
+    """List pinned snapshots and whether each is built (and where)."""
     from .. import snapshots
 
-    table = Table("snapshot", "source", "sha256", "commit", "built at")
-    for name, pin in sorted(snapshots.load_pins().items()):
-        meta = snapshots.info(name)
-        what = (pin.requirement if pin.builtin
-                else f"synth: {pin.generator} {pin.params}" if pin.kind == "synth"
-                else f"{pin.kind}: {pin.source}")
-        table.add_row(name, what, pin.sha256[:12], (pin.commit or "?")[:12],
-                      str(snapshots.snapshot_dir(pin)) if meta else "[yellow]not built[/]")
-    out.print(table)
+    pins = sorted(snapshots.load_pins().items())
+    tab = terminal.table()
+    ident_column(tab, "snapshot")
+    tab.add_column("source")
+    tab.add_column("sha256", no_wrap=True)
+    tab.add_column("commit", no_wrap=True)
+    tab.add_column("built")
+    for name, pin in pins:
+        built = snapshots.snapshot_dir(pin).name if snapshots.info(name) else None
+        tab.add_row(escape(name), escape(_source(pin)), pin.sha256[:12],
+                    (pin.commit or "?")[:12], "[yellow]no[/]" if built is None else escape(built))
+    terminal.fit(tab, out.width, ["source", "built"])
+    out.print(tab)
+    if pins:  # every snapshot is built into the one snapshots folder
+        out.print(f"built in {short_path(snapshots.snapshot_dir(pins[0][1]).parent)}",
+                  highlight=False, soft_wrap=True)
+
+
+def _source(pin) -> str:
+    """Where a pin comes from, short: a synth pin's generator, seed and size (its modules and
+    density per atom are in the pins file), a user pin's kind and source (home as ``~``)."""
+    if pin.builtin:
+        return pin.requirement
+    if pin.kind == "synth":
+        p = pin.params or {}
+        return (f"synth: {pin.generator} seed {p.get('seed', '?')}"
+                + (f", {p['defs']} defs" if "defs" in p else ""))
+    return f"{pin.kind}: {short_path(pin.source)}"
 
 
 @snap_app.command("add")
@@ -185,9 +206,13 @@ def snapshots_synth(
         n = len(indexer.load_index(name))
     except ValueError as e:  # DensityError, the generator's bounds (SnapshotError: the handler)
         fail(str(e))
-    table = Table("atom", "predicate", "definitions", "fraction")
+    table = terminal.table()
+    ident_column(table, "atom")
+    table.add_column("predicate", overflow="fold")
+    for head in ("definitions", "fraction"):
+        table.add_column(head, justify="right", no_wrap=True)
     for atom in synth.ATOMS:
-        table.add_row(atom, stats.spec(atom), str(stats.counts[atom]),
+        table.add_row(atom, escape(stats.spec(atom)), str(stats.counts[atom]),
                       f"{stats.fraction(atom):.3f}")
     out.print(table)
     console.print(f"[green]ok[/] {name} (synth, seed {seed}): {n} definitions, package "

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Column, Table
 from typer.core import TyperGroup
 
+from .. import terminal
+from ..terminal import ident_column
 from .common import TASKS_DIR_HELP, console, fail, out, split, use_tasks_dir
 
 
@@ -34,8 +35,6 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
     from ..tasks import all_tasks, list_tasks, task_kinds
 
     use_tasks_dir(tasks_dir)
-    # The id's prefix names the family; whole ids in 80 columns leave room for one more column.
-    table = Table(Column("task id", no_wrap=True), "kind", "target", "budget", "instances")
     specs = all_tasks()
     ids = list_tasks(prefix, kind=kind)  # an unknown kind: one error line naming the kinds
     if prefix and not list_tasks(prefix):
@@ -44,10 +43,20 @@ def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with t
         hint = did_you_mean(prefix, specs, n=3, cutoff=0.5)
         fail(f"no task id starts with {prefix!r}.{hint} (`pushbench tasks` lists them all)")
     kinds = task_kinds()
+    groups: dict[tuple[str, str], list[str]] = {}
     for tid in ids:
-        s = specs[tid]
-        table.add_row(tid, kinds[tid], str(s.target), str(s.budget), str(len(s.instances)))
-    out.print(table)
+        groups.setdefault((specs[tid].family, kinds[tid]), []).append(tid)
+    for (family, kind_), gids in groups.items():  # a table per family and kind, ids whole
+        out.print(f"{family}: {kind_} tasks", style="bold", highlight=False)
+        table = terminal.table()
+        ident_column(table, "task id")
+        for head in ("N", "budget", "instances"):
+            table.add_column(head, justify="right", no_wrap=True)
+        for tid in gids:
+            s = specs[tid]
+            table.add_row(tid, str(s.target), str(s.budget), str(len(s.instances)))
+        terminal.fit(table, out.width, ["task id"], least=24)
+        out.print(table)
 
 
 @tasks_app.command("new")
@@ -72,16 +81,20 @@ def tasks_new(
     t0 = time.perf_counter()
     made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
                     log=lambda m: console.print(m, highlight=False))
-    table = Table("budget", "steps", "headroom", "floor", "floor ids", "floor steps",
-                  title=f"calibration (scripted agents; headroom >= {HEADROOM}x)",
-                  caption="steps: diligent, unlimited budget; floor: did `exhaustive` reach "
-                          "N within the budget, ids it got accepted, steps it used")
-    table.add_column("task id", no_wrap=True)
-    table.columns.insert(0, table.columns.pop())
+    # one row per target N (the task ids, long with a long instance name, are listed below)
+    out.print(f"calibration of {made.name} (scripted agents; headroom >= {HEADROOM}x)",
+              style="bold", highlight=False)
+    table = terminal.table()
+    for head in ("N", "budget", "steps", "headroom", "floor solved", "floor ids",
+                 "floor steps"):
+        table.add_column(head, justify="right", no_wrap=True)
     for r in made.rows:
-        table.add_row(r.task_id, str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
+        table.add_row(str(r.target), str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
                       "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
     out.print(table)
+    out.print("steps: diligent, unlimited budget; headroom: budget / steps; floor: did "
+              "`exhaustive` reach N within the budget (solved), the ids it got accepted, the "
+              "steps it used", style="dim", highlight=False)
     solved = sum(r.floor_success for r in made.rows)
     out.print(f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
               f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"

@@ -292,10 +292,10 @@ def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = N
     as rows and expected, low and high as columns, so the whole estimate fits an 80-column
     terminal without cutting a number or a name.
     """
-    from rich import box
     from rich.markup import escape
-    from rich.table import Table
     from rich.text import Text
+
+    from .. import terminal
 
     console.print(Text("cost estimate" + (" from the pilot" if pilot else ", no model called"),
                        style="bold"))
@@ -304,7 +304,7 @@ def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = N
         head.append(f"  {r['planned']} episodes, {r['finished']} finished"
                     + (f"; basis: {r['basis']}" if r["basis"] else ""), style="")
         console.print(head, soft_wrap=False, overflow="fold")
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+        table = terminal.table()
         table.add_column("", no_wrap=True)
         for col in ("expected", "low", "high"):
             table.add_column(col, justify="right", no_wrap=True)

@@ -8,7 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+
+from ... import terminal
+from ...terminal import common_folder, ident_column, short_path
 
 swelite_app = typer.Typer(no_args_is_help=True, help="Build and list the SWE-lite unit sets "
                           "(test venvs + validated mutations).")
@@ -54,8 +56,7 @@ def build(
     if unknown:
         _fail(f"the recipe has no units for snapshot(s) {', '.join(map(repr, unknown))}; known: "
               f"{', '.join(raw['snapshots'])}")
-    table = Table("snapshot", "candidates", "kept", "discarded", "built (s)", "cache")
-    failed = False
+    rows, failed = [], False
     for name in names or list(raw["snapshots"]):
         try:
             cached = U.is_built(name, recipe) and not force
@@ -65,13 +66,13 @@ def build(
             _err.print(f"[bold red]error:[/] {name}: {e}", highlight=False)
             failed = True
             continue
-        table.add_row(name, str(data["candidates"]), str(data["kept_count"]),
-                      str(data["discarded_count"]),
-                      "cached" if cached else str(data["built_seconds"]),
-                      str(U.cache_file(name, recipe)))
+        rows.append((name, str(data["candidates"]), str(data["kept_count"]),
+                     str(data["discarded_count"]),
+                     "cached" if cached else str(data["built_seconds"]),
+                     U.cache_file(name, recipe)))
         for d in data["discarded"]:
             _err.print(f"  [yellow]discarded[/] {name}/{d['key']}: {d['reason']}")
-    Console().print(table)
+    _print_builds(rows)
     if failed:
         raise typer.Exit(1)
 
@@ -98,7 +99,29 @@ def list_units(
         print(json.dumps([{k: u[k] for k in ("key", "title", "issue", "tests")}
                           for u in data["kept"]], indent=1))
         return
-    table = Table("key", "title", "tests")
+    table = terminal.table()
+    ident_column(table, "key")
+    table.add_column("title")
+    table.add_column("tests", justify="right", no_wrap=True)
     for u in data["kept"]:
-        table.add_row(u["key"], u["title"], str(len(u["tests"])))
-    Console().print(table)
+        table.add_row(escape(u["key"]), escape(u["title"]), str(len(u["tests"])))
+    out = Console()
+    terminal.fit(table, out.width, ["title"])
+    out.print(table)
+
+
+def _print_builds(rows: list[tuple]) -> None:
+    """The build table (the unit-set file names in full, their shared folder under it)."""
+    out = Console()
+    folder = common_folder(r[-1] for r in rows)
+    table = terminal.table()
+    ident_column(table, "snapshot")
+    for head in ("candi-\ndates", "kept", "dis-\ncarded", "built\n(s)"):  # narrow: 80 cols
+        table.add_column(head, justify="right", no_wrap=True)
+    table.add_column("unit set" if folder else "unit set file")
+    for *cells, path in rows:
+        table.add_row(*map(escape, cells), escape(path.name if folder else short_path(path)))
+    terminal.fit(table, out.width, ["unit set", "unit set file"])
+    out.print(table)
+    if folder:
+        out.print(f"unit sets in {short_path(folder)}", highlight=False, soft_wrap=True)
