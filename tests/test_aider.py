@@ -300,6 +300,14 @@ def test_crashed_aider_is_a_backend_error_with_the_record(tiny, tmp_path):
     assert rec["steps_used"] == len(rec["calls"]) == 6  # list, 4 inspects, 1 request charged
 
 
+def test_aider_killed_mid_turn_is_a_backend_error_with_the_record(tiny, tmp_path):
+    # a real SIGKILL of the process after its first request, as an OOM killer or a user would
+    rec = _episode(tmp_path, _REQUESTS.format(n=1)
+                   + "import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert rec["terminated_by"] == "error" and rec["error"]["type"] == "aider_crashed"
+    assert rec["metrics"]["error"] is True and rec["steps_used"] == len(rec["calls"])
+
+
 def test_hung_aider_is_killed_at_the_turn_timeout(tiny, tmp_path):
     rec = _episode(tmp_path, "time.sleep(600)\n", turn_timeout=2.0)
     assert rec["terminated_by"] == "error" and rec["error"]["type"] == "aider_timeout"
