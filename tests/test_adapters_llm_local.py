@@ -87,8 +87,9 @@ def test_openenv_llm_rollouts(llama_server):  # noqa: F811
     chat = openai.OpenAI(base_url=llama_server, api_key="unused", max_retries=2, timeout=600)
     tool_calls = 0
     with start_server() as url, PushBenchClient(base_url=url).sync() as env:
-        for task, seed in (("RepoScan-N10", 0), ("DataOps-N3", 1)):
-            out = llm_rollout(env, chat, MODEL, task, seed, controller="stateqgp",
+        # each family under its full controller (a controller out of a family's scope is refused)
+        for task, seed, ctl in (("RepoScan-N10", 0, "stateqgp"), ("DataOps-N3", 1, "unitqgp")):
+            out = llm_rollout(env, chat, MODEL, task, seed, controller=ctl,
                               budget=BUDGET, reward_weights=WEIGHTS, max_tokens=64,
                               temperature=0.0, context_tokens=1024)
             rec = out.record

@@ -64,7 +64,7 @@ def test_the_documented_llama_run(tmp_path):
         assert "TOTAL" in est.output and "…" not in est.output
         assert max(map(len, est.output.splitlines())) <= 80, est.output
         res = runner.invoke(app, ["run", str(exp), "--out", str(out), "--budget", "3",
-                                  "--controllers", "standard,stateqgp", "--no-progress"],
+                                  "--controllers", "standard,verifier_gated", "--no-progress"],
                             env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
