@@ -1279,3 +1279,18 @@ def test_context_deltas_split_family_versions_only_when_mixed():
         rows = both[both["family_version"] == v]
         assert (rows["n_pairs"].to_numpy() == want["n_pairs"].to_numpy()).all()
         assert np.allclose(rows["delta"].to_numpy(), want["delta"].to_numpy())
+
+
+def test_version_note_names_each_mixed_family_in_sorted_order():
+    from pushbench.analysis.frame import VERSION, mixed_versions, version_note
+
+    df = pd.DataFrame({"family": ["reposcan", "reposcan", "dataops", "dataops", "dataops",
+                                  "swelite"], VERSION: [1, 2, 2, 1, 1, 2]})
+    assert list(mixed_versions(df).items()) == [("dataops", [1, 2]), ("reposcan", [1, 2])]
+    assert version_note(df) == (
+        "This run folder holds more than one family version (dataops v1: 2 episodes, v2: 1 "
+        "episodes; reposcan v1: 1 episodes, v2: 1 episodes): every summary and delta row is one "
+        "version, never pooled.")
+    assert version_note(df[df["family"] == "swelite"]) is None
+    assert mixed_versions(df.iloc[:0]) == {}
+    assert mixed_versions(pd.DataFrame({"family": ["reposcan"]})) == {}  # lines before versions
