@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
 import subprocess
 import time
 from contextlib import ExitStack
@@ -30,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .blackbox import clients
+from .processes import stop_group
 from .blackbox.episode_prompt import episode_prompt
 
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
@@ -71,12 +70,7 @@ def _run_client(launch: clients.Launch, ep: Path, timeout: float) -> dict:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                rc = proc.wait()
+            rc = stop_group(proc, 15)
     return {"rc": rc, "timed_out": timed_out, "seconds": round(time.monotonic() - t0, 2)}
 
 

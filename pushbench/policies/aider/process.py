@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ...processes import stop_group
 
 DEAD_PROXY = "http://127.0.0.1:9"  # discard port: nothing listens, connections fail at once
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE")
@@ -99,19 +100,6 @@ def turn_env(home: Path, offline: bool) -> dict[str, str]:
     return env
 
 
-def _kill(proc: subprocess.Popen) -> int:
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            return proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-    return proc.wait()
-
-
 def run_turn(argv: list[str], cwd: Path, env: dict[str, str], work: Path,
              timeout: float) -> TurnResult:
     """Run one Aider process to its end (or kill its group at ``timeout`` seconds)."""
@@ -127,7 +115,7 @@ def run_turn(argv: list[str], cwd: Path, env: dict[str, str], work: Path,
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            rc = _kill(proc)
+            rc = stop_group(proc, 10)
     text = hist.read_bytes()[start:].decode("utf-8", "replace") if hist.exists() else ""
     tail = log.read_bytes()[-2000:].decode("utf-8", "replace")
     return TurnResult(rc, timed_out, round(time.monotonic() - t0, 2), tail, text)
@@ -156,4 +144,4 @@ class ModelServer:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            _kill(self.proc)
+            stop_group(self.proc, 10)
