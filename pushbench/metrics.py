@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 # Families whose ``duplicate`` verdict means "accepted before" (not "submitted before").
-UNIT_FAMILIES = frozenset({"dataops", "swelite"})
+UNIT_FAMILIES = frozenset({"dataops", "swelite", "dataops_public"})
 QUARTILES = 4  # anytime_steps: the step reaching ceil(k / QUARTILES * target), k = 1..QUARTILES
 
 

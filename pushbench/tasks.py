@@ -36,7 +36,8 @@ TASK_SCHEMA_VERSION = 1
 # Version 2 (issue 27): controller observations changed in every family (a placebo that
 # carries only a length, interventions stated in full, the tracker's ``accepted`` list); RepoScan
 # search lists ignored terms; DataOps answers of the wrong shape are explained, JSON arrays taken.
-FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 2}
+FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 2,
+                                 "dataops_public": 1}  # issue 30: its own family
 
 
 def family_version(family: str) -> int:

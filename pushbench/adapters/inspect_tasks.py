@@ -1,4 +1,5 @@
-"""Inspect AI tasks over PushBench: ``pushbench/reposcan``, ``pushbench/dataops``, ``pushbench/swelite``.
+"""Inspect AI tasks over PushBench: ``pushbench/reposcan``, ``pushbench/dataops``,
+``pushbench/dataops_public``, ``pushbench/swelite``.
 
 ``pip install "pushbench[inspect]"`` registers them through the ``inspect_ai`` entry point, so
 
@@ -284,6 +285,14 @@ def dataops(target: int = 3, instance: str | list[str] | None = None,
 
 
 @task
+def dataops_public(target: int = 3, instance: str | list[str] | None = None,
+                   controller: str = "standard", seeds: int | str | list[int] = 0,
+                   budget: int | None = None) -> Task:
+    """QGP-DataOps-public: complete N work units on excerpts of published data sets."""
+    return _task("dataops_public", target, instance, controller, seeds, budget)
+
+
+@task
 def swelite(target: int = 3, instance: str | list[str] | None = None,
             controller: str = "standard", seeds: int | str | list[int] = 0,
             budget: int | None = None) -> Task:
@@ -291,5 +300,5 @@ def swelite(target: int = 3, instance: str | list[str] | None = None,
     return _task("swelite", target, instance, controller, seeds, budget)
 
 
-__all__ = ["reposcan", "dataops", "swelite", "pushbench_agent", "qgp_scorer", "tool_info",
+__all__ = ["reposcan", "dataops", "dataops_public", "swelite", "pushbench_agent", "qgp_scorer", "tool_info",
            "pushbench_samples", "score_values", "SCORE_KEYS"]

@@ -23,7 +23,7 @@ from .frame import (ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame, family_lab
                     mixed_versions, order_controllers, scored)
 from .stats import row_rng
 
-WORK_UNIT_FAMILIES = ("dataops", "swelite")
+WORK_UNIT_FAMILIES = ("dataops", "swelite", "dataops_public")
 _N_RESAMPLES = 1999
 _PANEL_W, _PANEL_H = 5.6, 4.0
 _SIM = "(simulated agent)"

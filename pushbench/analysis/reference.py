@@ -32,7 +32,7 @@ from ..metrics import NOT_AGENT_OUTCOMES
 
 REFERENCE_POLICY = "diligent"
 REFERENCE_CONTROLLER = "standard"
-ON_DEMAND_FAMILIES = ("reposcan", "dataops")
+ON_DEMAND_FAMILIES = ("reposcan", "dataops", "dataops_public")
 
 
 @lru_cache(maxsize=1)

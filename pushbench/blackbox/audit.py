@@ -204,7 +204,8 @@ def unit_reasons(record: dict) -> list[str]:
     return out + _count_reasons(_calls(record), after)
 
 
-FAMILY_CHECKS = {"reposcan": reposcan_reasons, "dataops": unit_reasons, "swelite": unit_reasons}
+FAMILY_CHECKS = {"reposcan": reposcan_reasons, "dataops": unit_reasons, "swelite": unit_reasons,
+                 "dataops_public": unit_reasons}
 
 
 # ----- the trace --------------------------------------------------------------------------------

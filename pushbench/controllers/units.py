@@ -176,7 +176,7 @@ def book_of(st) -> UnitBook:
 
 
 class _UnitComponent(Component):
-    families = ("dataops", "swelite")
+    families = ("dataops", "swelite", "dataops_public")
 
     def on_reset(self, decoded_obs, st, family):
         st.units["book"] = UnitBook(shared_files=family in SHARED_FILE_FAMILIES)

@@ -36,6 +36,10 @@ AGENTS: dict[tuple[str, str], Callable[..., Any]] = {
     ("random", "dataops"): dataops_agents.random,
     ("random", "swelite"): swelite_agents.random,
     ("exhaustive", "dataops"): dataops_floor.guessing,
+    # DataOps-public (issue 30): the same agents; the solvers know its rule ops
+    ("diligent", "dataops_public"): dataops_agents.diligent,
+    ("random", "dataops_public"): dataops_agents.random,
+    ("exhaustive", "dataops_public"): dataops_floor.guessing,
 }
 
 

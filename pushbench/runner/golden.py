@@ -49,6 +49,7 @@ PLANS: dict[str, Plan] = {
     "reposcan": Plan("RepoScan-N10", "stateqgp", ("diligent", "simulated-mid")),
     "dataops": Plan("DataOps-N3", "unitqgp", ("diligent", "simulated-mid")),
     "swelite": Plan("SWELite-N3", "unitqgp", ("diligent", "random"), max_steps=6),
+    "dataops_public": Plan("DataOps-public-N3", "unitqgp", ("diligent", "simulated-mid")),
 }
 
 

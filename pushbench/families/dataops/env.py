@@ -122,12 +122,19 @@ class DataOpsEnv(UnitBacklogEnv):
 
     STRING_ARGS = ("path", "unit_id", "old", "new", "content", "value")
 
+    # What a DataOps family says (the public-data family, :mod:`.public.env`, overrides them):
+    # the unit kinds named in the objective, the backlog generator and the unit checker.
+    _KINDS_TEXT: ClassVar[str] = ("CSV field checks, metadata repairs, consistency questions, "
+                                  "artifact fixes")
+    _generate = staticmethod(U.generate)
+    _check_unit = staticmethod(U.check)
+
     # ----- lifecycle --------------------------------------------------------------------
     def _setup_episode(self, instance: str, options: dict) -> dict:
         self._drop_workspace()
         self._adopt_workspace(Workspace.create(), Workspace.remove)
-        cfg = instance_config("dataops", instance)
-        order = U.generate(cfg, self.task.target, self._ws)
+        cfg = instance_config(self.family, instance)
+        order = self._generate(cfg, self.task.target, self._ws)
         self._units = {u.id: u for u in order}
         self._answers: dict[str, str | int] = {}
         self._version = {uid: 0 for uid in self._units}   # bumped by answers and edits
@@ -135,8 +142,8 @@ class DataOpsEnv(UnitBacklogEnv):
         self._accepted: set[str] = set()
         n = len(order)
         objective = (
-            f"Backlog {instance} holds {n} data-operations work units (CSV field checks, "
-            "metadata repairs, consistency questions, artifact fixes). Get at least "
+            f"Backlog {instance} holds {n} data-operations work units ({self._KINDS_TEXT}). "
+            "Get at least "
             f"{self.task.target} distinct units accepted by their checkers. For each unit: "
             "inspect it, read its files (paths relative to the workspace; unit uNN's files are "
             "under uNN/), then answer it (answer mode) or edit its files (edit mode), "
@@ -166,7 +173,7 @@ class DataOpsEnv(UnitBacklogEnv):
             self._version[owner] += 1
 
     def _check(self, unit: U.Unit) -> U.CheckResult:
-        return U.check(unit, self._ws, self._answers.get(unit.id))
+        return self._check_unit(unit, self._ws, self._answers.get(unit.id))
 
     # ----- tools ------------------------------------------------------------------------
     def _tool_inspect(self, args: UnitArgs) -> dict:

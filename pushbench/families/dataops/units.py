@@ -76,23 +76,33 @@ def backlog_size(target: int, cfg: dict) -> int:
 
 def generate(cfg: dict, target: int, ws: Workspace) -> list[Unit]:
     """Write the backlog's files into ``ws`` and return its units (deterministic)."""
+    return generate_backlog(cfg, target, ws, KINDS, _BUILDERS)
+
+
+def generate_backlog(cfg: dict, target: int, ws: Workspace, kinds_: tuple[str, ...],
+                     builders: dict) -> list[Unit]:
+    """The backlog of one DataOps family: ``backlog_size`` units of ``kinds_`` (each kind at
+    least once, the rest drawn by the config's ``mix`` weights, then shuffled), unit ``i``
+    built by ``builders[kind](default_rng([seed, N, i]), uid, cfg, ws)``. Shared by the
+    synthetic and the public-data family (:mod:`.public`)."""
     rng = np.random.default_rng([int(cfg["seed"]), target])
     size = backlog_size(target, cfg)
-    weights = np.array([float(cfg.get("mix", {}).get(k, 1.0)) for k in KINDS])
-    kinds = list(KINDS[: min(size, len(KINDS))])
-    kinds += [KINDS[int(i)] for i in rng.choice(len(KINDS), size=size - len(kinds),
-                                                  p=weights / weights.sum())]
+    weights = np.array([float(cfg.get("mix", {}).get(k, 1.0)) for k in kinds_])
+    kinds = list(kinds_[: min(size, len(kinds_))])
+    kinds += [kinds_[int(i)] for i in rng.choice(len(kinds_), size=size - len(kinds),
+                                                   p=weights / weights.sum())]
     kinds = [kinds[int(i)] for i in rng.permutation(len(kinds))]
     width = max(2, len(str(size)))
     units = []
     for i, kind in enumerate(kinds):
         urng = np.random.default_rng([int(cfg["seed"]), target, i])
         uid = f"u{i + 1:0{width}d}"
-        units.append(_BUILDERS[kind](urng, uid, cfg, ws))
+        units.append(builders[kind](urng, uid, cfg, ws))
     return units
 
 
-def _put(ws: Workspace, uid: str, files: dict[str, str]) -> list[str]:
+def put_files(ws: Workspace, uid: str, files: dict[str, str]) -> list[str]:
+    """Write ``files`` (relative name -> text) under ``<uid>/``; their workspace paths."""
     out = []
     for rel, text in files.items():
         ws.setup_write(f"{uid}/{rel}", text)
@@ -106,7 +116,7 @@ def _csv_unit(rng, uid, cfg, ws) -> Unit:
     header, rows, rules = datasets.TABLES[table](rng, int(rng.integers(40, 160)))
     rule = rules[int(rng.integers(len(rules)))]
     answer = datasets.evaluate(rule, header, rows)
-    [path] = _put(ws, uid, {f"{table}.csv": datasets.to_csv(header, rows)})
+    [path] = put_files(ws, uid, {f"{table}.csv": datasets.to_csv(header, rows)})
     atype = "text" if isinstance(answer, str) else "list"
     if atype == "list":
         answer = list_text(answer)
@@ -120,7 +130,7 @@ def _csv_unit(rng, uid, cfg, ws) -> Unit:
 def _metadata_unit(rng, uid, cfg, ws) -> Unit:
     snap = cfg.get("snapshot", "requests")
     m = metadata.build(rng, snap)
-    files = _put(ws, uid, m["files"])
+    files = put_files(ws, uid, m["files"])
     target = f"{uid}/{m['target']}"
     fixed = metadata.render(m["format"], m["expected"], metadata.facts(snap))
     task = (f"{target} describes the {snap} package but disagrees with the package's own "
@@ -154,7 +164,7 @@ def _ledger_unit(rng, uid, ws) -> Unit:
     bad = sorted(accounts[int(i)] for i in rng.choice(len(accounts), m, replace=False))
     for a in bad:
         summary[a] += int(rng.choice([-1, 1])) * int(rng.integers(1, 50)) * 100
-    files = _put(ws, uid, {
+    files = put_files(ws, uid, {
         "ledger.csv": datasets.to_csv(["txn_id", "date", "account", "amount_cents"], rows),
         "summary.json": json.dumps({"period": "2024-05", "currency": "EUR",
                                     "totals_cents": summary}, indent=2) + "\n"})
@@ -189,7 +199,7 @@ def _manifest_unit(rng, uid, ws) -> Unit:
     lines = [f"total {len(listed)}"] + [
         f"-rw-r--r-- 1 etl etl {listed[nm]:>9} 2024-05-{1 + i % 28:02d} 0{i % 10}:1{i % 6} {nm}"
         for i, nm in enumerate(sorted(listed))]
-    files = _put(ws, uid, {
+    files = put_files(ws, uid, {
         "manifest.json": json.dumps({"dataset": "meter-exports", "files": [
             {"name": nm, "bytes": sizes[nm]} for nm in names]}, indent=2) + "\n",
         "listing.txt": "\n".join(lines) + "\n"})
@@ -211,7 +221,7 @@ def _manifest_unit(rng, uid, ws) -> Unit:
 
 def _artifact_unit(rng, uid, cfg, ws) -> Unit:
     a = artifacts.build(rng)
-    files = _put(ws, uid, {"schema.json": json.dumps(a["schema"], indent=2) + "\n",
+    files = put_files(ws, uid, {"schema.json": json.dumps(a["schema"], indent=2) + "\n",
                            a["target"]: a["text"]})
     target = files[1]
     fixed_doc = {**a["doc"], "records": a["valid"]}
@@ -273,17 +283,23 @@ def _normalise(value, atype: str):
     return str(value).strip()
 
 
+def check_answer(unit: Unit, answer=None) -> CheckResult:
+    """An answer unit's checker: the recorded ``answer`` against the secret (every DataOps
+    family: a list answer compared as a set, an integer as a number, text stripped)."""
+    if answer is None:
+        return CheckResult(False, "answer", "no answer recorded yet; use answer()")
+    expected = unit.secret["answer"]
+    if unit.answer_type == "list":
+        expected = list_items(expected)
+    if _normalise(answer, unit.answer_type) != expected:
+        return CheckResult(False, "answer", "the recorded answer is not correct")
+    return CheckResult(True)
+
+
 def check(unit: Unit, ws: Workspace, answer=None) -> CheckResult:
     """Run ``unit``'s checker now: answers against the secret, edits against the workspace."""
     if unit.answer_type is not None:
-        if answer is None:
-            return CheckResult(False, "answer", "no answer recorded yet; use answer()")
-        expected = unit.secret["answer"]
-        if unit.answer_type == "list":
-            expected = list_items(expected)
-        if _normalise(answer, unit.answer_type) != expected:
-            return CheckResult(False, "answer", "the recorded answer is not correct")
-        return CheckResult(True)
+        return check_answer(unit, answer)
     target = unit.secret["target"]
     try:
         text = ws.read_text(target)

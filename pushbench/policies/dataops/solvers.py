@@ -17,6 +17,8 @@ from collections import Counter
 
 import yaml
 
+from . import public_solvers as P
+
 _NUM = re.compile(r"-?\d+(\.\d+)?")
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
@@ -180,6 +182,8 @@ def artifact_fix(unit: dict, files: dict[str, str], mistake: str | None = None):
 
 def solve(unit: dict, files: dict[str, str]) -> dict:
     """The agent's solution of ``unit``: ``{"answer": v}`` or ``{"write": (path, text)}``."""
+    if P.handles(unit):  # a DataOps-public unit (its rule ops are its own)
+        return P.solve(unit, files)
     kind, rule = unit["kind"], unit["rules"][0]
     if kind == "csv_check":
         return {"answer": csv_answer(rule, files[rule["file"]])}
@@ -214,6 +218,8 @@ def _wrong_list(items: list[str], files: dict[str, str], rng) -> str:
 
 def perturb(unit: dict, files: dict[str, str], rng) -> dict:
     """A plausible wrong solution: a wrong row list or id, a partial fix."""
+    if P.handles(unit):
+        return P.perturb(unit, files, rng, _wrong_list)
     good = solve(unit, files)
     if "answer" in good:
         v = good["answer"]

@@ -19,7 +19,7 @@ class Mechanism:
     """Base class. ``key`` names the parameter; ``families`` the task families it acts on."""
 
     key: ClassVar[str] = ""
-    families: ClassVar[tuple[str, ...]] = ("reposcan", "dataops")
+    families: ClassVar[tuple[str, ...]] = ("reposcan", "dataops", "dataops_public")
     integer: ClassVar[bool] = False  # the parameter is a count (else a rate in [0, 1])
     minimum: ClassVar[float] = 0.0
 

@@ -203,7 +203,7 @@ class DataOpsAgent:
 
 # ----- DataOps-only mechanisms ------------------------------------------------------------------
 class _DataOps(Mechanism):
-    families = ("dataops",)
+    families = ("dataops", "dataops_public")
 
 
 @register

@@ -25,7 +25,7 @@ from .core import REGISTRY, Hooks
 from .dataops import DataOpsAgent
 from .reposcan import RepoScanAgent
 
-FAMILIES = ("reposcan", "dataops")
+FAMILIES = ("reposcan", "dataops", "dataops_public")
 
 # Chosen before the mechanism matrix was run (see experiments/mechanism_matrix.yaml); the
 # RepoScan values of window, drift (1 - attention), overbatch, misjudge (1 - accuracy) and
@@ -52,6 +52,7 @@ PRESETS: dict[str, dict[str, dict[str, float | int]]] = {
                        notes_loss=0.25),
     },
 }
+PRESETS["dataops_public"] = PRESETS["dataops"]  # one agent model for both DataOps families
 
 
 def _field(cls):
