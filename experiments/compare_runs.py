@@ -1,6 +1,6 @@
 """Are two run folders of the same experiment the same results? (behaviour-preservation check)
 
-    python experiments/compare_runs.py BEFORE AFTER [--no-traces]
+    python experiments/compare_runs.py BEFORE AFTER [--no-traces] [--family F]
 
 Checks, and prints every difference it finds:
 
@@ -11,6 +11,10 @@ Checks, and prints every difference it finds:
 * ``traces/<key>.json.gz`` (unless ``--no-traces``): the full records (calls and controller
   steps) decode to the same JSON.
 
+``--family F`` compares only family ``F``: its episode lines and traces, and the header and
+the rows of ``F`` in each CSV (for an experiment that gained another family's rows, e.g. the
+DataOps ablation with DataOps-public; paired deltas are Holm-adjusted per family).
+
 Wall-clock time lives only in ``manifest.json``, which is not compared. Exit status: 0 when
 everything matches, 1 on any difference, 2 when a folder or file is missing or unreadable.
 """
@@ -18,6 +22,7 @@ everything matches, 1 on any difference, 2 when a folder or file is missing or u
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import json
 import sys
@@ -27,8 +32,9 @@ CSV_FILES = ("summary.csv", "paired_deltas.csv")
 MAX_SHOWN = 20  # differences printed per check (the count is always printed)
 
 
-def _lines(path: Path) -> dict[str, dict]:
-    """``key -> line`` of a JSONL file; a duplicate key or unreadable line is an error."""
+def _lines(path: Path, family: str | None = None) -> dict[str, dict]:
+    """``key -> line`` of a JSONL file (of ``family`` only, if given); a duplicate key or
+    unreadable line is an error."""
     out: dict[str, dict] = {}
     if not path.exists():
         return out
@@ -39,7 +45,8 @@ def _lines(path: Path) -> dict[str, dict]:
         key = line.get("key")
         if key in out:
             raise ValueError(f"{path}:{i}: duplicate key {key}")
-        out[key] = line
+        if family is None or line.get("family", family) == family:
+            out[key] = line
     return out
 
 
@@ -69,10 +76,24 @@ def _report(title: str, problems: list[str]) -> bool:
     return False
 
 
-def compare(before: Path, after: Path, traces: bool = True) -> bool:
-    """Print the comparison of run folders ``before`` and ``after``; ``True`` if identical."""
+def _csv_rows(data: bytes, family: str | None) -> bytes:
+    """The header and the rows of ``family`` (all rows if None) of a CSV with a family column."""
+    if family is None:
+        return data
+    lines = data.decode().splitlines(keepends=True)
+    if not lines:
+        return data
+    col = next(csv.reader([lines[0]])).index("family")
+    return b"".join(x.encode() for i, x in enumerate(lines)
+                    if i == 0 or next(csv.reader([x]))[col] == family)
+
+
+def compare(before: Path, after: Path, traces: bool = True, family: str | None = None) -> bool:
+    """Print the comparison of run folders ``before`` and ``after`` (only ``family``'s lines
+    and rows if given); ``True`` if identical."""
     ok = True
-    ep_a, ep_b = _lines(before / "episodes.jsonl"), _lines(after / "episodes.jsonl")
+    ep_a = _lines(before / "episodes.jsonl", family)
+    ep_b = _lines(after / "episodes.jsonl", family)
     problems = [f"key {k} only in BEFORE" for k in sorted(set(ep_a) - set(ep_b))]
     problems += [f"key {k} only in AFTER" for k in sorted(set(ep_b) - set(ep_a))]
     for key in sorted(set(ep_a) & set(ep_b)):
@@ -80,14 +101,14 @@ def compare(before: Path, after: Path, traces: bool = True) -> bool:
     ok &= _report(f"episodes.jsonl ({len(ep_a)} vs {len(ep_b)} episodes, every field per key)",
                   problems)
 
-    err_a, err_b = _lines(before / "errors.jsonl"), _lines(after / "errors.jsonl")
+    err_a, err_b = _lines(before / "errors.jsonl", family), _lines(after / "errors.jsonl", family)
     problems = [f"key {k} failed only in {side}" for side, ks in
                 (("BEFORE", set(err_a) - set(err_b)), ("AFTER", set(err_b) - set(err_a)))
                 for k in sorted(ks)]
     ok &= _report(f"errors.jsonl ({len(err_a)} vs {len(err_b)} failed episodes)", problems)
 
     for name in CSV_FILES:
-        a, b = (before / name).read_bytes(), (after / name).read_bytes()
+        a, b = (_csv_rows((d / name).read_bytes(), family) for d in (before, after))
         problems = []
         if a != b:
             la, lb = a.decode().splitlines(), b.decode().splitlines()
@@ -115,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--no-traces", action="store_true", help="skip comparing trace files")
+    parser.add_argument("--family", help="compare only this family's lines, traces and rows")
     args = parser.parse_args(argv)
     for d in (args.before, args.after):
         if not (d / "episodes.jsonl").is_file():
@@ -122,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     print(f"comparing {args.before} (BEFORE) with {args.after} (AFTER)")
     try:
-        same = compare(args.before, args.after, traces=not args.no_traces)
+        same = compare(args.before, args.after, traces=not args.no_traces, family=args.family)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from pushbench.policies.dataops import solvers as S
 from pushbench.policies.dataops.agents import DataOpsDiligent, for_family
 from pushbench.tasks import instance_config
 
-IDS = pushbench.list_tasks("DataOps")
+IDS = [t for t in pushbench.list_tasks("DataOps") if not t.startswith("DataOps-public")]
 SINGLE = [t for t in IDS if t.startswith("DataOps-b")]
 
 

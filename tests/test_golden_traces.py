@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("family", [
-    "reposcan", "dataops", pytest.param("swelite", marks=pytest.mark.slow)])
+    "reposcan", "dataops", "dataops_public", pytest.param("swelite", marks=pytest.mark.slow)])
 def test_observations_match_the_goldens_of_the_current_version(family):
     problem = golden.compare(family)
     if problem is not None:
