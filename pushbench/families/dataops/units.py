@@ -298,6 +298,13 @@ def check_answer(unit: Unit, answer=None) -> CheckResult:
 
 def check(unit: Unit, ws: Workspace, answer=None) -> CheckResult:
     """Run ``unit``'s checker now: answers against the secret, edits against the workspace."""
+    return check_with(unit, ws, answer, _check_edit)
+
+
+def check_with(unit: Unit, ws: Workspace, answer, check_edit) -> CheckResult:
+    """A DataOps family's checker: :func:`check_answer` for answer units; for edit units the
+    text of ``secret["target"]`` (read through the sandbox) judged by ``check_edit(unit,
+    text)``, a target that cannot be read failing ``parses``."""
     if unit.answer_type is not None:
         return check_answer(unit, answer)
     target = unit.secret["target"]
@@ -305,6 +312,10 @@ def check(unit: Unit, ws: Workspace, answer=None) -> CheckResult:
         text = ws.read_text(target)
     except SandboxError as e:
         return CheckResult(False, "parses", f"{target} cannot be read ({e.message})")
+    return check_edit(unit, text)
+
+
+def _check_edit(unit: Unit, text: str) -> CheckResult:
     if unit.kind == "metadata_repair":
         bad = metadata.check(unit.secret["format"], text, unit.secret["expected"],
                              unit.secret["keep"])

@@ -36,8 +36,8 @@ import json
 import math
 
 from ..datasets import to_csv
-from ..units import CheckResult, Unit, check_answer, generate_backlog, list_text, put_files
-from ....envs.sandbox import SandboxError, Workspace
+from ..units import CheckResult, Unit, check_with, generate_backlog, list_text, put_files
+from ....envs.sandbox import Workspace
 from . import excerpts as X
 
 KINDS = ("field_check", "metadata_repair", "consistency")
@@ -346,13 +346,10 @@ def _check_record(text: str, expected: dict) -> CheckResult:
 
 def check(unit: Unit, ws: Workspace, answer=None) -> CheckResult:
     """Run ``unit``'s checker now: answers against the secret, edits against the workspace."""
-    if unit.answer_type is not None:
-        return check_answer(unit, answer)
-    target = unit.secret["target"]
-    try:
-        text = ws.read_text(target)
-    except SandboxError as e:
-        return CheckResult(False, "parses", f"{target} cannot be read ({e.message})")
+    return check_with(unit, ws, answer, _check_edit)
+
+
+def _check_edit(unit: Unit, text: str) -> CheckResult:
     if unit.secret["edit"] == "raw_to_clean":
         return _check_clean(text, unit.secret["expected"])
     return _check_record(text, unit.secret["expected"])
