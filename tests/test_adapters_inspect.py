@@ -235,7 +235,7 @@ def test_any_seed_text_parses_or_is_refused(text):
 def test_tasks_register_through_the_entry_point():
     code = ("from inspect_ai._util.registry import registry_lookup\n"
             "print([registry_lookup('task', f'pushbench/{n}') is not None "
-            "for n in ('reposcan', 'dataops', 'swelite')])")
+            "for n in ('reposcan', 'dataops', 'dataops_public', 'swelite')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
-    assert out.stdout.strip() == "[True, True, True]"
+    assert out.stdout.strip() == "[True, True, True, True]"

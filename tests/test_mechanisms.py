@@ -59,7 +59,9 @@ def test_every_mechanism_is_one_documented_parameter():
     assert len(MECHANISMS) >= 14
     for key, cls in MECHANISMS.items():
         assert cls.key == key and cls.__doc__ and f"``{key}``" in cls.__doc__
-        assert set(cls.families) <= {"reposcan", "dataops"}
+        assert set(cls.families) <= {"reposcan", "dataops", "dataops_public"}
+        # a DataOps mechanism acts on both DataOps families (one agent model)
+        assert ("dataops" in cls.families) == ("dataops_public" in cls.families)
 
 
 def test_base_is_competent_and_deterministic(repo_base, data_base):
