@@ -41,7 +41,8 @@ FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 2,
 
 
 def family_version(family: str) -> int:
-    """The current version of ``family`` (``reposcan``, ``dataops`` or ``swelite``)."""
+    """The current version of ``family`` (``reposcan``, ``dataops``, ``swelite`` or
+    ``dataops_public``)."""
     try:
         return FAMILY_VERSIONS[family]
     except KeyError:

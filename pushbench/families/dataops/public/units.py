@@ -210,7 +210,6 @@ def _consistency_unit(rng, uid, cfg, ws) -> Unit:
                 "a dest that no airport row resolves? Answer their row numbers (1 = the first "
                 "row after the header), comma-separated in ascending order (e.g. 4,17,102).")
         title = "flights.dest vs airports"
-        answer = list(answer)
     return Unit(uid, "consistency", title, task, files, [rule], "list",
                 {"answer": list_text(answer)})
 
