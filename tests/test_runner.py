@@ -115,9 +115,12 @@ def test_expansion_order_is_deterministic_and_pairs_controllers():
 
 def test_shipped_experiments_validate():
     sizes = {"controller_ablation": 1296, "component_ablation": 1620, "target_scaling": 540,
-             "dataops_ablation": 864}
+             "dataops_ablation": 1728}
     for name, n in sizes.items():
         assert len(expand(load_experiment(ROOT / "experiments" / f"{name}.yaml"))) == n
+    # the DataOps ablation: 864 episodes of each DataOps family (issue 30)
+    specs = expand(load_experiment(ROOT / "experiments" / "dataops_ablation.yaml"))
+    assert sum(s.task_id.startswith("DataOps-public-") for s in specs) == 864
     assert 0 < len(expand(load_experiment(ROOT / "experiments" / "smoke.yaml"))) <= 32
 
 
