@@ -115,9 +115,11 @@ async def warm(url: str, task: str, controller: str, n: int) -> None:
 
 
 async def load(url: str, task: str, controller: str, n: int, per_session: int, proc,
-               measure_memory: bool) -> dict:
+               rss_warm: int, measure_memory: bool) -> dict:
+    """One row. Memory per session: (server RSS with the n sessions open - RSS after the
+    warm-up) / n; rows run with growing n, and memory freed by a smaller earlier row is
+    reused, so the growth is what n live sessions take (allocator slack included)."""
     streams = [action_stream(task, i, per_session) for i in range(n)]
-    rss0 = server_rss(proc) if measure_memory else 0
     go, opened = asyncio.Event(), 0
     all_open = asyncio.Event()
 
@@ -144,9 +146,29 @@ async def load(url: str, task: str, controller: str, n: int, per_session: int, p
         (lambda q: float("nan"))
     return {"sessions": n, "held": held, "steps": steps, "steps_per_s": steps / wall,
             "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "mem_per_session_kib": (rss1 - rss0) / n / 1024 if measure_memory else None,
+            "mem_per_session_kib": (rss1 - rss_warm) / n / 1024 if measure_memory else None,
             "errors": sum(len(r.errors) for r in results),
             "first_error": next((r.errors[0] for r in results if r.errors), None)}
+
+
+def stop(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:  # uvicorn waits for open connections: do not wait long
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def print_row(row: dict) -> None:
+    mem = (f"{row['mem_per_session_kib']:8.0f}" if row["mem_per_session_kib"] is not None
+           else "     n/a")
+    base = row["local_steps_per_s"]
+    print(f"{row['task']:14} {row['controller']:9} sessions {row['sessions']:4} held "
+          f"{row['held']:4}  {row['steps_per_s']:8.0f} steps/s ({row['steps_per_s'] / base:5.2f}x"
+          f" of in-process {base:6.0f})  p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:8.2f} ms"
+          f"  mem/session {mem} KiB  errors {row['errors']}"
+          + (f" ({row['first_error']})" if row["first_error"] else ""), flush=True)
 
 
 def main() -> None:
@@ -164,38 +186,31 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, load {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} "
           f"(1/5/15 min) at start; server: "
           + (f"Ray Serve, {args.replicas} replicas" if args.ray else f"{args.workers} worker(s)"))
-    proc, url = start_server(args)
     rows = []
-    try:
-        for task in args.tasks:
-            family = get_task(task).family
-            for controller in args.controllers or ["standard", FULL[family]]:
-                base = local_rate(task, controller, min(args.steps, 2000))
-                asyncio.run(warm(url, task, controller, 4 * max(args.workers, args.replicas)))
+    for task in args.tasks:
+        family = get_task(task).family
+        for controller in args.controllers or ["standard", FULL[family]]:
+            base = local_rate(task, controller, min(args.steps, 2000))
+            # a fresh server per task and controller: its RSS growth is these sessions' memory
+            proc, url = start_server(args)
+            try:
+                asyncio.run(warm(url, task, controller,
+                                 4 * (args.replicas if args.ray else args.workers)))
+                rss_warm = server_rss(proc)
                 for n in args.sessions:
                     per = max(5, args.steps // n)
-                    row = asyncio.run(load(url, task, controller, n, per, proc, not args.ray))
+                    row = asyncio.run(load(url, task, controller, n, per, proc, rss_warm,
+                                           not args.ray))
                     row.update(task=task, controller=controller, local_steps_per_s=base)
                     rows.append(row)
-                    mem = (f"{row['mem_per_session_kib']:8.0f}"
-                           if row["mem_per_session_kib"] is not None else "     n/a")
-                    print(f"{task:14} {controller:9} sessions {n:4} held {row['held']:4}  "
-                          f"{row['steps_per_s']:8.0f} steps/s ({row['steps_per_s'] / base:5.2f}x"
-                          f" of in-process {base:6.0f})  p50 {row['p50_ms']:6.2f} ms  p99 "
-                          f"{row['p99_ms']:7.2f} ms  mem/session {mem} KiB  errors "
-                          f"{row['errors']}" + (f" ({row['first_error']})"
-                                                if row["first_error"] else ""), flush=True)
-        if not args.ray and args.workers == 1:
-            time.sleep(1.0)
-            book = _get(url + "/pushbench/sessions")
-            print(f"server sessions after the run: active {book['active']} opened "
-                  f"{book['opened']} closed {book['closed']} refused {book['refused']}")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+                    print_row(row)
+                if not args.ray and args.workers == 1:
+                    time.sleep(1.0)
+                    book = _get(url + "/pushbench/sessions")
+                    print(f"  server sessions after these rows: active {book['active']} opened "
+                          f"{book['opened']} closed {book['closed']} refused {book['refused']}")
+            finally:
+                stop(proc)
     load1 = os.getloadavg()
     print(f"load at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     targets(rows)
