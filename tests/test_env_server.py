@@ -273,3 +273,24 @@ def test_k_local_workers_behind_one_port_keep_every_trajectory():
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_sessions_share_the_snapshot_index_not_copies():
+    """Memory per session stays small because every RepoScan session of a worker points at the
+    one search index of its snapshot (``_search_index`` is a per-process cache)."""
+    from pushbench.adapters.envserver import Session
+
+    async def two():
+        a, b = Session(), Session()
+        for s in (a, b):
+            await s.reset({"task": "RepoScan-N10", "seed": 0, "controller": "stateqgp"})
+        return a, b
+
+    a, b = asyncio.run(two())
+    try:
+        assert a.inline and b.inline
+        assert a.env._env.unwrapped._index is b.env._env.unwrapped._index
+        assert a.env._env is not b.env._env
+    finally:
+        a.env.close()
+        b.env.close()
