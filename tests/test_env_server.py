@@ -294,3 +294,21 @@ def test_sessions_share_the_snapshot_index_not_copies():
     finally:
         a.env.close()
         b.env.close()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--address", "auto"], "--ray"),
+    (["--replicas", "3"], "--ray"),
+    (["--ray", "--workers", "2"], "--replicas"),
+    (["--workers", "0"], "workers"),
+    (["--idle-timeout", "-1"], "idle-timeout"),
+])
+def test_serve_env_misuse_is_one_error_line(args, needle):
+    from typer.testing import CliRunner
+
+    from pushbench import cli
+
+    res = CliRunner().invoke(cli.app, ["serve-env", "--port", str(_free_port()), *args])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and "error" in res.output.lower()
+    assert needle in res.output
