@@ -47,9 +47,11 @@ from pydantic import ValidationError
 from ..tasks import get_task
 from .openenv_env import PushBenchAction, PushBenchEnvironment, PushBenchObservation
 
-# Families whose steps are in-memory work (and small workspace files): run on the event loop.
-# SWE-lite steps run test suites in subprocesses (seconds): they go to a thread.
-INLINE_FAMILIES = frozenset({"reposcan", "dataops"})
+# Families whose steps are in-memory work: run on the event loop (a thread hop costs more than
+# the step). DataOps steps create, rewrite and delete workspace files (open/unlink/rmdir took
+# milliseconds each on the shared benchmark machine) and SWE-lite steps run test suites in
+# subprocesses: both go to threads, where that waiting overlaps with other sessions' steps.
+INLINE_FAMILIES = frozenset({"reposcan"})
 ENV_PREFIX = "PUSHBENCH_ENV_SERVER_"
 
 
