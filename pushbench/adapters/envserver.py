@@ -8,8 +8,8 @@ hundreds of sessions:
 
 * it gives every session its own one-thread executor and hops to it on every step (a thread
   switch costs more than a RepoScan step, and the GIL runs one step at a time anyway); here a
-  RepoScan or DataOps step runs on the event loop (in-memory work plus small workspace files),
-  while resets (``make`` may load a snapshot index) and SWE-lite steps (test runs) go to threads;
+  RepoScan step runs on the event loop (in-memory work), while resets (``make`` may load a
+  snapshot index) and DataOps and SWE-lite steps (workspace files, test runs) go to threads;
 * its idle reaper wakes every ``max(timeout / 4, 5)`` seconds and closes the environment but
   leaves the WebSocket open (the next step fails with an unrelated error); here each session
   waits for its next message with the idle timeout and, when it expires, sends one error line
