@@ -288,7 +288,7 @@ def test_sessions_share_the_snapshot_index_not_copies():
 
     a, b = asyncio.run(two())
     try:
-        assert a.inline and b.inline  # RepoScan steps run on the event loop
+        assert a.inline and b.inline
         assert a.env._env.unwrapped._index is b.env._env.unwrapped._index
         assert a.env._env is not b.env._env
     finally:

@@ -8,8 +8,8 @@ hundreds of sessions:
 
 * it gives every session its own one-thread executor and hops to it on every step (a thread
   switch costs more than a RepoScan step, and the GIL runs one step at a time anyway); here a
-  RepoScan step runs on the event loop (in-memory work), while resets (``make`` may load a
-  snapshot index) and DataOps and SWE-lite steps (workspace files, test runs) go to threads;
+  RepoScan or DataOps step runs on the event loop (in-memory work plus small workspace files),
+  while resets (``make`` may load a snapshot index) and SWE-lite steps (test runs) go to threads;
 * its idle reaper wakes every ``max(timeout / 4, 5)`` seconds and closes the environment but
   leaves the WebSocket open (the next step fails with an unrelated error); here each session
   waits for its next message with the idle timeout and, when it expires, sends one error line
@@ -47,11 +47,12 @@ from pydantic import ValidationError
 from ..tasks import get_task
 from .openenv_env import PushBenchAction, PushBenchEnvironment, PushBenchObservation
 
-# Families whose steps are in-memory work: run on the event loop (a thread hop costs more than
-# the step). DataOps steps create, rewrite and delete workspace files (open/unlink/rmdir took
-# milliseconds each on the shared benchmark machine) and SWE-lite steps run test suites in
-# subprocesses: both go to threads, where that waiting overlaps with other sessions' steps.
-INLINE_FAMILIES = frozenset({"reposcan"})
+# Families whose steps run on the event loop: RepoScan (in-memory work; a thread hop costs more
+# than the step) and DataOps (in-memory work plus small workspace files: measured at 256
+# sessions, moving its steps to threads gave about the same steps/s and a far longer p99 tail,
+# 26 s against 3 s, from queueing in the thread pool). SWE-lite steps run test suites in
+# subprocesses (seconds): they go to threads.
+INLINE_FAMILIES = frozenset({"reposcan", "dataops"})
 ENV_PREFIX = "PUSHBENCH_ENV_SERVER_"
 
 
