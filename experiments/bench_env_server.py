@@ -157,6 +157,17 @@ async def load(url: str, task: str, controller: str, n: int, per_session: int, p
             "first_error": next((r.errors[0] for r in results if r.errors), None)}
 
 
+def settled(url: str, timeout: float = 120.0) -> dict:
+    """The worker's session counts once closing has finished (closing a session closes its
+    environment, which for DataOps deletes a workspace: 512 of them take a while)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        book = _get(url + "/pushbench/sessions")
+        if book["active"] == 0 or time.monotonic() > deadline:
+            return book
+        time.sleep(0.5)
+
+
 def stop(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGTERM)
     try:
@@ -211,8 +222,7 @@ def main() -> None:
                     rows.append(row)
                     print_row(row)
                 if not args.ray and args.workers == 1:
-                    time.sleep(1.0)
-                    book = _get(url + "/pushbench/sessions")
+                    book = settled(url)
                     print(f"  server sessions after these rows: active {book['active']} opened "
                           f"{book['opened']} closed {book['closed']} refused {book['refused']}")
             finally:
