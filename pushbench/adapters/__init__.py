@@ -5,6 +5,9 @@
   ``pushbench/swelite`` (extra ``inspect``; registered through the ``inspect_ai`` entry point).
 * :mod:`.openenv_env` -- an OpenEnv environment server and client for LLM RL trainers
   (extra ``openenv``).
+* :mod:`.envserver` -- that server at scale (``pushbench serve-env``: bounded sessions, idle
+  timeout, K local workers), :mod:`.envserver_ray` as a Ray Serve deployment (extra
+  ``ray-serve``), :mod:`.envserver_load` seeded action streams and sessions for the benchmark.
 
 Every adapter builds its environment with :func:`pushbench.make` (so the controller wraps
 exactly as there) and reads numbers only from the environment's episode record and

@@ -10,6 +10,7 @@ One module per command group, each command a thin layer over the library:
 - :mod:`.viewer`: ``view``;
 - :mod:`.blackbox`: ``mcp``, ``mcp-prompt``, ``evaluate``, ``blackbox run``;
 - :mod:`.modelserver`: ``model-server``;
+- :mod:`.envserver`: ``serve-env`` (the OpenEnv env server: local workers or Ray Serve);
 - :mod:`.baselines`: ``baselines install``, ``baselines list``;
 - :mod:`.bundles`: ``bundle``, ``verify``, ``leaderboard``;
 - ``swelite ...`` lives with its family (:mod:`pushbench.families.swelite.cli`).
@@ -21,7 +22,8 @@ The commands are registered here, in one list, because their order is the order 
 from __future__ import annotations
 
 from ..families.swelite.cli import swelite_app  # light: typer and rich only
-from . import baselines, blackbox, bundles, modelserver, run, snapshots, tasks, viewer
+from . import (baselines, blackbox, bundles, envserver, modelserver, run, snapshots, tasks,
+               viewer)
 from .common import app
 
 app.add_typer(snapshots.snap_app, name="snapshots")
@@ -34,6 +36,7 @@ app.command("view")(viewer.view_cmd)
 app.command("mcp")(blackbox.mcp_cmd)
 app.command("mcp-prompt")(blackbox.mcp_prompt_cmd)
 app.command("model-server")(modelserver.model_server_cmd)
+app.command("serve-env")(envserver.serve_env_cmd)
 app.command("evaluate")(blackbox.evaluate_cmd)
 app.add_typer(blackbox.bb_app, name="blackbox")
 app.add_typer(baselines.baselines_app, name="baselines")
