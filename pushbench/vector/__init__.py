@@ -51,10 +51,12 @@ import json
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode
 
-from .registration import make
-from .tasks import get_task
+from ..registration import make
+from ..tasks import get_task
+from .batch import PushBenchSyncVectorEnv
+from .workers import PushBenchAsyncVectorEnv
 
 MODES = ("sync", "async")
 AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
@@ -81,9 +83,8 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
     factory = functools.partial(_make_copy, task_id, controller, budget)
     factory().close()  # bad controller or budget: a clear error in this process
     if vectorization_mode == "sync":
-        return SyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
-    vector_kwargs.setdefault("shared_memory", False)  # see the module docstring
-    return AsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+        return PushBenchSyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+    return PushBenchAsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
 
 
 class ControllerInfoAsText(gym.Wrapper):
@@ -110,4 +111,5 @@ def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
     return AUTORESET_MODES[mode]
 
 
-__all__ = ["make_vec", "MODES", "AUTORESET_MODES"]
+__all__ = ["make_vec", "MODES", "AUTORESET_MODES", "PushBenchSyncVectorEnv",
+           "PushBenchAsyncVectorEnv"]
