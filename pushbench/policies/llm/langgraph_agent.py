@@ -50,15 +50,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base import Policy
 from ..errors import ContextOverflow, PolicyError
 from .client import ChatClient, Usage
 from .config import LangGraphConfig, LLMConfig
 from .core import AgentCore, Memory, Stats, digest
+from .graph import AgentState, build_graph
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
@@ -66,20 +66,6 @@ if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
 _GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability",
                  "checkpoint_every")
 _COMPILED: dict[tuple[type, bool], Any] = {}  # (policy class, async) -> compiled graph
-
-
-class AgentState(TypedDict):
-    messages: list[dict]                          # the kept (trimmed) history, rewritten per node
-    env_actions: Annotated[list, operator.add]    # every action sent to the environment
-    obs_sha: Annotated[list, operator.add]        # digest of each answer (checked on resume)
-    usage: dict
-    stats: dict
-    memory: dict | None
-    free_streak: int
-    turns: int
-    done: bool
-    pause: bool                                   # a segment's end (see the module docstring)
-    transcript: Annotated[list, operator.add]     # record["transcript"] (see native.py)
 
 
 def controller_name(env) -> str:
@@ -286,7 +272,7 @@ class LangGraphPolicy(Policy):
         """This class's compiled graph (built once), with this episode's saver and store."""
         key = (type(self), is_async)
         if key not in _COMPILED:
-            _COMPILED[key] = _build(is_async)
+            _COMPILED[key] = build_graph(is_async)
         return _COMPILED[key].copy(update={"checkpointer": saver, "store": self.store})
 
     def _before_model(self, state: AgentState) -> tuple[list[dict], list[dict], Stats, Usage]:
@@ -379,38 +365,6 @@ class LangGraphPolicy(Policy):
         d = super().describe()
         d["backend"] = self.backend
         return d
-
-
-def _route(state: AgentState) -> str:
-    from langgraph.graph import END
-
-    return END if state["done"] or state.get("pause") else "model"
-
-
-# Nodes of the shared compiled graph: the policy of the run is LangGraph's run context.
-def _model_node(state: AgentState, runtime: Runtime) -> dict:
-    return runtime.context._model(state)
-
-
-async def _amodel_node(state: AgentState, runtime: Runtime) -> dict:
-    return await runtime.context._amodel(state)
-
-
-def _tools_node(state: AgentState, runtime: Runtime) -> dict:
-    return runtime.context._tools(state, runtime)
-
-
-def _build(is_async: bool):
-    """The agent graph, compiled without checkpointer or store (added per episode)."""
-    from langgraph.graph import END, START, StateGraph
-
-    g = StateGraph(AgentState)
-    g.add_node("model", _amodel_node if is_async else _model_node)
-    g.add_node("tools", _tools_node)
-    g.add_edge(START, "model")
-    g.add_edge("model", "tools")
-    g.add_conditional_edges("tools", _route, {"model": "model", END: END})
-    return g.compile()
 
 
 def _storable(action):
