@@ -41,6 +41,11 @@ class RunDirError(PushBenchError, ValueError, RuntimeError):
     ``ValueError`` for black-box runs; it is still both)."""
 
 
+class NotResetError(PushBenchError, RuntimeError):
+    """An environment used before its first ``reset()`` (or after ``close()``): ``step``,
+    ``episode_record`` and the like need an episode; the message names the call."""
+
+
 def did_you_mean(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6) -> str:
     """``" Did you mean: a, b?"`` for the known names closest to ``name`` (``""`` if none)."""
     close = difflib.get_close_matches(str(name), list(known), n=n, cutoff=cutoff)

@@ -36,6 +36,7 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .. import metrics
+from ..errors import NotResetError
 from ..tasks import TaskSpec, get_task
 from . import actions
 from .actions import _CONTROL, ActionError  # noqa: F401  (ActionError: re-exported for the families)
@@ -198,9 +199,10 @@ class QGPEnv(gym.Env):
 
     def step(self, action: Any):
         if self._closed:
-            raise RuntimeError("the environment was closed; call reset() to start a new episode")
+            raise NotResetError("the environment was closed; call reset() to start a new "
+                                "episode")
         if not self._started:
-            raise RuntimeError("call reset() before step()")
+            raise NotResetError("call reset() before step()")
         if self.terminated_by is not None:
             obs = {"tool": None, "ok": False, "error_type": "episode_over",
                    "error": f"the episode is over (ended by {self.terminated_by}); call reset()"}
@@ -376,7 +378,12 @@ class QGPEnv(gym.Env):
         return text
 
     def episode_record(self) -> dict:
-        """JSON-serialisable, schema-versioned record of every call plus the metric summary."""
+        """JSON-serialisable, schema-versioned record of every call plus the metric summary.
+
+        Before the first ``reset()`` there is no episode: :class:`NotResetError` says so (a
+        vector env's ``call("episode_record")`` raises it in the caller's process)."""
+        if not hasattr(self, "ledger"):
+            raise NotResetError("call reset() before episode_record(): there is no episode yet")
         record = {
             "schema_version": RECORD_SCHEMA_VERSION,
             "family": self.family,

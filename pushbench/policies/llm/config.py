@@ -84,7 +84,8 @@ class LangGraphConfig(LLMConfig):
     checkpoint_dir: str | None = None
     resume: bool = True
     keep_checkpoints: bool = False
-    durability: Literal["sync", "async", "exit"] = "sync"
+    durability: Literal["sync", "async", "exit"] = "exit"
+    checkpoint_every: int = Field(default=10, ge=0, le=1_000_000)
 
 
 class MemGPTConfig(LLMConfig):

@@ -14,58 +14,58 @@ episode drivers call them instead of ``act``).
   one tools superstep per turn; ``max_model_turns = budget * (1 + k) + k`` with ``k`` the
   memory-turn allowance, 0 without memory), so it can only trip if step accounting is broken;
   it then ends the episode as a ``recursion_limit`` policy error.
-* **Checkpoints**: a SQLite checkpointer (``langgraph-checkpoint-sqlite``) saves the state after
-  every superstep (``durability="sync"`` by default) under a thread id derived from the task, instance,
-  seed, controller, policy name and parameters, in a SQLite file of its own
+* **Checkpoints**: a SQLite checkpointer (:class:`.checkpoints.EpisodeSaver`, LangGraph's
+  ``SqliteSaver`` opened lazily) keeps the state under a thread id derived from the task,
+  instance, seed, controller, policy name and parameters, in a SQLite file of its own
   (``<checkpoint_dir>/<thread>.sqlite``: concurrent episodes never contend for one database's
-  locks). Re-running an interrupted episode (same arguments, same ``checkpoint_dir``) replays the environment actions stored in the state into
-  the fresh environment (checking each observation's digest), then continues the graph from its
-  last checkpoint: model calls already made are not repeated. The thread's file is deleted
-  when the episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history only, so
-  a checkpoint stays about ``context_tokens`` in size however long the episode. The database
-  runs in WAL mode with ``synchronous=NORMAL``: a killed or interrupted process loses nothing
-  committed; only an operating-system crash may lose the last steps.
+  locks). By default (``durability="exit"``, ``checkpoint_every=10``) the graph runs in
+  segments of ``checkpoint_every`` environment steps: a segment ends at END with ``pause`` set,
+  LangGraph writes its checkpoint on that exit, and the next segment continues the thread from
+  there; LangGraph also writes the checkpoint when the graph exits on an error (with the
+  finished nodes' writes). So an error loses nothing, a killed process loses at most the steps
+  since the last segment, and a finished episode writes nothing (its thread would be deleted).
+  ``durability="sync"`` / ``"async"`` write after every superstep instead (LangGraph's modes;
+  ``checkpoint_every`` is then unused). Re-running an interrupted episode (same arguments, same
+  ``checkpoint_dir``) replays the environment actions stored in the state into the fresh
+  environment (checking each observation's digest), then continues the graph from its last
+  checkpoint: model calls before it are not repeated; those after it are made again (with a
+  deterministic model, the same calls, so the same record). The thread's file is deleted when
+  the episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history
+  only, so a checkpoint stays about ``context_tokens`` in size however long the episode. The
+  database runs in WAL mode with ``synchronous=NORMAL``: a killed or interrupted process loses
+  nothing committed; only an operating-system crash may lose the last writes.
+* **One compiled graph per class**: the graph is compiled once per policy class and mode and
+  copied per episode with its checkpointer and store; nodes reach the policy through
+  LangGraph's run context (``invoke(..., context=policy)``).
 
 Extra parameters: ``checkpoint_dir`` (default ``$PUSHBENCH_HOME/langgraph/checkpoints``),
-``resume`` (default true; false discards an existing checkpoint), ``keep_checkpoints``, and
-``durability`` (LangGraph's mode: ``sync`` (default) writes each checkpoint before the next
-superstep, ``async`` overlaps the write with the next model call, ``exit`` writes only at the
-end, so an interrupted episode restarts from scratch; ``sync`` costs about 1.5 ms per step of
-SQLite writes, see ``experiments/bench_llm_harness.py``).
+``resume`` (default true; false discards an existing checkpoint), ``keep_checkpoints``,
+``durability`` (``exit`` (default), ``sync``, ``async``: LangGraph's modes, see above) and
+``checkpoint_every`` (environment steps per segment under ``exit``, default 10; 0: one
+segment, so only errors and exits write). ``experiments/bench_llm_harness.py`` measures the
+harness per step of each.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import operator
-import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base import Policy
 from ..errors import ContextOverflow, PolicyError
 from .client import ChatClient, Usage
 from .config import LangGraphConfig, LLMConfig
 from .core import AgentCore, Memory, Stats, digest
+from .graph import AgentState, build_graph
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
 
-_GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability")
-
-
-class AgentState(TypedDict):
-    messages: list[dict]                          # the kept (trimmed) history, rewritten per node
-    env_actions: Annotated[list, operator.add]    # every action sent to the environment
-    obs_sha: Annotated[list, operator.add]        # digest of each answer (checked on resume)
-    usage: dict
-    stats: dict
-    memory: dict | None
-    free_streak: int
-    turns: int
-    done: bool
-    transcript: Annotated[list, operator.add]     # record["transcript"] (see native.py)
+_GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability",
+                 "checkpoint_every")
+_COMPILED: dict[tuple[type, bool], Any] = {}  # (policy class, async) -> compiled graph
 
 
 def controller_name(env) -> str:
@@ -104,9 +104,15 @@ class LangGraphPolicy(Policy):
         self.checkpoint_dir = Path(params.get("checkpoint_dir") or default_checkpoint_dir())
         self.resume = bool(params.get("resume", True))
         self.keep_checkpoints = bool(params.get("keep_checkpoints", False))
-        self.durability = params.get("durability", "sync")
+        self.durability = params.get("durability", "exit")
         if self.durability not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be sync, async or exit, not {self.durability!r}")
+        every = params.get("checkpoint_every", 10)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"checkpoint_every must be a whole number >= 0, not {every!r}")
+        self.checkpoint_every = every if self.durability == "exit" else 0
+        self._since_checkpoint = 0
+        self._done = False
         self.client = ChatClient(self.cfg, seed)
         self.memory: Memory | None = None
         self._env = None
@@ -161,7 +167,8 @@ class LangGraphPolicy(Policy):
         return {"messages": self.initial_messages, "env_actions": [], "obs_sha": [],
                 "usage": Usage().to_state(), "stats": Stats(self.backend).to_state(),
                 "memory": self.memory.to_state() if self.memory else None,
-                "free_streak": 0, "turns": 0, "done": False, "transcript": []}
+                "free_streak": 0, "turns": 0, "done": False, "pause": False,
+                "transcript": []}
 
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
@@ -191,74 +198,82 @@ class LangGraphPolicy(Policy):
 
     def drive(self, env) -> None:
         """Run the whole episode on ``env`` (already reset) with the blocking graph."""
-        from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.errors import GraphRecursionError
 
         self._env = env
         self._window = self.client.window()
         thread = self.thread_id(env)
         db = self._db_path(thread)
-        conn = sqlite3.connect(str(db), check_same_thread=False, timeout=60)
-        conn.execute("PRAGMA synchronous=NORMAL")  # WAL: survives a killed process, no fsync/step
+        saver = self._saver(db)
         finished = False
         try:
-            saver = SqliteSaver(conn)
-            graph = self._build(saver, is_async=False)
+            graph = self._graph(saver, is_async=False)
             config = self._config(thread)
             start = self._start_input(graph.get_state(config))
-            try:
-                values = graph.invoke(start, config, durability=self.durability)
-            except GraphRecursionError as e:
-                raise PolicyError("recursion_limit", str(e)) from e
+            while True:  # one segment per pass (see the module docstring)
+                self._since_checkpoint = 0
+                try:
+                    values = graph.invoke(start, config, durability=self.durability,
+                                          context=self)
+                except GraphRecursionError as e:
+                    raise PolicyError("recursion_limit", str(e)) from e
+                if values["done"] or not values.get("pause"):
+                    break
+                start = {"pause": False}
             self._finish(values)
             finished = True
         finally:
-            conn.close()
+            saver.close()
             self.client.close()
             if finished and not self.keep_checkpoints:
                 _remove_db(db)
 
     async def adrive(self, env) -> None:
         """Run the whole episode on ``env`` without blocking the event loop."""
-        import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
         from langgraph.errors import GraphRecursionError
 
         self._env = env
         self._window = await self.client.awindow()
         thread = self.thread_id(env)
         db = self._db_path(thread)
-        conn = await aiosqlite.connect(str(db), timeout=60)
-        await conn.execute("PRAGMA synchronous=NORMAL")
+        saver = self._saver(db)
         finished = False
         try:
-            saver = AsyncSqliteSaver(conn)
-            graph = self._build(saver, is_async=True)
+            graph = self._graph(saver, is_async=True)
             config = self._config(thread)
             start = self._start_input(await graph.aget_state(config))
-            try:
-                values = await graph.ainvoke(start, config, durability=self.durability)
-            except GraphRecursionError as e:
-                raise PolicyError("recursion_limit", str(e)) from e
+            while True:  # one segment per pass, as in drive()
+                self._since_checkpoint = 0
+                try:
+                    values = await graph.ainvoke(start, config, durability=self.durability,
+                                                 context=self)
+                except GraphRecursionError as e:
+                    raise PolicyError("recursion_limit", str(e)) from e
+                if values["done"] or not values.get("pause"):
+                    break
+                start = {"pause": False}
             self._finish(values)
             finished = True
         finally:
-            await conn.close()
+            saver.close()
             await self.client.aclose()
             if finished and not self.keep_checkpoints:
                 _remove_db(db)
 
     # ----- the graph ----------------------------------------------------------------------
-    def _build(self, saver, is_async: bool):
-        from langgraph.graph import END, START, StateGraph
+    def _saver(self, db: Path):
+        from .checkpoints import EpisodeSaver
 
-        g = StateGraph(AgentState)
-        g.add_node("model", self._amodel if is_async else self._model)
-        g.add_node("tools", self._tools)
-        g.add_edge(START, "model")
-        g.add_edge("model", "tools")
-        g.add_conditional_edges("tools", _route, {"model": "model", END: END})
-        return g.compile(checkpointer=saver, store=self.store)
+        self._done = False
+        # A finished episode's thread is deleted: its last checkpoint is not worth writing.
+        return EpisodeSaver(db, discard=lambda: self._done and not self.keep_checkpoints)
+
+    def _graph(self, saver, is_async: bool):
+        """This class's compiled graph (built once), with this episode's saver and store."""
+        key = (type(self), is_async)
+        if key not in _COMPILED:
+            _COMPILED[key] = build_graph(is_async)
+        return _COMPILED[key].copy(update={"checkpointer": saver, "store": self.store})
 
     def _before_model(self, state: AgentState) -> tuple[list[dict], list[dict], Stats, Usage]:
         if state["turns"] >= self.core.max_model_turns():  # unreachable by construction
@@ -304,6 +319,7 @@ class LangGraphPolicy(Policy):
             self.memory.bind(runtime.store)
         messages = list(state["messages"])
         items = self.core.interpret(messages[-1], state["free_streak"], stats)
+        steps_before = stats.env_actions
         actions, shas, events, done = [], [], [], False
         for item in items:
             if done:  # calls after the episode ended are not executed
@@ -320,8 +336,12 @@ class LangGraphPolicy(Policy):
             done = bool(terminated or truncated)
             if not done:  # as in the native loop: only answers the model goes on to read
                 events.append(self.core.answer_event(stats.env_actions, messages[-1]))
+        self._done = done
+        self._since_checkpoint += stats.env_actions - steps_before
+        pause = (not done and self.checkpoint_every > 0
+                 and self._since_checkpoint >= self.checkpoint_every)
         return {"messages": messages, "env_actions": actions, "obs_sha": shas,
-                "transcript": events,
+                "transcript": events, "pause": pause,
                 "stats": stats.to_state(),
                 "memory": self.memory.to_state() if self.memory else None,
                 "free_streak": state["free_streak"] + 1 if self.core.free_turn(items) else 0,
@@ -345,12 +365,6 @@ class LangGraphPolicy(Policy):
         d = super().describe()
         d["backend"] = self.backend
         return d
-
-
-def _route(state: AgentState) -> str:
-    from langgraph.graph import END
-
-    return END if state["done"] else "model"
 
 
 def _storable(action):

@@ -36,12 +36,22 @@ Contract (Gymnasium 1.x vector API):
   :func:`pushbench.runner.episode.run_episode` writes (before its policy and key fields), with
   the same metrics, so a vectorised run of a policy equals the runner's on the same seeds.
 
-Async mode runs each copy in its own process (``AsyncVectorEnv``) and passes observations
-through pipes (``shared_memory=False``): Gymnasium's shared-memory layout for a ``Text`` space
-is one int32 per character of ``max_length`` (256 Ki here) per copy and step, and with these
-spaces it hands back blank strings (Gymnasium 1.4). With ``gymnasium.make_vec(...,
-vectorization_mode="async")`` pass ``vector_kwargs={"shared_memory": False}`` yourself.
-The factories are picklable ``functools.partial`` objects.
+Sync mode is :class:`~.batch.PushBenchSyncVectorEnv` (Gymnasium's ``SyncVectorEnv`` with a
+cheaper step and info batching, same results). Async mode is
+:class:`~.workers.PushBenchAsyncVectorEnv`: ``num_workers`` processes (default
+``min(num_envs, os.cpu_count())``; pass ``num_workers=num_envs`` for one per copy), each
+stepping a contiguous slice of the copies, observations through pipes. Issue 31 measured
+Gymnasium's one process per copy at 0.35x of a loop over single envs with 8 copies on 2 cores.
+Both give every copy exactly the trajectory a single env gives for the same seed and actions
+(``tests/test_vector_speed_paths.py``). Calls before the first ``reset`` either work
+(``tool_schemas``, ``proposal``, ``render``) or raise :class:`~pushbench.errors.NotResetError`
+(``episode_record``, ``step``), in the caller's process for async envs too.
+
+With ``gymnasium.make_vec(..., vectorization_mode="async")`` (Gymnasium's own classes) pass
+``vector_kwargs={"shared_memory": False}``: Gymnasium's shared-memory layout for a ``Text``
+space is one int32 per character of ``max_length`` (256 Ki here) per copy and step, and with
+these spaces it hands back blank strings (Gymnasium 1.4). The factories are picklable
+``functools.partial`` objects.
 """
 
 from __future__ import annotations
@@ -51,10 +61,12 @@ import json
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode
 
-from .registration import make
-from .tasks import get_task
+from ..registration import make
+from ..tasks import get_task
+from .batch import PushBenchSyncVectorEnv
+from .workers import PushBenchAsyncVectorEnv
 
 MODES = ("sync", "async")
 AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
@@ -67,8 +79,8 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
              **vector_kwargs: Any) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``pushbench.make(task_id, controller=controller, budget=budget)``.
 
-    ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (one worker process per
-    copy); ``autoreset_mode`` one of ``next_step`` (default), ``same_step``, ``disabled`` (see
+    ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (``num_workers`` worker
+    processes, default ``min(num_envs, cores)``); ``autoreset_mode`` one of ``next_step`` (default), ``same_step``, ``disabled`` (see
     the module docstring). ``vector_kwargs`` go to the vector env class. Unknown task ids,
     controllers, modes and bad budgets raise here, before any worker starts.
     """
@@ -81,9 +93,8 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
     factory = functools.partial(_make_copy, task_id, controller, budget)
     factory().close()  # bad controller or budget: a clear error in this process
     if vectorization_mode == "sync":
-        return SyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
-    vector_kwargs.setdefault("shared_memory", False)  # see the module docstring
-    return AsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+        return PushBenchSyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
+    return PushBenchAsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
 
 
 class ControllerInfoAsText(gym.Wrapper):
@@ -110,4 +121,5 @@ def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
     return AUTORESET_MODES[mode]
 
 
-__all__ = ["make_vec", "MODES", "AUTORESET_MODES"]
+__all__ = ["make_vec", "MODES", "AUTORESET_MODES", "PushBenchSyncVectorEnv",
+           "PushBenchAsyncVectorEnv"]

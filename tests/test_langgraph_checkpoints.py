@@ -1,0 +1,121 @@
+"""The LangGraph backend's checkpoints after issue 31: segments of ``checkpoint_every`` steps
+under ``durability="exit"``, the lazy :class:`EpisodeSaver`. A process killed mid-episode
+(SIGKILL: nothing runs at exit) resumes from its last segment and ends with the record of an
+uninterrupted run; a finished episode leaves no file; an absent file is "no checkpoint"."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.sqlite")
+
+from pushbench.policies.llm.checkpoints import EpisodeSaver  # noqa: E402
+from pushbench.policies.llm.stub import StubServer  # noqa: E402
+from pushbench.runner.episode import run_episode  # noqa: E402
+
+TASK = "RepoScan-N10"
+
+# Runs one LangGraph episode and SIGKILLs its own process during environment step KILL_AT.
+CHILD = textwrap.dedent("""
+    import json, os, signal, sys
+    from pushbench.envs.base import QGPEnv
+    from pushbench.runner.episode import run_episode
+    params, kill_at, budget = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    step, n = QGPEnv.step, [0]
+    def killing_step(self, action):
+        n[0] += 1
+        if n[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return step(self, action)
+    QGPEnv.step = killing_step
+    run_episode(sys.argv[4], "standard", "llm-langgraph", 0, budget=budget, policy_params=params)
+""")
+
+
+def _same_episode(a: dict, b: dict) -> None:
+    for key in ("calls", "metrics", "terminated_by", "steps_used", "progress"):
+        assert a[key] == b[key], key
+    # The stub numbers tool-call ids over its lifetime (call_<request>_<i>), so ids and the
+    # token counts they feed differ between any two runs against one stub; the rest is equal.
+    ids = re.compile(r"call_\d+_\d+")
+
+    def plain(transcript):
+        return ids.sub("ID", json.dumps([{k: v for k, v in e.items()
+                                          if k not in ("prompt_tokens", "completion_tokens")}
+                                         for e in transcript]))
+    assert plain(a["transcript"]) == plain(b["transcript"])
+    assert a["llm"]["model_calls"] == b["llm"]["model_calls"]
+
+
+@pytest.mark.parametrize("every,kill_at", [(3, 8), (4, 5)])
+def test_a_killed_episode_resumes_to_the_same_record(tmp_path, every, kill_at):
+    budget = 10
+    with StubServer() as stub:  # the deterministic fallback agent answers every call
+        params = {"model": "stub-model", "base_url": stub.url, "api_key_env": None,
+                  "timeout": 10, "checkpoint_dir": str(tmp_path / "ck"),
+                  "checkpoint_every": every}
+        reference = run_episode(TASK, "standard", "llm-langgraph", 0, budget=budget,
+                                policy_params=params)
+        assert reference["llm"]["resumed_steps"] == 0 and reference["steps_used"] == budget
+        assert not list((tmp_path / "ck").glob("*"))  # finished: nothing left behind
+        child = subprocess.run([sys.executable, "-c", CHILD, json.dumps(params), str(kill_at),
+                                str(budget), TASK], capture_output=True, text=True, timeout=300)
+        assert child.returncode == -9, child.stderr[-2000:]
+        assert list((tmp_path / "ck").glob("*.sqlite"))  # the last segment's checkpoint
+        resumed = run_episode(TASK, "standard", "llm-langgraph", 0, budget=budget,
+                              policy_params=params)
+    done_before_kill = kill_at - 1
+    assert resumed["llm"]["resumed_steps"] == done_before_kill // every * every > 0
+    _same_episode(resumed, reference)
+    assert not list((tmp_path / "ck").glob("*.sqlite*"))
+
+
+def test_sync_durability_still_checkpoints_every_superstep(tmp_path):
+    with StubServer() as stub:
+        params = {"model": "stub-model", "base_url": stub.url, "api_key_env": None,
+                  "timeout": 10, "checkpoint_dir": str(tmp_path / "ck"), "durability": "sync",
+                  "keep_checkpoints": True}
+        rec = run_episode(TASK, "standard", "llm-langgraph", 0, budget=4, policy_params=params)
+    (db,) = (tmp_path / "ck").glob("*.sqlite")
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        (count,) = conn.execute("select count(*) from checkpoints").fetchone()
+    assert rec["steps_used"] == 4 and count >= 2 * 4  # one per superstep at least
+
+
+def test_episode_saver_is_lazy_and_discards_after_the_end(tmp_path):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    path = tmp_path / "t.sqlite"
+    done = [False]
+    saver = EpisodeSaver(path, discard=lambda: done[0])
+    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    assert saver.get_tuple(cfg) is None and list(saver.list(cfg)) == []
+    assert not path.exists()  # reading an absent checkpoint creates nothing
+    done[0] = True
+    ck = empty_checkpoint()
+    out = saver.put(cfg, ck, {}, {})
+    assert out["configurable"]["checkpoint_id"] == ck["id"] and not path.exists()
+    done[0] = False
+    saver.put(cfg, ck, {"step": 1}, {})
+    assert path.exists() and saver.get_tuple(cfg).checkpoint["id"] == ck["id"]
+    saver.close()
+    again = EpisodeSaver(path)
+    assert again.get_tuple(cfg).metadata["step"] == 1
+    again.close()
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_checkpoint_every_is_checked(bad):
+    from pushbench.policies import make_policy
+
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        make_policy("llm-langgraph", seed=0, model="m", checkpoint_every=bad)

@@ -1,0 +1,249 @@
+"""PushBench's own vector paths (issue 31): the sync step and info batching, the async env's
+worker slices. They must change nothing but speed: every observation, reward, flag and info
+equals single envs stepped in a loop with the same seeds and actions (sync and async), the info
+batching equals Gymnasium's on any info, and calls a user may make before the first reset
+either work or raise a clear ``NotResetError`` (issue 32's failing README example)."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, VectorEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pushbench
+from pushbench.errors import NotResetError, PushBenchError
+from pushbench.policies import make_policy
+from pushbench.vector.batch import PushBenchSyncVectorEnv, place_batch
+from pushbench.vector.workers import PushBenchAsyncVectorEnv, _slices
+
+FAMILY_TASKS = ["RepoScan-N10", "DataOps-N3", "SWELite-N3"]
+
+
+def _loop_reference(task, controller, budget, seeds, actions_per_step):
+    """Single envs in a loop with NEXT_STEP autoreset by hand: what the vector must equal."""
+    envs = [pushbench.make(task, controller=controller, budget=budget) for _ in seeds]
+    out = []
+    obs = [env.reset(seed=s) for env, s in zip(envs, seeds)]
+    out.append(([o for o, _ in obs], None, None, None, [i for _, i in obs]))
+    resetting = [False] * len(envs)
+    for actions in actions_per_step:
+        step = []
+        for i, env in enumerate(envs):
+            if resetting[i]:
+                o, info = env.reset()
+                step.append((o, 0.0, False, False, info))
+                resetting[i] = False
+            else:
+                o, r, te, tr, info = env.step(actions[i])
+                step.append((o, r, te, tr, info))
+                resetting[i] = te or tr
+        out.append(tuple(list(x) for x in zip(*step)))
+    for env in envs:
+        env.close()
+    return out
+
+
+def _unbatch(batched: dict, i: int) -> dict:
+    """Copy ``i``'s info back out of a batched info (its ``_key`` masks say what it had)."""
+    out = {}
+    for k, v in batched.items():
+        if k.startswith("_") or not batched["_" + k][i]:
+            continue
+        out[k] = _unbatch(v, i) if isinstance(v, dict) else v[i]
+        if k == "controller":  # batched as JSON text (pushbench.vector's contract)
+            out[k] = json.loads(out[k])
+    return out
+
+
+def _plain(info: dict) -> dict:
+    return {**info, "controller": json.loads(json.dumps(info["controller"]))} \
+        if "controller" in info else info
+
+
+def _actions(task, seeds, steps):
+    """Seeded random-policy calls for RepoScan; seeded action-space samples otherwise."""
+    space = pushbench.make(task).unwrapped.action_space
+    space.seed(seeds[0])
+    return [[space.sample() for _ in seeds] for _ in range(steps)]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("task,controller", [("RepoScan-N10", None),
+                                             ("RepoScan-N10", "stateqgp"),
+                                             ("DataOps-N3", "unitqgp")])
+def test_every_vector_observation_equals_the_single_env_loop(mode, task, controller):
+    seeds = [11, 12, 13]
+    steps = 24
+    acts = _actions(task, seeds, steps)
+    ref = _loop_reference(task, controller, 5, seeds, acts)  # budget 5: several autoresets
+    envs = pushbench.make_vec(task, len(seeds), controller=controller, budget=5,
+                              vectorization_mode=mode)
+    try:
+        obs, info = envs.reset(seed=seeds)
+        assert list(obs) == ref[0][0]
+        assert [_unbatch(info, i) for i in range(len(seeds))] == ref[0][4]
+        for t, actions in enumerate(acts, start=1):
+            obs, rew, term, trunc, info = envs.step(actions)
+            r_obs, r_rew, r_term, r_trunc, r_info = ref[t]
+            assert list(obs) == r_obs, f"step {t}"
+            assert list(rew) == r_rew and list(term) == r_term and list(trunc) == r_trunc
+            assert [_unbatch(info, i) for i in range(len(seeds))] == \
+                [_plain(i) for i in r_info], f"step {t}"
+        assert sum(sum(r[2]) + sum(r[3]) for r in ref[1:]) >= 3  # autoresets were exercised
+    finally:
+        envs.close()
+
+
+# ----- info batching: the same result as Gymnasium's on any info --------------------------
+_scalars = st.one_of(st.integers(-5, 5), st.booleans(), st.floats(-1, 1, allow_nan=False),
+                     st.none(), st.text(max_size=3))
+_infos = st.dictionaries(st.sampled_from(["a", "b", "qgp", "c"]),
+                         st.one_of(_scalars, st.dictionaries(st.sampled_from(["x", "y"]),
+                                                             _scalars, max_size=2)),
+                         max_size=3)
+
+
+def _stable(infos):
+    """Gymnasium types a key by the first copy that has it; keep one kind per key path."""
+    kinds: dict = {}
+    out = []
+    for info in infos:
+        ok = {}
+        for k, v in info.items():
+            kind = "dict" if isinstance(v, dict) else type(v)
+            if kinds.setdefault(k, kind) == kind and kind != "dict":
+                ok[k] = v
+            elif kind == "dict" and kinds[k] == "dict":
+                sub = {}
+                for kk, vv in v.items():
+                    if kinds.setdefault((k, kk), type(vv)) == type(vv):
+                        sub[kk] = vv
+                ok[k] = sub
+        out.append(ok)
+    return out
+
+
+def _assert_same(a, b):
+    assert set(a) == set(b)
+    for k in a:
+        if isinstance(a[k], dict):
+            _assert_same(a[k], b[k])
+        else:
+            assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+            assert [repr(x) for x in a[k]] == [repr(x) for x in b[k]], k
+
+
+class _Gym(VectorEnv):
+    num_envs = 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_infos, min_size=1, max_size=5))
+def test_info_batching_equals_gymnasiums(infos):
+    infos = _stable(infos)
+    n = len(infos)
+    gym_env = _Gym()
+    gym_env.num_envs = n
+    ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
+    ours.num_envs = n
+    expected, got = {}, {}
+    for i, info in enumerate(infos):
+        expected = gym_env._add_info(expected, info, i)
+        got = ours._add_info(got, info, i)
+    _assert_same(expected, got)
+    # and split across two workers' slices, then placed: the same again
+    for cut in range(1, n):
+        left, right = {}, {}
+        for i, info in enumerate(infos[:cut]):
+            ours.num_envs = cut
+            left = ours._add_info(left, info, i)
+        for i, info in enumerate(infos[cut:]):
+            ours.num_envs = n - cut
+            right = ours._add_info(right, info, i)
+        merged: dict = {}
+        place_batch(merged, left, 0, n)
+        place_batch(merged, right, cut, n)
+        _assert_same(expected, merged)
+
+
+@given(st.integers(1, 40), st.integers(1, 8))
+def test_worker_slices_cover_every_copy_once(n, workers):
+    workers = min(n, workers)
+    cuts = _slices(n, workers)
+    assert [i for a, b in cuts for i in range(a, b)] == list(range(n))
+    sizes = [b - a for a, b in cuts]
+    assert max(sizes) - min(sizes) <= 1 and len(cuts) == workers
+
+
+# ----- before the first reset ---------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("task", FAMILY_TASKS)
+def test_calls_before_the_first_reset_work_or_say_reset_first(task, mode):
+    envs = pushbench.make_vec(task, 2, controller="standard", vectorization_mode=mode)
+    try:
+        with pytest.raises(NotResetError, match=r"reset\(\) before episode_record"):
+            envs.call("episode_record")
+        with pytest.raises(NotResetError, match=r"reset\(\) before step"):
+            envs.step([{"tool": "status"}] * 2)
+        assert all(isinstance(s, list) and s for s in envs.call("tool_schemas"))
+        assert envs.call("proposal", {"tool": "status"})[0]["tool"] == "status"
+        assert envs.render() == (None, None)
+        envs.reset(seed=[0, 1])  # and the env is usable afterwards
+        assert [r["steps_used"] for r in envs.call("episode_record")] == [0, 0]
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("task", FAMILY_TASKS)
+def test_single_env_episode_record_before_reset_is_a_pushbench_error(task):
+    env = pushbench.make(task)
+    with pytest.raises(PushBenchError, match="reset"):
+        env.unwrapped.episode_record()
+
+
+# ----- the async env's own plumbing ---------------------------------------------------------
+def test_async_workers_attrs_and_bad_arguments():
+    with pytest.raises(ValueError, match="num_workers"):
+        pushbench.make_vec("RepoScan-N10", 2, vectorization_mode="async", num_workers=3)
+    with pytest.raises(ValueError, match="shared_memory"):
+        pushbench.make_vec("RepoScan-N10", 2, vectorization_mode="async", shared_memory=True)
+    envs = pushbench.make_vec("RepoScan-N10", 3, vectorization_mode="async", num_workers=2)
+    try:
+        assert isinstance(envs, PushBenchAsyncVectorEnv) and isinstance(envs, gym.vector.VectorEnv)
+        assert envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+        envs.set_attr("marker", [1, 2, 3])
+        assert envs.get_attr("marker") == (1, 2, 3)
+        with pytest.raises(ValueError, match="length"):
+            envs.set_attr("marker", [1])
+        with pytest.raises(ValueError, match="3 actions"):
+            envs.step([{"tool": "status"}])
+        obs, _ = envs.reset(seed=0)
+        envs.step_async([{"tool": "status"}] * 3)
+        with pytest.raises(RuntimeError, match="step_wait"):
+            envs.call("episode_record")
+        _, _, _, _, info = envs.step_wait()
+        assert list(info["qgp"]["steps_used"]) == [1, 1, 1]
+    finally:
+        envs.close()
+    assert envs.closed
+
+
+def test_async_reset_mask_resets_only_masked_copies_across_workers():
+    envs = pushbench.make_vec("RepoScan-N10", 4, budget=1, autoreset_mode="disabled",
+                              vectorization_mode="async", num_workers=2)
+    try:
+        envs.reset(seed=[0, 1, 2, 3])
+        _, _, _, trunc, _ = envs.step(['{"tool": "status"}'] * 4)
+        assert trunc.all()
+        mask = np.array([False, False, True, False])  # only the second worker has work
+        obs, info = envs.reset(options={"reset_mask": mask})
+        assert [r["steps_used"] for r in envs.call("episode_record")] == [1, 1, 0, 1]
+        assert list(info["_qgp"]) == [False, False, True, False]
+        assert '"reset"' in obs[2] and '"reset"' not in obs[0]
+    finally:
+        envs.close()
