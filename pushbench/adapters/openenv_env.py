@@ -94,6 +94,8 @@ class PushBenchObservation(Observation):
 
 
 class PushBenchState(State):
+    """The session's state as OpenEnv reports it: task, instance, seed, controller, progress."""
+
     task_id: str | None = None
     instance: str | None = None
     seed: int | None = None
