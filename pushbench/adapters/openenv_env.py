@@ -164,6 +164,7 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
 
     @property
     def state(self) -> PushBenchState:
+        """The session's current :class:`PushBenchState` (OpenEnv's ``state`` endpoint)."""
         return self._state
 
     def close(self) -> None:
