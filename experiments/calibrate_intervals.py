@@ -3,7 +3,7 @@
 Usage::
 
     python experiments/calibrate_intervals.py [--reps 4000] [--seed 0] [--resamples 1999]
-                                              [--write-readme README.md]
+                                              [--write-readme docs/metrics.md]
 
 For each design (:mod:`pushbench.analysis.calibration`: logistic random-effects designs and
 :class:`~pushbench.analysis.calibration.Sparse` ones where most instances tie exactly and a few
@@ -14,7 +14,7 @@ the 95% interval (a replication without bounds counts as the point it reports), 
 width in percentage points, and the sign-flip test's rejection rate at 5% (its type-I error in
 the null designs, its power elsewhere). Everything runs through the same vectorised code the
 report uses. It prints the table and, with ``--write-readme``, replaces the table between the
-``calibration`` markers of the README.
+``calibration`` markers of docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=1999)
-    ap.add_argument("--write-readme", type=Path, default=None, metavar="README.md")
+    ap.add_argument("--write-readme", type=Path, default=None, metavar="docs/metrics.md")
     args = ap.parse_args()
     rows = measure(args.reps, args.seed, args.resamples)
     text = table(rows, args.reps, args.resamples)

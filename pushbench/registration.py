@@ -14,6 +14,7 @@ GYM_NAMESPACE = "PushBench"
 
 
 def gym_id(task_id: str) -> str:
+    """The Gymnasium id of a task: ``PushBench/<task_id>-v0``."""
     return f"{GYM_NAMESPACE}/{task_id}-v0"
 
 

@@ -27,8 +27,10 @@ DOC = Path(__file__).parent.parent / "docs" / "llm.md"
 
 
 def marked_block(text: str, marker: str) -> str:
-    """The fenced code block right after ``<!-- llama-example: MARKER -->``."""
-    m = re.search(rf"<!-- llama-example: {marker} -->\n```\w*\n(.*?)\n```", text, re.DOTALL)
+    """The fenced code block right after ``<!-- llama-example: MARKER -->`` (and the
+    ``<!-- example: ... -->`` marker of tests/test_doc_examples.py, if there is one)."""
+    m = re.search(rf"<!-- llama-example: {marker} -->\n(?:<!-- example: [^\n]* -->\n)?"
+                  r"```\w*\n(.*?)\n```", text, re.DOTALL)
     assert m, f"docs/llm.md has no block marked {marker!r}"
     return m.group(1)
 

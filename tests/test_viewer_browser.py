@@ -2,7 +2,9 @@
 
 Needs the system Chromium (Debian's ``chromium``; ``.ci/run`` installs it) and Playwright (the
 ``viewer`` extra). Without Chromium the test is skipped, unless ``PUSHBENCH_REQUIRE_BROWSER=1``
-(CI sets it) turns the absence into a failure. Screenshots go to the test's temporary folder.
+(CI sets it) turns the absence into a failure. Screenshots go to the test's temporary folder;
+with ``PUSHBENCH_DOCS_SCREENSHOTS=1`` the overview and the episode page are also written to
+docs/viewer_overview.png and docs/viewer_episode.png, the pictures the documentation shows.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import gzip
 import json
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,13 @@ from pushbench.viewer.serve import make_server
 from viewer_runs import HOSTILE, small_run
 
 pytestmark = pytest.mark.slow
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _for_docs(page, name: str) -> None:
+    """The documentation's screenshot ``name`` (first screenful), when asked to refresh them."""
+    if os.environ.get("PUSHBENCH_DOCS_SCREENSHOTS") == "1":
+        page.screenshot(path=str(DOCS / name))
 
 if os.environ.get("PUSHBENCH_REQUIRE_BROWSER") != "1":
     if chromium_path() is None:
@@ -64,6 +74,7 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
                                            .groupby(["family", "policy", "target"]))
         assert page.locator(".figs img").count() >= 1
         page.screenshot(path=str(shots / "overview.png"), full_page=True)
+        _for_docs(page, "viewer_overview.png")
 
         page.click("nav a[href='#/episodes']")
         _ready(page, "/episodes")
@@ -92,6 +103,7 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         detail = page.locator("tr.step-detail:visible")
         assert detail.count() == 1 and '"proposed"' in detail.inner_text()
         page.screenshot(path=str(shots / "episode.png"), full_page=True)
+        _for_docs(page, "viewer_episode.png")
 
         page.click("[data-testid=pair-link]")
         page.wait_for_selector("body[data-ready^='/pair/']")

@@ -94,6 +94,8 @@ class PushBenchObservation(Observation):
 
 
 class PushBenchState(State):
+    """The session's state as OpenEnv reports it: task, instance, seed, controller, progress."""
+
     task_id: str | None = None
     instance: str | None = None
     seed: int | None = None
@@ -162,6 +164,7 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
 
     @property
     def state(self) -> PushBenchState:
+        """The session's current :class:`PushBenchState` (OpenEnv's ``state`` endpoint)."""
         return self._state
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ class Rollout:
 
     @property
     def total(self) -> float:
+        """The undiscounted return: the sum of the step rewards."""
         return float(sum(self.rewards))
 
 

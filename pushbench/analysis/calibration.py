@@ -29,9 +29,9 @@ Two readings of "the instances":
   a new set every replication, and the estimand is ``p_affected (p_gain - p_loss)``: the mean
   over a population of instances. With 6 instances and a quarter responding, no instance
   responds in 18% of the samples, and no interval computed from six exact ties can cover a
-  non-zero effect: every method under-covers there (README).
+  non-zero effect: every method under-covers there (docs/metrics.md).
 
-``experiments/calibrate_intervals.py`` prints the numbers and writes the README table;
+``experiments/calibrate_intervals.py`` prints the numbers and writes the table of docs/metrics.md;
 ``tests/test_stats.py`` asserts the default method's coverage and the test's level.
 """
 

@@ -27,7 +27,7 @@ fewer than :func:`min_clusters` clusters no shift is ever rejected and it has no
 method ``n/a (k<6)``). A row whose clusters all equal ``c`` gets ``[c, c]``.
 
 The other methods are options (``pushbench report --ci-method``), their coverage measured in the
-README (:data:`METHOD_HELP`):
+docs/metrics.md (:data:`METHOD_HELP`):
 
 * ``t``: ``mean +- t(k-1) sd / sqrt(k)`` over the cluster means.
 * ``studentized``: the bootstrap-t interval over clusters, ``t* = (mean* - mean) / se*``. A
@@ -60,11 +60,13 @@ import numpy as np
 METHODS = ("sign-flip", "t", "studentized", "bca", "percentile")
 DEFAULT_METHOD = "sign-flip"
 # Coverage of each method's 95% interval, median / worst over the designs of
-# experiments/calibrate_intervals.py (README: "Paired deltas, intervals and p-values"; the worst
-# is a design where no method can cover: six instances, none of which responded).
-METHOD_HELP = ("interval method; 95% coverage, median / worst over the README's designs: "
-               "sign-flip (default, test inversion: 0.96 / 0.83), t (0.96 / 0.82), "
-               "studentized (0.95 / 0.83), bca (0.90 / 0.82), percentile (0.90 / 0.80)")
+# experiments/calibrate_intervals.py (docs/metrics.md: "Paired deltas, intervals and
+# p-values"; the worst is a design where no method can cover: six instances, none of which
+# responded).
+METHOD_HELP = ("interval method; 95% coverage, median / worst over the designs in "
+               "docs/metrics.md: sign-flip (default, test inversion: 0.96 / 0.83), "
+               "t (0.96 / 0.82), studentized (0.95 / 0.83), bca (0.90 / 0.82), "
+               "percentile (0.90 / 0.80)")
 MAX_EXACT_FLIPS = 16
 _TIE = 1e-9
 

@@ -205,7 +205,7 @@ def report_cmd(
                                            "report.md (default: RUN_DIR)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
     ci_method: str = typer.Option("sign-flip", help=(
-        "interval method; 95% coverage, median / worst over the README's designs: "
+        "interval method; 95% coverage, median / worst over the designs in docs/metrics.md: "
         "sign-flip (default, test inversion: 0.96 / 0.83), t (0.96 / 0.82), "
         "studentized (0.95 / 0.83), bca (0.90 / 0.82), percentile (0.90 / 0.80)")),
 ) -> None:

@@ -22,6 +22,8 @@ from .registry import load_all
 
 
 class Composition(BaseModel):
+    """One named controller of the catalogue: its component names and what it ablates."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     description: str
     components: tuple[str, ...]
@@ -51,6 +53,7 @@ def catalogue() -> dict[str, Composition]:
 
 
 def components_of(name: str) -> tuple[str, ...]:
+    """The component names of controller ``name``; an unknown name raises naming the known."""
     cat = catalogue()
     if name not in cat:
         raise unknown("controller", name, cat)

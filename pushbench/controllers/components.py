@@ -17,6 +17,14 @@ MAX_BUFFERED_IDS = 200  # ids the buffered_submit queue holds at most
 
 
 class Component:
+    """Base class of a controller component: ``repair`` a proposed call, ``decorate`` progress.
+
+    A subclass sets ``name`` (its catalogue name), ``order`` (its place in the repair pipeline),
+    ``families`` (the families it serves; None: all) and ``shows_progress``, and is made known
+    with :func:`register`. Components read only the tracker state built from environment
+    outputs, never the verifier's hidden state.
+    """
+
     name: ClassVar[str] = ""
     # Position in the wrapper's repair pipeline (lower repairs first); the order of a
     # controller's components comes from here, never from a list in a YAML file.

@@ -28,7 +28,7 @@ from .spaces import MAX_ACTION_BYTES
 MAX_DEPTH = 32          # nesting of arrays/objects in one action (real calls need 3)
 MAX_INT_DIGITS = 1000   # far below Python's 4300-digit int/str conversion limit
 
-# Every ``error_type`` an observation can carry, with its meaning (README: "Integrity").
+# Every ``error_type`` an observation can carry, with its meaning (docs/integrity.md).
 ERROR_TYPES: dict[str, str] = {
     # -- the shape of the action (this module) ------------------------------------------------
     "bad_json": "the text is not valid JSON (NaN/Infinity included), or the action is neither "

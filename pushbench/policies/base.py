@@ -35,6 +35,7 @@ class UnsupportedFamily(PolicyParamsError):
 
 
 def describe_validation(policy: str, err: ValidationError, where: str = "") -> str:
+    """One line naming the first (at most four) invalid parameters of ``policy``'s params."""
     parts = []
     for e in err.errors()[:4]:
         loc = ".".join(str(x) for x in e["loc"]) or "params"
@@ -91,9 +92,11 @@ class Policy:
                 "params": dict(self.params)}
 
     def reset(self, first_observation: str) -> None:
+        """Start an episode from the environment's first observation (JSON text)."""
         raise NotImplementedError
 
     def act(self, observation: str) -> str | dict:
+        """The next tool call for ``observation``: one JSON object, as text or as a dict."""
         raise NotImplementedError
 
 

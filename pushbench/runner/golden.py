@@ -139,7 +139,7 @@ def write(family: str, root: Path = ROOT, force: bool = False) -> Path:
 def _bump(family: str) -> str:
     v = tasks.family_version(family)
     return (f"If the change is intended, bump FAMILY_VERSIONS[{family!r}] in pushbench/tasks.py "
-            f"({v} -> {v + 1}), add the change to the README's version history, then run "
+            f"({v} -> {v + 1}), add it to the version history in docs/concepts.md, then run "
             f"`{WRITER}` to record the goldens of version {v + 1}. If it is not intended, "
             "undo it: results of the two behaviours must not be compared under one version.")
 
@@ -162,7 +162,7 @@ def compare(family: str, root: Path = ROOT) -> str | None:
     folder = golden_dir(family, root=root)
     if not folder.is_dir():
         return (f"no golden traces of {family} v{v} ({folder}): run `{WRITER}` to record them "
-                "(and add the version to the README's version history)")
+                "(and add the version to the version history in docs/concepts.md)")
     head = f"golden traces of {family} v{v} differ from the current observations: "
     stored_tools = (folder / "tools.json").read_text(encoding="ascii") \
         if (folder / "tools.json").is_file() else ""

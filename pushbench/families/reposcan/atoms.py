@@ -1,7 +1,7 @@
 """The atoms of the RepoScan predicate language: what each tests on one definition's
 :class:`~pushbench.families.reposcan.indexer.Facts` and how it reads in the agent's objective.
 
-Exact semantics (also in the README, "Semantics of the verifier"); *own body* means the
+Exact semantics (also in docs/families.md, "Semantics of the verifier"); *own body* means the
 function's body without the bodies of nested functions, classes and lambdas:
 
 ``docstring``    first statement is a string literal (not an f-string or bytes).

@@ -97,6 +97,7 @@ def _valid_set(instance: str) -> frozenset[str]:
 
 
 def objective_text(instance: str, target: int) -> str:
+    """The objective sentence the agent reads for ``instance`` at target ``target``."""
     cfg = instance_config("reposcan", instance)
     pred = parse_predicate(cfg["predicate"])
     return (
