@@ -168,6 +168,8 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
     # ----- the VectorEnv API --------------------------------------------------------------
     def reset(self, *, seed: int | list[int | None] | None = None,
               options: dict[str, Any] | None = None):
+        """Reset every copy (or those of ``options["reset_mask"]``); an int seed gives copy i
+        ``seed + i``, as Gymnasium's vector envs do. Returns (observations, batched infos)."""
         self._check_open()
         n = self.num_envs
         seeds = ([None] * n if seed is None else [seed + i for i in range(n)]
@@ -195,6 +197,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         return tuple(self._obs), infos
 
     def step_async(self, actions: Any) -> None:
+        """Send one action per copy to the workers; :meth:`step_wait` collects the results."""
         self._check_open()
         actions = actions if isinstance(actions, (list, tuple)) else list(actions)
         if len(actions) != self.num_envs:
@@ -204,6 +207,8 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         self._waiting = True
 
     def step_wait(self):
+        """Collect the step sent by :meth:`step_async`: (obs, rewards, terminations,
+        truncations, infos) batched as Gymnasium's vector envs batch them."""
         if not self._waiting:
             raise RuntimeError("step_wait without step_async")
         self._waiting = False
@@ -224,25 +229,31 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
                 infos)
 
     def step(self, actions: Any):
+        """:meth:`step_async` then :meth:`step_wait`."""
         self.step_async(actions)
         return self.step_wait()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` (or read attribute ``name``) on every copy, in copy order;
+        an exception in a worker is raised here as itself."""
         self._check_open()
         for w in range(len(self._pipes)):
             self._send(w, "call", (name, args, kwargs))
         return tuple(x for part in self._receive(range(len(self._pipes))) for x in part)
 
     def render(self) -> tuple[Any, ...]:
+        """Every copy's ``render()``, in copy order."""
         return self.call("render")
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every copy, in copy order."""
         self._check_open()
         for w in range(len(self._pipes)):
             self._send(w, "get_attr", name)
         return tuple(x for part in self._receive(range(len(self._pipes))) for x in part)
 
     def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        """Set attribute ``name`` on every copy: one value per copy, or one value for all."""
         self._check_open()
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
