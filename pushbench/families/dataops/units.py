@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
 from dataclasses import dataclass, field
 
@@ -84,7 +85,48 @@ def generate_backlog(cfg: dict, target: int, ws: Workspace, kinds_: tuple[str, .
     """The backlog of one DataOps family: ``backlog_size`` units of ``kinds_`` (each kind at
     least once, the rest drawn by the config's ``mix`` weights, then shuffled), unit ``i``
     built by ``builders[kind](default_rng([seed, N, i]), uid, cfg, ws)``. Shared by the
-    synthetic and the public-data family (:mod:`.public`)."""
+    synthetic and the public-data family (:mod:`.public`).
+
+    The backlog of one (family, ``cfg``, ``target``) is built once per process
+    (:func:`_blueprint`); every call writes all of its files into ``ws`` afresh, in the same
+    order, and returns new units (unpickled: an exact deep copy, 5x cheaper than
+    ``copy.deepcopy``), so two episodes never share a unit or a file. Builders may only write
+    through ``ws.setup_write`` (the blueprint records those writes).
+    """
+    family = tuple(kinds_) + tuple(f"{b.__module__}.{b.__qualname__}" for b in builders.values())
+    key = (family, json.dumps(cfg, sort_keys=True, default=repr), target)
+    if key not in _BLUEPRINTS:
+        if len(_BLUEPRINTS) >= _MAX_BLUEPRINTS:  # bounded: a long-lived process forgets
+            _BLUEPRINTS.clear()
+        files, units = _blueprint(cfg, target, kinds_, builders)
+        _BLUEPRINTS[key] = files, pickle.dumps(units, protocol=pickle.HIGHEST_PROTOCOL)
+    files, units = _BLUEPRINTS[key]
+    for rel, text in files:
+        ws.setup_write(rel, text)
+    return pickle.loads(units)
+
+
+class _Recorder:
+    """Stands in for the workspace while a backlog is built: keeps the writes, in order."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, str]] = []
+
+    def setup_write(self, rel: str, text: str) -> None:
+        self.files.append((rel, text))
+
+
+# Built backlogs by (family's kinds and builders, config as sorted JSON, target): every episode
+# of a task builds the same backlog (its numbers come from the config's seed and ``target``
+# only) and building it was the largest share of a simulated DataOps episode's CPU. Never
+# handed out: see generate_backlog.
+_BLUEPRINTS: dict[tuple, tuple[tuple[tuple[str, str], ...], bytes]] = {}
+_MAX_BLUEPRINTS = 64
+
+
+def _blueprint(cfg: dict, target: int, kinds_: tuple[str, ...],
+               builders: dict) -> tuple[tuple[tuple[str, str], ...], list[Unit]]:
+    """The files (relative path, text, in write order) and the units of a backlog."""
     rng = np.random.default_rng([int(cfg["seed"]), target])
     size = backlog_size(target, cfg)
     weights = np.array([float(cfg.get("mix", {}).get(k, 1.0)) for k in kinds_])
@@ -93,12 +135,12 @@ def generate_backlog(cfg: dict, target: int, ws: Workspace, kinds_: tuple[str, .
                                                    p=weights / weights.sum())]
     kinds = [kinds[int(i)] for i in rng.permutation(len(kinds))]
     width = max(2, len(str(size)))
-    units = []
+    units, rec = [], _Recorder()
     for i, kind in enumerate(kinds):
         urng = np.random.default_rng([int(cfg["seed"]), target, i])
         uid = f"u{i + 1:0{width}d}"
-        units.append(builders[kind](urng, uid, cfg, ws))
-    return units
+        units.append(builders[kind](urng, uid, cfg, rec))
+    return tuple(rec.files), units
 
 
 def put_files(ws: Workspace, uid: str, files: dict[str, str]) -> list[str]:

@@ -10,6 +10,7 @@ environment's generators and checkers, so a disagreement shows up as a failing v
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import re
@@ -160,9 +161,16 @@ def record_ok(schema: dict, rec, seen: set) -> bool:
 def artifact_fix(unit: dict, files: dict[str, str], mistake: str | None = None):
     """Keep the valid records (in order), drop the rest; ``mistake`` keeps a bad / drops a good."""
     rule = next(r for r in unit["rules"] if r.get("rule") == "records_valid")
-    schema = json.loads(files[rule["schema"]])
-    fmt, path = rule["format"], rule["artifact"]
-    doc = json.loads(files[path]) if fmt == "json" else yaml.safe_load(files[path])
+    path = rule["artifact"]
+    return path, _fixed_text(files[rule["schema"]], rule["format"], files[path], mistake)
+
+
+# A pure function of the texts, memoised: the same files come back episode after episode and
+# parsing and writing YAML in pure Python was a large share of a simulated agent's CPU.
+@functools.lru_cache(maxsize=256)
+def _fixed_text(schema_text: str, fmt: str, text: str, mistake: str | None) -> str:
+    schema = json.loads(schema_text)
+    doc = json.loads(text) if fmt == "json" else yaml.safe_load(text)
     seen, good, bad = set(), [], []
     for rec in doc["records"]:
         if record_ok(schema, rec, seen):
@@ -175,9 +183,8 @@ def artifact_fix(unit: dict, files: dict[str, str], mistake: str | None = None):
     elif mistake == "drop_good" and good:
         good.pop(len(good) // 2)
     doc["records"] = good
-    text = (json.dumps(doc, indent=2) + "\n" if fmt == "json"
+    return (json.dumps(doc, indent=2) + "\n" if fmt == "json"
             else yaml.safe_dump(doc, sort_keys=False))
-    return path, text
 
 
 def solve(unit: dict, files: dict[str, str]) -> dict:
