@@ -72,7 +72,9 @@ class Api:
 
 def objective_of(first_observation: dict) -> str:
     res = first_observation.get("result") or {}
-    parts = [str(res.get(k)) for k in ("objective", "target") if res.get(k)]
+    parts = [str(res["objective"])] if res.get("objective") else []
+    if res.get("target") is not None:
+        parts.append(f"Target: {res['target']}")
     return "\n".join(parts) or json.dumps(res)[:2000]
 
 
