@@ -32,7 +32,7 @@ from pushbench.blackbox import clients  # noqa: E402
 from pushbench.blackbox.episode_prompt import episode_prompt  # noqa: E402
 from pushbench.blackbox.letta_agent import MEMORY_TOOLS  # noqa: E402
 from pushbench.modelserver import NotingBackend, PolicyBackend, build_app  # noqa: E402
-from pushbench.modelserver.core import MODEL  # noqa: E402
+from pushbench.modelserver.core import MODEL, observation_from_result  # noqa: E402
 from pushbench.modelserver.notes import NOTE_BLOCK, NOTE_TOOL  # noqa: E402
 from pushbench.runner.episode import run_episode  # noqa: E402
 
@@ -215,10 +215,23 @@ def _drive_letta_like(backend, seed: int = 0, with_memory: bool = True):
             chat.answer(call["id"], json.dumps({"status": "OK", "message": "None"}))
         else:
             obs, *_ = env.step({"tool": name, **args})
-            chat.answer(call["id"], obs)
+            # Letta packages every tool return (letta.system.package_function_response)
+            chat.answer(call["id"], json.dumps({"status": "OK", "message": obs,
+                                                "time": "2026-01-01 00:00:00 AM UTC+0000"}))
     rec = env.get_wrapper_attr("episode_record")()
     env.close()
     return rec, notes, final
+
+
+def test_letta_packaged_tool_returns_are_read_as_observations():
+    obs = json.dumps({"tool": "search", "ok": True, "result": {"page": 1}})
+    for packaged in (json.dumps({"status": "OK", "message": obs, "time": "t"}),
+                     json.dumps({"status": "OK", "message": json.loads(obs), "time": "t"})):
+        assert json.loads(observation_from_result("search", packaged, False)) == \
+            json.loads(obs)
+    failed = json.dumps({"status": "Failed", "message": "Error executing tool search: boom"})
+    assert json.loads(observation_from_result("search", failed, True))["error_type"] == \
+        "harness"
 
 
 def _calls(rec):

@@ -79,7 +79,8 @@ def objective_of(first_observation: dict) -> str:
 
 
 def register_tools(api: Api, cfg: dict) -> list[str]:
-    api.call("DELETE", f"/v1/tools/mcp/servers/{SERVER}", ok404=True)
+    if SERVER in (api.call("GET", "/v1/tools/mcp/servers") or {}):
+        api.call("DELETE", f"/v1/tools/mcp/servers/{SERVER}")
     api.call("PUT", "/v1/tools/mcp/servers", {
         "server_name": SERVER, "type": "stdio", "command": cfg["mcp_command"][0],
         "args": cfg["mcp_command"][1:], "env": cfg["mcp_env"]})
