@@ -29,6 +29,7 @@ keeps what happened before); the caller records it in ``client.json``.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import urllib.error
@@ -123,6 +124,19 @@ def episode_over(run_dir: Path) -> str | None:
         return None
 
 
+def _cancel_on_sigterm(api: Api, agent_id: str) -> None:
+    """At the episode timeout the caller SIGTERMs this process: cancel the agent's run first,
+    or Letta would go on stepping it server-side (and call the next episode's MCP server,
+    which then owns the tool names)."""
+    def handler(signum, frame):
+        try:
+            Api(api.url, 10).call("POST", f"/v1/agents/{agent_id}/messages/cancel", {})
+        except LettaError:
+            pass  # nothing running, or the server is gone
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
 def drive(cfg: dict) -> dict:
     ep, run_dir = Path(cfg["episode_dir"]), Path(cfg["run_dir"])
     api = Api(cfg["url"], cfg.get("request_timeout", 600))
@@ -134,6 +148,7 @@ def drive(cfg: dict) -> dict:
         tool_ids = register_tools(api, cfg)
         agent_id, resumed = ensure_agent(api, cfg, tool_ids, ep)
         summary.update(agent_id=agent_id, resumed=resumed)
+        _cancel_on_sigterm(api, agent_id)
         text = CONTINUE if resumed else cfg["prompt"]
         with open(ep / "letta-trace.jsonl", "a", encoding="utf-8") as trace:
             while summary["turns"] < cfg["max_turns"] and episode_over(run_dir) is None:
