@@ -144,7 +144,8 @@ def letta_summary(ep: Path) -> dict:
         data = json.loads((ep / "letta.json").read_text())
     except (OSError, ValueError):
         return {"memory_calls": None, "letta_error": "the Letta driver wrote no summary"}
-    return {"memory_calls": data.get("memory_calls"), "letta_turns": data.get("turns"),
+    return {"memory_calls": data.get("memory_calls"),
+            "memory_errors": data.get("memory_errors"), "letta_turns": data.get("turns"),
             "letta_stop_reasons": data.get("stop_reasons"),
             "letta_resumed": data.get("resumed"), "letta_error": data.get("error")}
 

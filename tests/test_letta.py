@@ -212,7 +212,7 @@ def _drive_letta_like(backend, seed: int = 0, with_memory: bool = True):
         name, args = call["function"]["name"], json.loads(call["function"]["arguments"])
         if name == NOTE_TOOL:
             assert args["label"] == NOTE_BLOCK
-            notes.append(args["new_str"])
+            notes.append(args["new_string"])
             chat.answer(call["id"], json.dumps({"status": "OK", "message": "None"}))
         else:
             obs, *_ = env.step({"tool": name, **args})
@@ -324,6 +324,9 @@ def test_diligent_through_letta_equals_in_process_and_stops_everything(tmp_path)
     rows = _letta_rows(out)
     assert len(rows) == 2
     for row in rows:
+        client = json.loads((out / "letta" / row["task"] / "default" / "seed0" /
+                             "client.json").read_text())
+        assert client["memory_errors"] == 0, client  # Letta carried out every note
         assert row["calls_equal"] == "True", row
         assert row["success_harness"] == row["success_in_process"] == "True", row
         assert int(row["memory_calls"]) >= int(row["steps_harness"]) - 1 > 0, row

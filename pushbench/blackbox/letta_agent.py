@@ -20,7 +20,8 @@ episode folder. It
    folder says how it ended) or after ``max_turns`` turns;
 4. appends every Letta message to ``letta-trace.jsonl`` and writes ``letta.json``: turns, stop
    reasons, and the tool calls split into PushBench calls (they consume steps, the MCP server
-   counts them) and Letta's memory calls (``memory_calls``: they consume no PushBench step).
+   counts them) and Letta's memory calls (``memory_calls``: they consume no PushBench step;
+   ``memory_errors`` of them failed inside Letta).
 
 A Letta server that fails or goes away is one line on stderr and exit code 3 (the summary
 keeps what happened before); the caller records it in ``client.json``.
@@ -142,7 +143,7 @@ def drive(cfg: dict) -> dict:
     api = Api(cfg["url"], cfg.get("request_timeout", 600))
     summary = {"agent_id": None, "resumed": False, "turns": 0, "stop_reasons": [],
                "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
-               "other_calls": 0, "memory_tools_used": {}, "error": None}
+               "other_calls": 0, "memory_tools_used": {}, "memory_errors": 0, "error": None}
     t0 = time.monotonic()
     try:
         tool_ids = register_tools(api, cfg)
@@ -160,6 +161,9 @@ def drive(cfg: dict) -> dict:
                 summary["stop_reasons"].append(stop)
                 for m in resp.get("messages") or ():
                     summary["letta_messages"] += 1
+                    if m.get("message_type") == "tool_return_message" and \
+                            m.get("name") in MEMORY_TOOLS and m.get("status") == "error":
+                        summary["memory_errors"] += 1  # a memory call Letta could not carry out
                     for c in _tool_calls(m):
                         name = c.get("name")
                         kind = ("memory" if name in MEMORY_TOOLS else

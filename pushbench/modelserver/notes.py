@@ -49,6 +49,6 @@ class NotingBackend(PolicyBackend):
             last.name, last.result, last.is_error))
         h = hashlib.sha256(f"note|{self.name}|{self.seed}|{move.step}|{len(conv.steps)}"
                            .encode()).hexdigest()[:24]
-        return Decision(tool=NOTE_TOOL, arguments={"label": NOTE_BLOCK, "new_str": note,
+        return Decision(tool=NOTE_TOOL, arguments={"label": NOTE_BLOCK, "new_string": note,
                                                    "insert_line": -1},
                         call_id=h, step=move.step)
