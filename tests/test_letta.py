@@ -312,6 +312,33 @@ def _letta_rows(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_postgres_and_letta_start_on_loopback_and_stop_without_a_trace(tmp_path):
+    """The server lifecycle alone: Postgres with pgvector and Letta come up on loopback with
+    their data under the given folder, and after the block nothing they started is left
+    running; a second start reuses the cluster."""
+    import urllib.request
+
+    from pushbench.baselines import letta_server
+    from pushbench.modelserver import running
+
+    _real_letta()
+    data = tmp_path / "server"
+    made = []
+    for attempt in range(2):
+        with running(PolicyBackend("diligent", None, 0), str(tmp_path / "models.jsonl")) as llm:
+            with letta_server.running(data, llm) as server:
+                assert server.url.startswith("http://127.0.0.1:")
+                with urllib.request.urlopen(server.url + "/v1/health/", timeout=30) as r:
+                    assert r.status == 200
+                made.append((data / "postgres" / "pgdata" / "PG_VERSION").stat().st_mtime_ns)
+                assert "127.0.0.1" in server.pg_uri
+        assert _left_running(tmp_path) == [], attempt
+    assert made[0] == made[1]  # the second start reused the cluster
+    assert (data / "letta-server.log").read_text().count("Letta server") == 2
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_diligent_through_letta_equals_in_process_and_stops_everything(tmp_path):
     """diligent as Letta's model on RepoScan-N10 and DataOps N=3: both succeed, the PushBench

@@ -86,8 +86,15 @@ def register_tools(api: Api, cfg: dict) -> list[str]:
     api.call("PUT", "/v1/tools/mcp/servers", {
         "server_name": SERVER, "type": "stdio", "command": cfg["mcp_command"][0],
         "args": cfg["mcp_command"][1:], "env": cfg["mcp_env"]})
-    return [api.call("POST", f"/v1/tools/mcp/servers/{SERVER}/{name}")["id"]
-            for name in cfg["tools"]]
+    ids = []
+    for name in cfg["tools"]:
+        # Adding the server synced its tools already; reading them back from Letta's database
+        # avoids one more start of `pushbench mcp` per tool (POST .../{tool} lists them again)
+        synced = [t for t in api.call("GET", f"/v1/tools/?name={name}") or ()
+                  if ((t.get("metadata_") or {}).get("mcp") or {}).get("server_name") == SERVER]
+        ids.append(synced[0]["id"] if synced else
+                   api.call("POST", f"/v1/tools/mcp/servers/{SERVER}/{name}")["id"])
+    return ids
 
 
 def ensure_agent(api: Api, cfg: dict, tool_ids: list[str], ep: Path) -> tuple[str, bool]:
