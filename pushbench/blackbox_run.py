@@ -88,8 +88,12 @@ def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
             return run_dir
     (ep / "agent").mkdir(parents=True, exist_ok=True)
     prompt = episode_prompt(b.condition, task, seed, b.controller, None, b.budget)
+    # `pushbench mcp` copies a snapshot into the workspace; a task without one (DataOps)
+    # refuses --workspace ("has no snapshot or workspace to copy")
+    snapshot = (clients.first_observation_in(prompt).get("result") or {}).get("snapshot")
     cmd = clients.server_command(task, seed, b.condition, b.agent, run_dir,
-                                 ep / "agent" / "repo", b.controller, b.budget)
+                                 ep / "agent" / "repo" if snapshot else None, b.controller,
+                                 b.budget)
     with ExitStack() as stack:
         endpoint = b.endpoint
         if b.policy is not None:

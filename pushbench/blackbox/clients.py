@@ -80,11 +80,13 @@ def client_version(binary: str) -> str:
 
 
 def server_command(task: str, seed: int, condition: str, agent: str, run_dir: Path,
-                   workspace: Path, controller: str, budget: int | None) -> list[str]:
-    """``pushbench mcp`` for this episode (the same interpreter as this process)."""
+                   workspace: Path | None, controller: str, budget: int | None) -> list[str]:
+    """``pushbench mcp`` for this episode (the same interpreter as this process); no
+    ``--workspace`` when ``workspace`` is None (a task without a snapshot: DataOps)."""
     cmd = [sys.executable, "-m", "pushbench.cli", "mcp", "--task", task, "--seed", str(seed),
            "--condition", condition, "--agent", agent, "--controller", controller,
-           "--run-dir", str(run_dir), "--workspace", str(workspace)]
+           "--run-dir", str(run_dir)]
+    cmd += ["--workspace", str(workspace)] if workspace is not None else []
     return cmd + (["--budget", str(budget)] if budget is not None else [])
 
 
