@@ -129,7 +129,7 @@ def _letta_client(b: Batch, stack: ExitStack, log) -> tuple:
     from .baselines import installer, letta_server
 
     installer.require("letta")
-    version = f"letta {installer.installed('letta')['version']}"
+    version = f"{installer.installed('letta')['version']} (Letta server)"
     data = b.out / b.agent / "server"
     data.mkdir(parents=True, exist_ok=True)
     if b.policy is not None:
