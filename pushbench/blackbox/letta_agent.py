@@ -147,7 +147,10 @@ def _cancel_on_sigterm(api: Api, agent_id: str) -> None:
 
 def drive(cfg: dict) -> dict:
     ep, run_dir = Path(cfg["episode_dir"]), Path(cfg["run_dir"])
-    api = Api(cfg["url"], cfg.get("request_timeout", 600))
+    # One request carries a whole turn (up to steps_per_turn Letta steps, many minutes on a
+    # loaded machine): no client-side limit, the episode timeout (the caller kills this
+    # process) bounds it. 600 s cut a DataOps turn here.
+    api = Api(cfg["url"], cfg.get("request_timeout", 86400))
     summary = {"agent_id": None, "resumed": False, "turns": 0, "stop_reasons": [],
                "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
                "other_calls": 0, "memory_tools_used": {}, "memory_errors": 0, "error": None}
@@ -188,6 +191,12 @@ def drive(cfg: dict) -> dict:
                 text = CONTINUE
     except LettaError as e:
         summary["error"] = str(e)
+        if summary["agent_id"]:  # stop the agent's run, if the server still answers
+            try:
+                Api(api.url, 10).call("POST", f"/v1/agents/{summary['agent_id']}/messages/"
+                                      "cancel", {})
+            except LettaError:
+                pass
     summary["ended_by"] = episode_over(run_dir)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     (ep / "letta.json").write_text(json.dumps(summary, indent=1) + "\n")
