@@ -37,7 +37,7 @@ HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", 
                    "steps_harness", "valid_in_process", "valid_harness", "success_in_process",
                    "success_harness", "ended_in_process", "ended_harness", "model_requests",
                    "repeated_requests", "failed_requests", "history_shrank",
-                   "server_ms_median", "server_ms_max"]
+                   "server_ms_median", "server_ms_max", "memory_calls"]
 
 
 @dataclass
@@ -75,7 +75,7 @@ def _run_client(launch: clients.Launch, ep: Path, timeout: float) -> dict:
 
 
 def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
-                log=print) -> Path:
+                log=print, launcher=None) -> Path:
     """One episode through the client; returns its run dir (the record may be incomplete)."""
     from . import modelserver
 
@@ -88,16 +88,23 @@ def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
             return run_dir
     (ep / "agent").mkdir(parents=True, exist_ok=True)
     prompt = episode_prompt(b.condition, task, seed, b.controller, None, b.budget)
+    # `pushbench mcp` copies a snapshot into the workspace; a task without one (DataOps)
+    # refuses --workspace ("has no snapshot or workspace to copy")
+    snapshot = (clients.first_observation_in(prompt).get("result") or {}).get("snapshot")
     cmd = clients.server_command(task, seed, b.condition, b.agent, run_dir,
-                                 ep / "agent" / "repo", b.controller, b.budget)
+                                 ep / "agent" / "repo" if snapshot else None, b.controller,
+                                 b.budget)
     with ExitStack() as stack:
         endpoint = b.endpoint
         if b.policy is not None:
-            backend = modelserver.PolicyBackend(b.policy, b.params, seed)
+            kind = modelserver.NotingBackend if b.agent == "letta" else modelserver.PolicyBackend
+            backend = kind(b.policy, b.params, seed)
             url = stack.enter_context(modelserver.running(backend, str(ep / "model-server.jsonl")))
             endpoint = clients.Endpoint(base_url=url)
-        launch = clients.LAUNCHERS[b.agent](binary, ep, prompt, cmd, endpoint)
+        launch = (launcher or clients.LAUNCHERS[b.agent])(binary, ep, prompt, cmd, endpoint)
         result = _run_client(launch, ep, b.timeout)
+    if b.agent == "letta":
+        result.update(letta_summary(ep))
     argv = [a if a != prompt else "<prompt: see prompt.txt>" for a in launch.argv]
     (ep / "prompt.txt").write_text(prompt)
     (ep / "client.json").write_text(json.dumps(
@@ -108,6 +115,43 @@ def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
     log(f"{task} seed {seed}: client exit {result['rc']}"
         f"{' (timed out)' if result['timed_out'] else ''} in {result['seconds']} s")
     return run_dir
+
+
+def _letta_client(b: Batch, stack: ExitStack, log) -> tuple:
+    """Start Postgres + the Letta server for the batch (data in ``OUT/letta/server``, stopped
+    when ``stack`` closes); return (server URL, version, launcher) for :func:`run_episode`.
+
+    Letta lists the models of ``OPENAI_BASE_URL`` once at start-up; with a policy that is a
+    batch-level model server (seed 0) used for nothing else: each episode's agent talks to its
+    own seeded model server through its ``llm_config``.
+    """
+    from . import modelserver
+    from .baselines import installer, letta_server
+
+    installer.require("letta")
+    version = f"{installer.installed('letta')['version']} (Letta server)"
+    data = b.out / b.agent / "server"
+    data.mkdir(parents=True, exist_ok=True)
+    if b.policy is not None:
+        backend = modelserver.PolicyBackend(b.policy, b.params, 0)
+        llm = stack.enter_context(modelserver.running(backend, str(data / "models.jsonl")))
+        key, offline = "pushbench-offline", True
+    else:
+        llm, key, offline = b.endpoint.base_url, b.endpoint.api_key, False
+    server = stack.enter_context(letta_server.running(data, llm, key, offline, log=log))
+    return server.url, version, clients.letta
+
+
+def letta_summary(ep: Path) -> dict:
+    """What the Letta driver reported (``letta.json``), for ``client.json``."""
+    try:
+        data = json.loads((ep / "letta.json").read_text())
+    except (OSError, ValueError):
+        return {"memory_calls": None, "letta_error": "the Letta driver wrote no summary"}
+    return {"memory_calls": data.get("memory_calls"),
+            "memory_errors": data.get("memory_errors"), "letta_turns": data.get("turns"),
+            "letta_stop_reasons": data.get("stop_reasons"),
+            "letta_resumed": data.get("resumed"), "letta_error": data.get("error")}
 
 
 def _calls(record: dict) -> list[dict]:
@@ -168,7 +212,8 @@ def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
         rows.append({"agent": b.agent, "task": task, "seed": seed, "condition": b.condition,
                      "policy": b.policy, "client_rc": client.get("rc"),
                      "timed_out": client.get("timed_out"), "seconds": client.get("seconds"),
-                     **compare(ref, rec), **request_stats(ep / "model-server.jsonl")})
+                     **compare(ref, rec), **request_stats(ep / "model-server.jsonl"),
+                     "memory_calls": client.get("memory_calls")})
     return rows
 
 
@@ -185,11 +230,17 @@ def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
 
     report = b.out / b.agent / "report"
     check_evaluation_out(report, [], replace=True)  # the report folder is an evaluation's
-    binary = clients.find_binary(b.agent, b.client_bin)
-    version = clients.client_version(binary)
-    log(f"{b.agent} {version}: {len(b.tasks)} task(s) x {len(b.seeds)} seed(s), condition "
-        f"{b.condition}, {'policy ' + b.policy if b.policy else 'endpoint ' + str(b.endpoint)}")
-    run_dirs = [run_episode(b, t, s, binary, version, log) for t in b.tasks for s in b.seeds]
+    with ExitStack() as stack:
+        if b.agent == "letta":
+            binary, version, launcher = _letta_client(b, stack, log)
+        else:
+            binary = clients.find_binary(b.agent, b.client_bin)
+            version, launcher = clients.client_version(binary), None
+        log(f"{b.agent} {version}: {len(b.tasks)} task(s) x {len(b.seeds)} seed(s), condition "
+            f"{b.condition}, "
+            f"{'policy ' + b.policy if b.policy else 'endpoint ' + str(b.endpoint)}")
+        run_dirs = [run_episode(b, t, s, binary, version, log, launcher)
+                    for t in b.tasks for s in b.seeds]
     present = [rd for rd in run_dirs if (rd / "episode.json").exists()]
     missing = [str(rd) for rd in run_dirs if rd not in present]
     records, refused = evaluate_run_dirs(present) if present else ([], [])

@@ -99,7 +99,7 @@ def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, m
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--agent", "cursor"], "choose claude-code or codex"),
+    (["--agent", "cursor"], "choose claude-code, codex or letta"),
     (["--agent", "codex", "--condition", "nagging"], "--condition 'nagging'"),
     (["--agent", "codex"], "exactly one of --model-server"),
     (["--agent", "codex", "--model-server", "llm"], "not an offline policy"),

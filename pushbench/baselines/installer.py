@@ -1,13 +1,16 @@
 """Install a baseline into its own pinned virtual environment (``pushbench baselines install``).
 
-A baseline is a program PushBench drives as a black box (Aider). Its pin file ships beside this
-module (``<name>.txt``: exact ``name==version`` requirements, ``#`` comments), and it is
-installed with ``python -m venv`` + ``pip install`` into ``$PUSHBENCH_HOME/baselines/<name>``,
-never into PushBench's own environment (Aider pins about a hundred exact versions that clash
-with PushBench's).
+A baseline is a program PushBench drives as a black box (Aider, Letta). Its pin file ships beside
+this module (``<name>.txt``: exact ``name==version`` requirements, ``#`` comments), optionally
+with ``<name>-constraints.txt`` (exact pins given to pip as ``-c``: they cap the versions of
+whatever the requirements pull in; Letta's are its archived ``uv.lock``), and it is installed
+with ``python -m venv`` + ``pip install`` into ``$PUSHBENCH_HOME/baselines/<name>``, never into
+PushBench's own environment (Aider pins about a hundred exact versions that clash with
+PushBench's). A baseline may add steps after pip (:data:`EXTRA_STEPS`: Letta's database
+migrations, which ship only in its sdist).
 
 Idempotence: the marker ``.pushbench-baseline.json`` (written last, after pip succeeded) holds
-the digest of the pin file's requirements and the Python version; an install whose marker
+the digest of the pin file's requirements, the constraints and the Python version; an install whose marker
 matches is kept as it is, anything else (a half-finished venv, another pin, another Python) is
 removed and built again. A pip failure (the index cannot serve the pin, no network) removes the
 half-built venv and raises :class:`BaselineError` with one line quoting pip's last error.
@@ -32,8 +35,42 @@ from ..errors import PushBenchError
 MARKER = ".pushbench-baseline.json"
 _PIN_DIR = Path(__file__).resolve().parent
 # name -> (the distribution whose version is reported, the program inside the venv)
-BASELINES: dict[str, tuple[str, str]] = {"aider": ("aider-chat", "aider")}
+BASELINES: dict[str, tuple[str, str]] = {"aider": ("aider-chat", "aider"),
+                                         "letta": ("letta", "letta")}
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+
+
+MIGRATIONS = Path("share") / "letta-migrations"  # alembic.ini + alembic/ of letta's sdist
+_UNPACK = """import sys, tarfile
+src, dest = sys.argv[1], sys.argv[2]
+arc = tarfile.open(src)
+top = arc.getnames()[0].split('/')[0]
+want = [m for m in arc.getmembers() if m.name == top + '/alembic.ini'
+        or m.name.startswith(top + '/alembic/')]
+if not any(m.name.endswith('alembic.ini') for m in want):
+    sys.exit('ERROR: no alembic.ini in ' + src)
+for m in want:
+    m.name = m.name[len(top) + 1:]
+arc.extractall(dest, members=want, filter='data')
+"""
+
+
+def _letta_download(root: Path, pin: "Pin") -> list[str]:
+    return [str(root / "bin" / "python"), "-m", "pip", "download", "--no-deps", "--no-binary",
+            ":all:", "--no-input", "--disable-pip-version-check", "--quiet",
+            "-d", str(root / "share" / "sdist"), f"letta=={pin.version_of('letta')}"]
+
+
+def _letta_unpack(root: Path, pin: "Pin") -> list[str]:
+    sdist = root / "share" / "sdist" / f"letta-{pin.version_of('letta')}.tar.gz"
+    return [str(root / "bin" / "python"), "-c", _UNPACK, str(sdist), str(root / MIGRATIONS)]
+
+
+# Steps after pip, per baseline: (command for (root, pin), what it does). Letta's alembic
+# migrations (its database schema) ship in the sdist only, not in the wheel pip installs.
+EXTRA_STEPS: dict[str, tuple] = {
+    "letta": ((_letta_download, "download letta's sdist (its database migrations)"),
+              (_letta_unpack, "unpack letta's database migrations"))}
 
 
 class BaselineError(PushBenchError, RuntimeError):
@@ -44,12 +81,15 @@ class BaselineError(PushBenchError, RuntimeError):
 class Pin:
     name: str
     requirements: tuple[str, ...]  # exact "dist==version" lines, in file order
+    constraints: tuple[str, ...] = ()  # exact pins passed to pip with -c (may be empty)
 
     @property
     def digest(self) -> str:
-        """What the install depends on: the requirements and the Python minor version."""
-        blob = json.dumps({"req": self.requirements, "py": list(sys.version_info[:2])})
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """What the install depends on: requirements, constraints, the Python minor version."""
+        blob = {"req": self.requirements, "py": list(sys.version_info[:2])}
+        if self.constraints:  # absent for pins without constraints: their digest is unchanged
+            blob["con"] = self.constraints
+        return hashlib.sha256(json.dumps(blob).encode()).hexdigest()
 
     def version_of(self, dist: str) -> str | None:
         norm = _norm(dist)
@@ -91,8 +131,21 @@ def pin_file(name: str) -> Path:
     return _PIN_DIR / f"{name}.txt"
 
 
+def constraints_file(name: str) -> Path:
+    return pin_file(name).with_name(f"{name}-constraints.txt")
+
+
 def read_pin(name: str) -> Pin:
-    return parse_pin(name, pin_file(name).read_text())
+    try:
+        text = pin_file(name).read_text()
+    except OSError as e:
+        raise BaselineError(f"cannot read the pin file of {name!r}: {e.strerror or e}") from None
+    pin = parse_pin(name, text)
+    cfile = constraints_file(name)
+    if cfile.is_file():
+        con = parse_pin(f"{name} (constraints)", cfile.read_text()).requirements
+        pin = Pin(pin.name, pin.requirements, con)
+    return pin
 
 
 def venv_dir(name: str) -> Path:
@@ -147,10 +200,12 @@ def install(name: str, *, root: Path | None = None, python: str | None = None,
         if log:
             log(f"creating {root} and installing {', '.join(pin.requirements)} (pip) ...")
         t0 = time.monotonic()
+        con = ["-c", str(constraints_file(name))] if pin.constraints else []
         steps = [([python or sys.executable, "-m", "venv", str(root)], "create the venv"),
                  ([str(root / "bin" / "python"), "-m", "pip", "install", "--no-input",
-                   "--disable-pip-version-check", "--quiet", *pin.requirements],
+                   "--disable-pip-version-check", "--quiet", *con, *pin.requirements],
                   f"install {' '.join(pin.requirements)}")]
+        steps += [(cmd(root, pin), what) for cmd, what in EXTRA_STEPS.get(name, ())]
         for cmd, what in steps:
             try:
                 proc = run(cmd, capture_output=True, text=True)
@@ -178,7 +233,12 @@ def list_baselines() -> list[dict]:
     """One row per known baseline: pinned version, installed or not, where."""
     rows = []
     for name, (dist, _) in BASELINES.items():
-        pin = read_pin(name)
+        try:
+            pin = read_pin(name)
+        except BaselineError as e:  # one broken baseline does not hide the others
+            rows.append({"baseline": name, "pinned": None, "installed": False, "version": None,
+                         "state": str(e), "path": str(venv_dir(name))})
+            continue
         mark = installed(name)
         stale = mark is None and _marker(venv_dir(name)) is not None
         rows.append({"baseline": name, "pinned": pin.version_of(dist),

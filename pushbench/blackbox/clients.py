@@ -80,11 +80,13 @@ def client_version(binary: str) -> str:
 
 
 def server_command(task: str, seed: int, condition: str, agent: str, run_dir: Path,
-                   workspace: Path, controller: str, budget: int | None) -> list[str]:
-    """``pushbench mcp`` for this episode (the same interpreter as this process)."""
+                   workspace: Path | None, controller: str, budget: int | None) -> list[str]:
+    """``pushbench mcp`` for this episode (the same interpreter as this process); no
+    ``--workspace`` when ``workspace`` is None (a task without a snapshot: DataOps)."""
     cmd = [sys.executable, "-m", "pushbench.cli", "mcp", "--task", task, "--seed", str(seed),
            "--condition", condition, "--agent", agent, "--controller", controller,
-           "--run-dir", str(run_dir), "--workspace", str(workspace)]
+           "--run-dir", str(run_dir)]
+    cmd += ["--workspace", str(workspace)] if workspace is not None else []
     return cmd + (["--budget", str(budget)] if budget is not None else [])
 
 
@@ -170,3 +172,40 @@ def codex(binary: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: E
 
 
 LAUNCHERS = {"claude-code": claude_code, "codex": codex}
+
+
+def first_observation_in(prompt: str) -> dict:
+    """The first observation JSON block that :func:`episode_prompt` appends to the prompt."""
+    body = prompt.rsplit("```json\n", 1)[-1].split("\n```", 1)[0]
+    return json.loads(body)
+
+
+def letta(server_url: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: Endpoint,
+          max_turns: int = 50, steps_per_turn: int = 100) -> Launch:
+    """The Letta client (:mod:`pushbench.blackbox.letta_agent`) for one episode: a config file
+    in the episode folder and this interpreter running the driver against ``server_url``."""
+    from .letta_agent import objective_of
+
+    home = ep / "client-home"
+    home.mkdir(parents=True, exist_ok=True)
+    first = first_observation_in(prompt)
+    tools = [t["function"]["name"] for t in (first.get("result") or {}).get("tools") or ()
+             if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    mcp_env = server_env()
+    if os.environ.get("PYTHONPATH"):  # Letta's stdio client passes a short default env only
+        mcp_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    cfg = {"url": server_url, "episode_dir": str(ep), "run_dir": str(ep / "run"),
+           "agent_name": "pushbench-" + "-".join(ep.parts[-4:]).replace("/", "-"),
+           "prompt": prompt, "objective": objective_of(first), "tools": tools,
+           "mcp_command": server_cmd, "mcp_env": mcp_env, "max_turns": max_turns,
+           "steps_per_turn": steps_per_turn,
+           "llm_config": {"model": endpoint.model, "model_endpoint_type": "openai",
+                          "model_endpoint": endpoint.base_url.rstrip("/") + "/v1",
+                          "context_window": 32000, "put_inner_thoughts_in_kwargs": False,
+                          "temperature": 0.0, "max_tokens": 2048}}
+    (ep / "letta.json").unlink(missing_ok=True)  # a killed driver's summary would be stale
+    path = ep / "letta-config.json"
+    path.write_text(json.dumps(cfg, indent=1) + "\n")
+    env = _base_env(home, endpoint)
+    argv = [sys.executable, "-m", "pushbench.blackbox.letta_agent", str(path)]
+    return Launch(argv, env, ep / "agent", [path])

@@ -7,13 +7,13 @@ import typer
 
 from .common import console
 
-baselines_app = typer.Typer(no_args_is_help=True, help="Install and list coding-agent "
-                            "baselines (Aider) in their own pinned virtual environments.")
+baselines_app = typer.Typer(no_args_is_help=True, help="Install and list agent baselines "
+                            "(Aider, Letta) in their own pinned virtual environments.")
 
 
 @baselines_app.command("install")
 def install_cmd(
-    name: str = typer.Argument(..., help="baseline to install: aider"),
+    name: str = typer.Argument(..., help="baseline to install: aider | letta"),
     force: bool = typer.Option(False, help="rebuild even if the pinned version is installed"),
 ) -> None:
     """Install NAME's pinned version into $PUSHBENCH_HOME/baselines/NAME (idempotent)."""

@@ -131,7 +131,7 @@ def evaluate_cmd(
 
 @bb_app.command("run")
 def blackbox_run_cmd(
-    agent: str = typer.Option(..., "--agent", help="claude-code | codex"),
+    agent: str = typer.Option(..., "--agent", help="claude-code | codex | letta (docs/letta.md)"),
     tasks: list[str] = typer.Option(..., "--tasks", help="task ids (repeat or comma-separate)"),
     seeds: list[str] = typer.Option(["0"], "--seeds", help="seeds (repeat or comma-separate)"),
     condition: str = typer.Option("default", help="prompt condition: default | checklist"),
@@ -157,8 +157,8 @@ def blackbox_run_cmd(
     from ..blackbox import clients as blackbox_clients
     from ..blackbox.prompts import PROMPTS
 
-    if agent not in blackbox_clients.LAUNCHERS:
-        fail(f"--agent {agent!r}: choose claude-code or codex")
+    if agent not in (*blackbox_clients.LAUNCHERS, "letta"):
+        fail(f"--agent {agent!r}: choose claude-code, codex or letta")
     if condition not in PROMPTS:
         fail(f"--condition {condition!r}: choose {' or '.join(PROMPTS)}")
     if (policy is None) == (base_url is None):

@@ -13,6 +13,7 @@ limits, error shapes, the request log, serving on loopback).
 
 from .app import build_app, running, serve
 from .core import Conversation, Decision, PolicyBackend, RequestProblem, find_first_observation
+from .notes import NotingBackend
 
-__all__ = ["Conversation", "Decision", "PolicyBackend", "RequestProblem", "build_app",
+__all__ = ["Conversation", "Decision", "NotingBackend", "PolicyBackend", "RequestProblem", "build_app",
            "find_first_observation", "running", "serve"]

@@ -119,6 +119,9 @@ def observation_from_result(name: str, text: str | None, is_error: bool) -> str:
             for c in obj.get("content") or ():
                 if isinstance(c, dict) and isinstance(c.get("text"), str):
                     queue.append(c["text"])
+            # Letta hands a tool's return back as {"status": "OK", "message": "<text>", ...}
+            if isinstance(obj.get("message"), str):
+                queue.append(obj["message"])
         elif isinstance(obj, str):
             queue.append(obj)
     return json.dumps({"tool": name, "ok": False, "error_type": "harness",
