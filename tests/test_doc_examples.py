@@ -52,6 +52,16 @@ def test_blocks_tested_elsewhere_are():
                 assert page.split("/")[-1] in test.read_text(), f"{b.where()}: {test} never reads it"
 
 
+def test_getting_started_shows_the_readme_commands_verbatim():
+    """docs/getting-started.md repeats the README's install and main-job blocks; the README's
+    run in the slow set, so the page's are checked to be the same code (not run twice in CI)."""
+    readme = {b.code for b in ALL["README.md"] if b.runnable}
+    repeated = [b for b in ALL["docs/getting-started.md"] if "tested" in b.marks]
+    assert len(repeated) == 2
+    for b in repeated:
+        assert b.code in readme, f"{b.where()} differs from every README block"
+
+
 def test_install_blocks_name_existing_extras():
     """The fast half of an ``install`` block's check: every extra it names is in pyproject."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
