@@ -52,7 +52,7 @@ from .openenv_env import PushBenchAction, PushBenchEnvironment, PushBenchObserva
 # sessions, moving its steps to threads gave about the same steps/s and a far longer p99 tail,
 # 26 s against 3 s, from queueing in the thread pool). SWE-lite steps run test suites in
 # subprocesses (seconds): they go to threads.
-INLINE_FAMILIES = frozenset({"reposcan", "dataops"})
+INLINE_FAMILIES = frozenset({"reposcan", "dataops", "dataops_public"})
 ENV_PREFIX = "PUSHBENCH_ENV_SERVER_"
 
 
