@@ -4,7 +4,10 @@ steps, the model server's progress notes through Letta's memory tool, the driver
 The fast tests use real processes and a real environment but no Letta install; the slow tests
 (``test_letta_*_through_letta``) install the pinned Letta (cached under $PUSHBENCH_HOME) and run
 real episodes through a real Letta server and Postgres. They are skipped with the reason when
-Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail).
+Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail). The two episode
+tests run only with ``PUSHBENCH_LETTA_EPISODES=1``: a Letta step takes 10-40 s of model-server
+round trips on 2 cores, so the RepoScan + DataOps pair and the kill/resume run take tens of
+minutes, more than CI's time budget holds beside the rest; CI runs the server lifecycle test.
 """
 
 from __future__ import annotations
@@ -281,6 +284,14 @@ def _real_letta() -> None:
         pytest.skip(str(e))
 
 
+def _letta_episodes() -> None:
+    """The real-episode tests: opt-in (module docstring says why), then as :func:`_real_letta`."""
+    if os.environ.get("PUSHBENCH_LETTA_EPISODES") != "1":
+        pytest.skip("real Letta episodes take tens of minutes on 2 cores: set "
+                    "PUSHBENCH_LETTA_EPISODES=1 to run them")
+    _real_letta()
+
+
 def _blackbox(out: Path, tasks: str, timeout: float = 3000) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent",
                            "letta", "--tasks", tasks, "--seeds", "0", "--model-server",
@@ -344,7 +355,7 @@ def test_diligent_through_letta_equals_in_process_and_stops_everything(tmp_path)
     """diligent as Letta's model on RepoScan-N10 and DataOps N=3: both succeed, the PushBench
     calls through Letta equal the in-process episode's, Letta's memory calls are in its trace
     and counted, evaluate gives the rows, and nothing the run started is left running."""
-    _real_letta()
+    _letta_episodes()
     out = tmp_path / "out"
     proc = _blackbox(out, f"{TASK},DataOps-b0-N3")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -374,7 +385,7 @@ def test_letta_server_killed_mid_episode_is_recorded_and_a_rerun_resumes(tmp_pat
     import signal
     import time
 
-    _real_letta()
+    _letta_episodes()
     out = tmp_path / "out"
     args = [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "letta",
             "--tasks", TASK, "--seeds", "0", "--model-server", "diligent", "--out", str(out),
