@@ -71,7 +71,7 @@ def measure(reps: int, seed: int, resamples: int, designs=DESIGNS, methods=stats
 
 
 def table(rows, reps: int, resamples: int, methods=stats.METHODS) -> str:
-    """The README's markdown table: coverage / median width (points) per method and design."""
+    """docs/metrics.md's markdown table: coverage / median width (points) per method and design."""
     head = ["design (k x seeds)", "truth", *methods, "test rejects"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     worst = {m: min(r[m].coverage for _, _, r in rows) for m in methods}

@@ -11,7 +11,7 @@ component-alone controller on the family's tasks with the ordinary runner into O
     OUT/population_effects.csv   one row per family x agent x controller x metric
     OUT/population_summary.csv   per family x controller x metric: median, p10, p90, shares
                                  helped / harmed / unchanged over the agents
-    OUT/population_summary.md    the success table as the README shows it
+    OUT/population_summary.md    the success table as docs/results.md shows it
     OUT/population_<metric>.png  the effect distribution per component and family
 
 and prints each family's wall-clock seconds and, with ``--workers 1`` (episodes run in this

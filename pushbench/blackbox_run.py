@@ -55,6 +55,12 @@ class Batch:
     timeout: float = 600.0
     client_bin: str | None = None
 
+    def __post_init__(self) -> None:
+        # Absolute, because each client starts in its episode's agent folder: a relative
+        # --out would make the config paths it is given (--mcp-config, CODEX_HOME, --cd) and
+        # the server's --run-dir name nothing there, and every client exits at once.
+        self.out = Path(self.out).absolute()
+
 
 def episode_dir(b: Batch, task: str, seed: int) -> Path:
     return b.out / b.agent / task / b.condition / f"seed{seed}"

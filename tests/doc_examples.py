@@ -18,7 +18,13 @@ The convention (docs/examples.md tells authors):
   - ``xfail: REASON``: a known bug; the block must fail (strict: a pass fails the test, so the
     marker is removed when the bug is fixed);
   - ``tested: tests/test_x.py``: the block is run by that test (e.g. a server it starts and
-    stops around other blocks); checked to exist and to name the page, not run here.
+    stops around other blocks); checked to exist and to name the page, not run here;
+  - ``clients[: claude-code, codex]``: the block runs a real black-box client (Claude Code,
+    Codex CLI; both when no value is given); slow. The runner finds each as
+    ``pushbench blackbox run`` does (``$PUSHBENCH_CLAUDE`` / ``$PUSHBENCH_CODEX``, then
+    ``PATH``) and puts it on the block's ``PATH`` as ``claude`` / ``codex``, so the block runs
+    as written for a reader who installed the clients. A client that cannot be found fails
+    the page when ``PUSHBENCH_REQUIRE_CLIENTS=1`` (CI) and skips it, with the reason, otherwise.
 
 * The blocks of one page run in document order in one scratch folder that holds links to the
   repository's top-level entries (``experiments/``, ``tasks/``, ...), with a private
@@ -37,7 +43,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNABLE = ("python", "bash")
-KEYS = ("slow", "stub", "install", "xfail", "tested")
+KEYS = ("slow", "stub", "install", "xfail", "tested", "clients")
+CLIENTS = ("claude-code", "codex")
 _OPEN = re.compile(r"^(\s*)(`{3,})([^\s`]*)\s*$")
 _MARK = re.compile(r"^\s*<!--\s*example:\s*(.*?)\s*-->\s*$")
 
@@ -62,7 +69,18 @@ class Block:
 
     @property
     def slow(self) -> bool:
-        return "slow" in self.marks or "install" in self.marks
+        return any(k in self.marks for k in ("slow", "install", "clients"))
+
+    @property
+    def clients(self) -> tuple[str, ...]:
+        """The black-box clients the block runs (``clients`` marker; empty without one)."""
+        if "clients" not in self.marks:
+            return ()
+        named = [c.strip() for c in self.marks["clients"].split(",") if c.strip()]
+        unknown = [c for c in named if c not in CLIENTS]
+        if unknown:
+            raise ValueError(f"{self.where()}: unknown client(s) {unknown} (known: {CLIENTS})")
+        return tuple(named) or CLIENTS
 
     def where(self) -> str:
         return f"{self.page}:{self.line}"

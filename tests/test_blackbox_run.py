@@ -98,6 +98,46 @@ def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, m
     assert json.loads((ep / "client.json").read_text())["rc"] == 0
 
 
+FAKE_CLIENTS = {  # each prints "config found" when the paths it was given exist where it runs
+    "claude-code": ('while [ $# -gt 0 ]; do [ "$1" = --mcp-config ] && cfg=$2; shift; done\n'
+                    'test -f "$cfg" && echo "config found"\n'),
+    "codex": ('test -f "$CODEX_HOME/config.toml" || exit 3\n'
+              'while [ $# -gt 0 ]; do [ "$1" = --cd ] && test -d "$2" && echo "config found"; '
+              'shift; done\n')}
+
+
+@pytest.mark.parametrize("agent", sorted(FAKE_CLIENTS))
+def test_a_relative_out_folder_still_names_the_client_config(agent, tmp_path, monkeypatch):
+    # `pushbench blackbox run --out runs/x` as the docs write it: the client starts in the
+    # episode's agent folder, where relative config paths named nothing (found by the
+    # black-box tutorial, docs/tutorials/blackbox-client.md).
+    script = tmp_path / "client"
+    script.write_text("#!/bin/sh\n" + FAKE_CLIENTS[agent])
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.chdir(tmp_path)
+    b = blackbox_run.Batch(agent=agent, tasks=[TASK], seeds=[0], condition="default",
+                           out="runs/rel", policy="diligent", timeout=60,
+                           client_bin=str(script))
+    blackbox_run.run_batch(b, log=lambda m: None)
+    ep = tmp_path / "runs" / "rel" / agent / TASK / "default" / "seed0"
+    client = json.loads((ep / "client.json").read_text())
+    assert (client["rc"], (ep / "client.out").read_text()) == (0, "config found\n")
+    assert client["cwd"] == str(ep / "agent")
+
+
+def test_blackbox_run_exits_1_when_an_episode_has_no_record(tmp_path):
+    """A client that exits without starting the episode (bad key, bad config, crash) leaves
+    no record: the command says so and fails instead of printing a clean summary."""
+    script = tmp_path / "claude"
+    script.write_text("#!/bin/sh\necho 'no model' >&2\nexit 0\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    r = CliRunner().invoke(app, ["blackbox", "run", "--agent", "claude-code", "--tasks", TASK,
+                                 "--out", str(tmp_path / "out"), "--model-server", "diligent",
+                                 "--client-bin", str(script)])
+    assert r.exit_code == 1, r.output
+    assert "1 episode(s) without a record" in r.output and "client.err" in r.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["--agent", "cursor"], "choose claude-code, codex or letta"),
     (["--agent", "codex", "--condition", "nagging"], "--condition 'nagging'"),

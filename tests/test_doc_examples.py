@@ -52,6 +52,35 @@ def test_blocks_tested_elsewhere_are():
                 assert page.split("/")[-1] in test.read_text(), f"{b.where()}: {test} never reads it"
 
 
+def test_client_blocks_name_known_clients():
+    """A ``clients`` block is slow (the real clients run in the slow set) and names only
+    clients the runner can provide; the black-box tutorial runs both."""
+    marked = [b for bs in ALL.values() for b in bs if "clients" in b.marks]
+    for b in marked:
+        assert b.slow and b.clients, b.where()
+    tutorial = {c for b in ALL["docs/tutorials/blackbox-client.md"] for c in b.clients}
+    assert tutorial == {"claude-code", "codex"}
+
+
+def test_a_missing_client_fails_when_required(tmp_path, monkeypatch):
+    """Under ``PUSHBENCH_REQUIRE_CLIENTS=1`` a client that cannot be found fails the page
+    (CI); without it the page is skipped with the reason (a reader without the clients)."""
+    monkeypatch.setenv("PUSHBENCH_CODEX", str(tmp_path / "no-such-codex"))
+    monkeypatch.setenv("PUSHBENCH_REQUIRE_CLIENTS", "1")
+    with pytest.raises(pytest.fail.Exception, match="codex not found"):
+        _client_bin(tmp_path / "a", ["codex"])
+    monkeypatch.delenv("PUSHBENCH_REQUIRE_CLIENTS")
+    with pytest.raises(pytest.skip.Exception, match="codex not found"):
+        _client_bin(tmp_path / "b", ["codex"])
+    fake = tmp_path / "codex-1.0"
+    fake.write_text("#!/bin/sh\necho fake codex\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PUSHBENCH_CODEX", str(fake))
+    folder = _client_bin(tmp_path / "c", ["codex"])
+    out = subprocess.run(["codex"], env={"PATH": folder}, capture_output=True, text=True)
+    assert out.stdout == "fake codex\n"
+
+
 def test_getting_started_shows_the_readme_commands_verbatim():
     """docs/getting-started.md repeats the README's install and main-job blocks; the README's
     run in the slow set, so the page's are checked to be the same code (not run twice in CI)."""
@@ -112,6 +141,28 @@ def _env():
     return env
 
 
+def _client_bin(tmp_path, agents) -> str | None:
+    """A folder with ``claude`` / ``codex`` linked to the clients ``agents`` names, found as
+    ``pushbench blackbox run`` finds them; None when no block needs one. A missing client fails
+    the page under ``PUSHBENCH_REQUIRE_CLIENTS=1`` (CI installs them) and skips it otherwise,
+    saying which client and how to install it (never silently)."""
+    from pushbench.blackbox.clients import find_binary
+
+    if not agents:
+        return None
+    folder = tmp_path / "client-bin"
+    folder.mkdir(parents=True)
+    for agent in agents:
+        try:
+            found = find_binary(agent)
+        except FileNotFoundError as e:
+            if os.environ.get("PUSHBENCH_REQUIRE_CLIENTS") == "1":
+                pytest.fail(f"PUSHBENCH_REQUIRE_CLIENTS=1 but {e}")
+            pytest.skip(f"the page runs a real client: {e}")
+        (folder / {"claude-code": "claude", "codex": "codex"}[agent]).symlink_to(found)
+    return str(folder)
+
+
 def _run(block: Block, work, env, port: int | None) -> subprocess.CompletedProcess:
     code = block.code
     if "stub" in block.marks:
@@ -132,9 +183,13 @@ def _run_page(page: str, tmp_path, slow: bool):
     from pushbench.policies.llm.stub import StubServer
 
     runnable = [b for b in ALL[page] if b.runs_here and (slow or not b.slow)]
+    agents = sorted({c for b in runnable for c in b.clients})
+    clients = _client_bin(tmp_path, agents)
     work = _workdir(tmp_path)
     expected_failures = []
     env = _env()
+    if clients:
+        env["PATH"] = clients + os.pathsep + env["PATH"]
     env["PUSHBENCH_HOME"] = str(_home(tmp_path))
     with StubServer() as stub:
         port = int(stub.url.split(":")[2].split("/")[0])

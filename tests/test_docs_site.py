@@ -92,3 +92,21 @@ def test_the_built_site_in_chromium(site):
     finally:
         server.shutdown()
     assert errors == []
+
+
+def test_the_viewer_screenshots_come_from_the_browser_test():
+    """Every viewer picture the docs show is one tests/test_viewer_browser.py writes (with
+    PUSHBENCH_DOCS_SCREENSHOTS=1) and has that test's viewport size, so none is hand-made."""
+    import struct
+
+    browser_test = (ROOT / "tests" / "test_viewer_browser.py").read_text()
+    written = set(re.findall(r'_for_docs\(page, "([\w.]+)"\)', browser_test))
+    width, height = map(int, re.search(r'viewport=\{"width": (\d+), "height": (\d+)\}',
+                                       browser_test).groups())
+    shown = {m for p in (ROOT / "docs").rglob("*.md")
+             for m in re.findall(r"\]\((?:\.\./)?(viewer_[\w]+\.png)\)", p.read_text())}
+    assert shown and shown <= written, shown - written
+    for name in shown:
+        head = (ROOT / "docs" / name).read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert struct.unpack(">II", head[16:24]) == (width, height), name

@@ -446,7 +446,7 @@ def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
 
 
 def test_cli_team_folder_to_pushbench_run_in_a_process_pool(tmp_path):
-    """The README's path: add a folder, create a task in a team folder, run it with 2 workers."""
+    """docs/own_repositories.md's path: a folder, a task in a team folder, run with 2 workers."""
     env = {**os.environ, "PUSHBENCH_HOME": str(tmp_path / "home")}
     env.pop(userdata.ENV_VAR, None)
     src = copy_pkg(tmp_path / "code", "email")

@@ -240,17 +240,17 @@ def test_sparse_design_ties_most_instances_and_has_the_stated_truth():
 
 # The test set (experiments/calibrate_intervals.py has these and more, 4,000 replications
 # each): the three sparse designs of the real rows with the benchmark's instances fixed, the
-# 9 x 12 one with instances drawn from a population, and the README's logistic design. With
-# 600 replications the Monte-Carlo s.e. of a coverage near 0.95 is 0.009, and the seeds are
-# fixed: the runs are deterministic. The measured coverages (README, 2,000 replications) are
+# 9 x 12 one with instances drawn from a population, and docs/metrics.md's logistic design.
+# With 600 replications the Monte-Carlo s.e. of a coverage near 0.95 is 0.009, and the seeds are
+# fixed: the runs are deterministic. The measured coverages (docs/metrics.md, 2,000 reps) are
 # 0.93-1.00; the asserted 0.90 is 2.5 s.e. below the lowest. Not in the set, each below 0.90
-# for the default in the README's table (2,000 replications):
+# for the default in docs/metrics.md's table (2,000 replications):
 # - drawn sparse 6 x 4 (0.83; every method 0.80-0.83): 0.75^6 = 18% of its samples are six
 #   exact ties, whose interval is [0, 0] for every method; the ceiling 1 - P(all tie) = 0.82 is
 #   the whole miss (the next test checks it: the default covers 95%+ of the other samples);
 # - drawn sparse 9 x 3 (0.87): ties cap it at 0.96 only; the rest is the inversion's
 #   assumption of differences symmetric about their mean, which one-sided gains of about 3 of 9
-#   instances break (t 0.94, studentized 0.95; the README says so);
+#   instances break (t 0.94, studentized 0.95; docs/metrics.md says so);
 # - the logistic success-ceiling design (0.89, t 0.90): 3% of samples tie, and coverage among
 #   the others is 0.93 (measured with this test's seed, 2,000 replications).
 Sp = calibration.Sparse

@@ -194,4 +194,9 @@ def blackbox_run_cmd(
     except FileNotFoundError as e:
         fail(str(e))
     console.print(_json.dumps(summary, indent=1), highlight=False)
+    if summary["never_started"] or summary["refused"]:  # a failed batch must not read as done
+        console.print(f"[red]{len(summary['never_started'])} episode(s) without a record, "
+                      f"{len(summary['refused'])} refused[/] (the client's output: client.err "
+                      "and client.json beside each run folder)", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
