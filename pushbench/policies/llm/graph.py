@@ -9,9 +9,11 @@ episode's end (``done``) or at a segment's end (``pause``).
 Why one node and two channels (issue 31, harness < 1 ms per step): LangGraph's cost is per
 superstep (task preparation, runnable and callback set-up, applying writes, the in-memory
 checkpoint) and, within one, per channel written and read. The earlier ``model -> tools`` graph
-with eleven channels spent about 2,400 Python function calls of harness per environment step,
-over 2,100 of them in LangGraph's loop; one superstep per turn over two channels spends about a
-third of that (``docs/performance.md``).
+with eleven channels cost about 2,600 Python function calls of harness per environment step
+(the native loop: about 320); one superstep per turn over two channels costs about 1,400, close
+to LangGraph's floor for one superstep (``docs/performance.md``). Fewer supersteps than turns
+would mean running the agent loop inside a node, which would leave LangGraph nothing to
+orchestrate.
 """
 
 from __future__ import annotations

@@ -1,19 +1,22 @@
 """The LangGraph backend (``llm-langgraph``): the same agent loop as a ``StateGraph``.
 
-Graph: ``START -> model -> tools -> (conditional) model | END``. The *model* node trims the
-context and calls the model; the *tools* node executes the reply's calls (environment actions
-step the wrapped environment, memory calls use the graph's long-term store) and routes to END
-once the environment says the episode is over. Prompts, tools, the context budget, the handling
-of invalid output and the records come from :class:`~.core.AgentCore`, exactly as in the native
-loop, so the two backends differ only in orchestration.
+Graph: ``START -> turn -> (conditional) turn | END``, one node and one superstep per agent
+turn (:mod:`.graph`): the *turn* node trims the context and calls the model, then executes the
+reply's calls (environment actions step the wrapped environment, memory calls use the graph's
+long-term store); the graph routes to END once the environment says the episode is over.
+Prompts, tools, the context budget, the handling of invalid output and the records come from
+:class:`~.core.AgentCore`, exactly as in the native loop, so the two backends differ only in
+orchestration.
 
 Because the graph owns the loop, this policy implements ``drive(env)`` / ``adrive(env)`` (the
 episode drivers call them instead of ``act``).
 
-* **Recursion limit**: set explicitly to ``2 * max_model_turns + 2`` supersteps (one model and
-  one tools superstep per turn; ``max_model_turns = budget * (1 + k) + k`` with ``k`` the
-  memory-turn allowance, 0 without memory), so it can only trip if step accounting is broken;
-  it then ends the episode as a ``recursion_limit`` policy error.
+* **Recursion limit**: set explicitly to ``2 * max_model_turns + 2`` supersteps
+  (``max_model_turns = budget * (1 + k) + k`` with ``k`` the memory-turn allowance, 0 without
+  memory). A turn takes one superstep (it took two, model and tools, before issue 31; the limit
+  and the ``recursion_limit`` record field were kept so records stay comparable), so it can
+  only trip if step accounting is broken; it then ends the episode as a ``recursion_limit``
+  policy error.
 * **Checkpoints**: a SQLite checkpointer (:class:`.checkpoints.EpisodeSaver`, LangGraph's
   ``SqliteSaver`` opened lazily) keeps the state under a thread id derived from the task,
   instance, seed, controller, policy name and parameters, in a SQLite file of its own
@@ -22,11 +25,14 @@ episode drivers call them instead of ``act``).
   segments of ``checkpoint_every`` environment steps: a segment ends at END with ``pause`` set,
   LangGraph writes its checkpoint on that exit, and the next segment continues the thread from
   there; LangGraph also writes the checkpoint when the graph exits on an error (with the
-  finished nodes' writes). So an error loses nothing, a killed process loses at most the steps
-  since the last segment, and a finished episode writes nothing (its thread would be deleted).
+  finished turns' writes). So an error in a model call loses nothing (an error raised by the
+  environment or the store after a turn's model call makes that one call again on resume), a
+  killed process loses at most the steps since the last segment, and a finished episode
+  writes nothing (its thread would be deleted).
   ``durability="sync"`` / ``"async"`` write after every superstep instead (LangGraph's modes;
   ``checkpoint_every`` is then unused). Re-running an interrupted episode (same arguments, same
-  ``checkpoint_dir``) replays the environment actions stored in the state into the fresh
+  ``checkpoint_dir``; the thread id includes :data:`STATE_LAYOUT`, so only a checkpoint of this
+  state layout is resumed) replays the environment actions stored in the state into the fresh
   environment (checking each observation's digest), then continues the graph from its last
   checkpoint: model calls before it are not repeated; those after it are made again (with a
   deterministic model, the same calls, so the same record). The thread's file is deleted when
