@@ -40,6 +40,8 @@ class Episode(TypedDict):
 
 
 class AgentState(TypedDict):
+    """The graph's state: two channels, each rewritten by every turn."""
+
     messages: list[dict]       # the kept (trimmed) history, rewritten per turn
     episode: Episode
 
