@@ -10,18 +10,25 @@
    steps, ``--durability sync`` for one per superstep). Targets: native and LangGraph harness
    < 1 ms/step (issue 31), printed with the load average. A second row per backend runs the real
    ``openai`` SDK against the loopback stub with zero injected latency (HTTP + SDK included).
+   The ``cpu`` column is the harness on the process's CPU clock (less disturbed by a loaded
+   machine). ``--calls`` adds the harness's Python function calls per environment step
+   (cProfile, off inside the model and ``env.step``): a count that does not depend on the load.
 2. **Throughput vs concurrency** (target: 8 in flight >= 6x the throughput of 1). Episodes run
    through the asyncio driver (:func:`pushbench.runner.episode.run_many`) against the stub
    server in a separate process with a fixed injected latency per model call.
 
     python experiments/bench_llm_harness.py                  # both parts, default sizes
     python experiments/bench_llm_harness.py --latency 0.1 --concurrency 1,2,4,8,16 --json out.json
+    python experiments/bench_llm_harness.py --skip-throughput --calls   # + calls per step
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import contextlib
+import pstats
 import json
 import os
 import subprocess
@@ -32,6 +39,19 @@ from pathlib import Path
 
 TASK = "RepoScan-N10"
 LANGGRAPH_PARAMS: dict = {}  # --durability / --checkpoint-every
+PROFILER: list[cProfile.Profile] = []  # --calls: the profiler, while a counted episode runs
+
+
+@contextlib.contextmanager
+def _unprofiled():
+    """Stop counting harness calls inside the model and the environment."""
+    if PROFILER:
+        PROFILER[0].disable()
+    try:
+        yield
+    finally:
+        if PROFILER:
+            PROFILER[0].enable()
 
 
 def _fake_complete(totals: dict):
@@ -48,13 +68,15 @@ def _fake_complete(totals: dict):
                         if isinstance(v, list) else Obj(v) if isinstance(v, dict) else v)
 
     def complete(self, messages, tools, usage):
-        t0 = time.perf_counter()
-        _, _, payload = stub.answer("/v1/chat/completions", {"messages": messages})
-        completion = Obj(payload)
-        for ch in completion.choices:  # mimic SDK objects (function_call attribute etc.)
-            ch.message.function_call = None
-            ch.message.tool_calls = getattr(ch.message, "tool_calls", None)
+        t0, c0 = time.perf_counter(), time.process_time()
+        with _unprofiled():
+            _, _, payload = stub.answer("/v1/chat/completions", {"messages": messages})
+            completion = Obj(payload)
+            for ch in completion.choices:  # mimic SDK objects (function_call attribute etc.)
+                ch.message.function_call = None
+                ch.message.tool_calls = getattr(ch.message, "tool_calls", None)
         totals["model"] += time.perf_counter() - t0
+        totals["cpu_model"] += time.process_time() - c0
         turn = parse_completion(completion, messages)
         usage.add(turn)
         return turn
@@ -63,13 +85,16 @@ def _fake_complete(totals: dict):
 
 
 def overhead(backend: str, episodes: int, budget: int, fake: bool, url: str | None,
-             db: Path) -> dict:
-    """Per-step times (ms) for ``episodes`` episodes of ``budget`` steps."""
+             db: Path, calls: bool = False, _profile: cProfile.Profile | None = None) -> dict:
+    """Per-step times (ms) for ``episodes`` episodes of ``budget`` steps (``calls``: and the
+    harness's function calls per step, from a second, profiled pass)."""
     import pushbench
     from pushbench.policies import make_policy
     from pushbench.policies.llm.client import ChatClient
 
-    totals = {"model": 0.0, "env": 0.0, "steps": 0, "total": 0.0}
+    zero = {"model": 0.0, "env": 0.0, "steps": 0, "total": 0.0,
+            "cpu_model": 0.0, "cpu_env": 0.0, "cpu_total": 0.0}
+    totals = dict(zero)
     original = ChatClient.complete
     if fake:
         ChatClient.complete = _fake_complete(totals)
@@ -84,18 +109,23 @@ def overhead(backend: str, episodes: int, budget: int, fake: bool, url: str | No
             step = env.step
 
             def timed_step(action, _step=step):
-                t0 = time.perf_counter()
-                out = _step(action)
+                t0, c0 = time.perf_counter(), time.process_time()
+                with _unprofiled():
+                    out = _step(action)
                 totals["env"] += time.perf_counter() - t0
+                totals["cpu_env"] += time.process_time() - c0
                 totals["steps"] += 1
                 return out
 
             if ep == 1:
-                totals.update(model=0.0, env=0.0, steps=0, total=0.0)
+                totals.update(zero)
             env.step = timed_step
             pol = make_policy(backend, seed=ep, **params)
             obs, _ = env.reset(seed=ep)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
+            if _profile is not None and ep >= 1:
+                PROFILER.append(_profile)
+                _profile.enable()
             pol.reset(obs)
             if hasattr(pol, "drive"):
                 pol.drive(env)
@@ -105,15 +135,27 @@ def overhead(backend: str, episodes: int, budget: int, fake: bool, url: str | No
                     obs, _, term, trunc, _ = env.step(pol.act(obs))
                     done = term or trunc
             pol.episode_extras()
+            if PROFILER:
+                PROFILER.pop().disable()
             totals["total"] += time.perf_counter() - t0
+            totals["cpu_total"] += time.process_time() - c0
             env.close()
     finally:
         ChatClient.complete = original
     n = max(1, totals["steps"])
+    if calls:  # the same episodes again, profiled (the timings above ran without it)
+        prof = cProfile.Profile()
+        counted = overhead(backend, episodes, budget, fake, url, db, _profile=prof)["steps"]
+        totals["calls"] = pstats.Stats(prof).total_calls / max(1, counted)
     per = {k: 1000 * totals[k] / n for k in ("total", "model", "env")}
     per["harness"] = per["total"] - per["model"] - per["env"]
+    # The same on the process's CPU clock (all its threads): on a loaded machine wall time
+    # also counts the time other processes held the cores; CPU time mostly does not.
+    per["harness_cpu"] = 1000 * (totals["cpu_total"] - totals["cpu_model"]
+                                 - totals["cpu_env"]) / n
     return {"backend": backend, "mode": "in-process model" if fake else "SDK + loopback HTTP",
-            "steps": totals["steps"], **{f"{k}_ms": round(v, 3) for k, v in per.items()}}
+            "steps": totals["steps"], **{f"{k}_ms": round(v, 3) for k, v in per.items()},
+            **({"calls_per_step": round(totals["calls"])} if calls else {})}
 
 
 def start_stub(latency: float) -> tuple[subprocess.Popen, str]:
@@ -160,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--durability", choices=["exit", "sync", "async"],
                     help="the LangGraph backend's durability (default: the policy's, exit)")
     ap.add_argument("--checkpoint-every", type=int, help="LangGraph steps per checkpoint")
+    ap.add_argument("--calls", action="store_true",
+                    help="also count the harness's function calls per step (in-process model)")
     args = ap.parse_args(argv)
     if args.durability:
         LANGGRAPH_PARAMS["durability"] = args.durability
@@ -176,15 +220,19 @@ def main(argv: list[str] | None = None) -> int:
             from pushbench.policies.llm.stub import StubServer
 
             print(f"overhead per step ({args.overhead_episodes} episodes x {args.budget} steps)")
-            print(f"{'backend':16} {'mode':22} {'total':>8} {'model':>8} {'env':>8} {'harness':>8}  (ms/step)")
+            print(f"{'backend':16} {'mode':22} {'total':>8} {'model':>8} {'env':>8} {'harness':>8} "
+                  f"{'cpu':>8}  (ms/step; cpu: harness on the CPU clock)")
             with StubServer() as stub:
                 for b in backends:
                     for fake in (True, False):
                         row = overhead(b, args.overhead_episodes, args.budget, fake,
-                                       None if fake else stub.url, db)
+                                       None if fake else stub.url, db, args.calls and fake)
                         results["overhead"].append(row)
+                        calls = (f"  {row['calls_per_step']} calls/step"
+                                 if "calls_per_step" in row else "")
                         print(f"{b:16} {row['mode']:22} {row['total_ms']:8.3f} "
-                              f"{row['model_ms']:8.3f} {row['env_ms']:8.3f} {row['harness_ms']:8.3f}")
+                              f"{row['model_ms']:8.3f} {row['env_ms']:8.3f} "
+                              f"{row['harness_ms']:8.3f} {row['harness_cpu_ms']:8.3f}{calls}")
             load = os.getloadavg()
             print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} "
                   "cores")
@@ -197,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                     rel = (f", {native[b]['harness_ms'] / native['llm']['harness_ms']:.1f}x the "
                            "native loop's in this run" if b != "llm" and "llm" in native
                            and native["llm"]["harness_ms"] > 0 else "")
+                    rel += f"; CPU clock {native[b]['harness_cpu_ms']:.3f} ms"
                     busy = ("; machine loaded, not the idle-core figure"
                             if load[0] > 0.5 * (os.cpu_count() or 1) else "")
                     print(f"target {label} harness < 1 ms/step: {'PASS' if passed else 'FAIL'} "

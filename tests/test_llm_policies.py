@@ -300,12 +300,23 @@ def test_langgraph_recursion_limit_follows_budget(params):
 
 
 # ----- memory baselines ----------------------------------------------------------------------
-def test_langgraph_memory_remember_recall_are_free_and_counted(stub, params):
+# The asyncio driver runs the graph's coroutine node, which calls the store inline.
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_langgraph_memory_remember_recall_are_free_and_counted(stub, params, driver):
     stub.push(call("remember", {"note": "searched raise page 1; submit pytest ids next"}),
               call("remember", {"note": "unrelated: weather"}),
               call("recall", {"query": "which page of raise did I search", "k": 1}),
               call("status"), call("status"))
-    r = episode("llm-langgraph-memory", params, budget=2)
+    if driver == "sync":
+        r = episode("llm-langgraph-memory", params, budget=2)
+    else:
+        import asyncio
+
+        from pushbench.runner.episode import arun_episode
+
+        r = asyncio.run(arun_episode(TASK, "standard", "llm-langgraph-memory", 0, budget=2,
+                                     policy_params=params("llm-langgraph-memory")))
+        check_record(r)
     assert r["steps_used"] == 2 and [c["tool"] for c in r["calls"]] == ["status", "status"]
     m = r["memory"]
     assert m["backend"] == "langgraph_store" and m["calls"] == 3 and m["notes"] == 2

@@ -45,7 +45,8 @@ class EpisodeSaver(SqliteSaver):
         self._open()
         return super().cursor(transaction)
 
-    def _absent(self) -> bool:
+    def absent(self) -> bool:
+        """No checkpoint can exist: the file is neither open nor on disk."""
         return self.conn is None and not self.path.exists()
 
     def close(self) -> None:
@@ -55,13 +56,13 @@ class EpisodeSaver(SqliteSaver):
 
     # ----- reads: no file, no checkpoint ---------------------------------------------------
     def get_tuple(self, config):
-        if self._absent():
+        if self.absent():
             return None
         self._open()
         return super().get_tuple(config)
 
     def list(self, config, **kwargs: Any) -> Iterator:
-        if self._absent():
+        if self.absent():
             return iter(())
         self._open()
         return super().list(config, **kwargs)

@@ -1,51 +1,65 @@
-"""The LangGraph backend's graph: its state, nodes and routing (see :mod:`.langgraph_agent`).
+"""The LangGraph backend's graph: its state, node and routing (see :mod:`.langgraph_agent`).
 
-``START -> model -> tools -> (conditional) model | END``. The graph is compiled once per
-policy class and mode without checkpointer or store; each episode runs a copy with its own,
-and the nodes reach the episode's policy as LangGraph's run context (``runtime.context``).
-The tools node ends the run at the episode's end (``done``) or at a segment's end (``pause``).
+``START -> turn -> (conditional) turn | END``: one node, one superstep per agent turn (the model
+call and the execution of its reply's calls). The graph is compiled once per policy class and
+mode without checkpointer or store; each episode runs a copy with its own, and the node reaches
+the episode's policy as LangGraph's run context (``runtime.context``). The run ends at the
+episode's end (``done``) or at a segment's end (``pause``).
+
+Why one node and two channels (issue 31, harness < 1 ms per step): LangGraph's cost is per
+superstep (task preparation, runnable and callback set-up, applying writes, the in-memory
+checkpoint) and, within one, per channel written and read. The earlier ``model -> tools`` graph
+with eleven channels cost about 2,600 Python function calls of harness per environment step
+(the native loop: about 320); one superstep per turn over two channels costs about 1,400, close
+to LangGraph's floor for one superstep (``docs/performance.md``). Fewer supersteps than turns
+would mean running the agent loop inside a node, which would leave LangGraph nothing to
+orchestrate.
 """
 
 from __future__ import annotations
 
-import operator
-from typing import TYPE_CHECKING, Annotated, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
 
 
-class AgentState(TypedDict):
-    messages: list[dict]                          # the kept (trimmed) history, rewritten per node
-    env_actions: Annotated[list, operator.add]    # every action sent to the environment
-    obs_sha: Annotated[list, operator.add]        # digest of each answer (checked on resume)
+class Episode(TypedDict):
+    """Everything but the history; rewritten whole by each turn (lists copied, never mutated)."""
+
+    env_actions: list          # every action sent to the environment (storable form)
+    obs_sha: list              # digest of each answer (checked on resume)
+    transcript: list           # record["transcript"] (see native.py)
     usage: dict
     stats: dict
     memory: dict | None
     free_streak: int
     turns: int
     done: bool
-    pause: bool                                   # a segment's end (see the module docstring)
-    transcript: Annotated[list, operator.add]     # record["transcript"] (see native.py)
+    pause: bool                # a segment's end (see the module docstring of langgraph_agent)
+
+
+class AgentState(TypedDict):
+    """The graph's state: two channels, each rewritten by every turn."""
+
+    messages: list[dict]       # the kept (trimmed) history, rewritten per turn
+    episode: Episode
 
 
 def _route(state: AgentState) -> str:
     from langgraph.graph import END
 
-    return END if state["done"] or state.get("pause") else "model"
+    ep = state["episode"]
+    return END if ep["done"] or ep["pause"] else "turn"
 
 
-# Nodes of the shared compiled graph: the policy of the run is LangGraph's run context.
-def _model_node(state: AgentState, runtime: Runtime) -> dict:
-    return runtime.context._model(state)
+# The node of the shared compiled graph: the policy of the run is LangGraph's run context.
+def _turn_node(state: AgentState, runtime: Runtime) -> dict:
+    return runtime.context._turn(state, runtime)
 
 
-async def _amodel_node(state: AgentState, runtime: Runtime) -> dict:
-    return await runtime.context._amodel(state)
-
-
-def _tools_node(state: AgentState, runtime: Runtime) -> dict:
-    return runtime.context._tools(state, runtime)
+async def _aturn_node(state: AgentState, runtime: Runtime) -> dict:
+    return await runtime.context._aturn(state, runtime)
 
 
 def build_graph(is_async: bool):
@@ -53,9 +67,7 @@ def build_graph(is_async: bool):
     from langgraph.graph import END, START, StateGraph
 
     g = StateGraph(AgentState)
-    g.add_node("model", _amodel_node if is_async else _model_node)
-    g.add_node("tools", _tools_node)
-    g.add_edge(START, "model")
-    g.add_edge("model", "tools")
-    g.add_conditional_edges("tools", _route, {"model": "model", END: END})
+    g.add_node("turn", _aturn_node if is_async else _turn_node)
+    g.add_edge(START, "turn")
+    g.add_conditional_edges("turn", _route, {"turn": "turn", END: END})
     return g.compile()

@@ -1,19 +1,22 @@
 """The LangGraph backend (``llm-langgraph``): the same agent loop as a ``StateGraph``.
 
-Graph: ``START -> model -> tools -> (conditional) model | END``. The *model* node trims the
-context and calls the model; the *tools* node executes the reply's calls (environment actions
-step the wrapped environment, memory calls use the graph's long-term store) and routes to END
-once the environment says the episode is over. Prompts, tools, the context budget, the handling
-of invalid output and the records come from :class:`~.core.AgentCore`, exactly as in the native
-loop, so the two backends differ only in orchestration.
+Graph: ``START -> turn -> (conditional) turn | END``, one node and one superstep per agent
+turn (:mod:`.graph`): the *turn* node trims the context and calls the model, then executes the
+reply's calls (environment actions step the wrapped environment, memory calls use the graph's
+long-term store); the graph routes to END once the environment says the episode is over.
+Prompts, tools, the context budget, the handling of invalid output and the records come from
+:class:`~.core.AgentCore`, exactly as in the native loop, so the two backends differ only in
+orchestration.
 
 Because the graph owns the loop, this policy implements ``drive(env)`` / ``adrive(env)`` (the
 episode drivers call them instead of ``act``).
 
-* **Recursion limit**: set explicitly to ``2 * max_model_turns + 2`` supersteps (one model and
-  one tools superstep per turn; ``max_model_turns = budget * (1 + k) + k`` with ``k`` the
-  memory-turn allowance, 0 without memory), so it can only trip if step accounting is broken;
-  it then ends the episode as a ``recursion_limit`` policy error.
+* **Recursion limit**: set explicitly to ``2 * max_model_turns + 2`` supersteps
+  (``max_model_turns = budget * (1 + k) + k`` with ``k`` the memory-turn allowance, 0 without
+  memory). A turn takes one superstep (it took two, model and tools, before issue 31; the limit
+  and the ``recursion_limit`` record field were kept so records stay comparable), so it can
+  only trip if step accounting is broken; it then ends the episode as a ``recursion_limit``
+  policy error.
 * **Checkpoints**: a SQLite checkpointer (:class:`.checkpoints.EpisodeSaver`, LangGraph's
   ``SqliteSaver`` opened lazily) keeps the state under a thread id derived from the task,
   instance, seed, controller, policy name and parameters, in a SQLite file of its own
@@ -22,11 +25,14 @@ episode drivers call them instead of ``act``).
   segments of ``checkpoint_every`` environment steps: a segment ends at END with ``pause`` set,
   LangGraph writes its checkpoint on that exit, and the next segment continues the thread from
   there; LangGraph also writes the checkpoint when the graph exits on an error (with the
-  finished nodes' writes). So an error loses nothing, a killed process loses at most the steps
-  since the last segment, and a finished episode writes nothing (its thread would be deleted).
+  finished turns' writes). So an error in a model call loses nothing (an error raised by the
+  environment or the store after a turn's model call makes that one call again on resume), a
+  killed process loses at most the steps since the last segment, and a finished episode
+  writes nothing (its thread would be deleted).
   ``durability="sync"`` / ``"async"`` write after every superstep instead (LangGraph's modes;
   ``checkpoint_every`` is then unused). Re-running an interrupted episode (same arguments, same
-  ``checkpoint_dir``) replays the environment actions stored in the state into the fresh
+  ``checkpoint_dir``; the thread id includes :data:`STATE_LAYOUT`, so only a checkpoint of this
+  state layout is resumed) replays the environment actions stored in the state into the fresh
   environment (checking each observation's digest), then continues the graph from its last
   checkpoint: model calls before it are not repeated; those after it are made again (with a
   deterministic model, the same calls, so the same record). The thread's file is deleted when
@@ -66,6 +72,9 @@ if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
 _GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability",
                  "checkpoint_every")
 _COMPILED: dict[tuple[type, bool], Any] = {}  # (policy class, async) -> compiled graph
+# The layout of the graph's state; part of the thread id, so a checkpoint written by another
+# layout (the two-node graph before issue 31's change was 1) is never read as this one.
+STATE_LAYOUT = 2
 
 
 def controller_name(env) -> str:
@@ -149,7 +158,8 @@ class LangGraphPolicy(Policy):
     def thread_id(self, env) -> str:
         u = env.unwrapped
         raw = json.dumps([u.task.task_id, u.instance, u.seed_used, controller_name(env),
-                          self.name, self.seed, self.params], sort_keys=True, default=str)
+                          self.name, self.seed, self.params, STATE_LAYOUT], sort_keys=True,
+                         default=str)
         return "pushbench-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
     def _db_path(self, thread: str) -> Path:
@@ -164,23 +174,24 @@ class LangGraphPolicy(Policy):
         return {"configurable": {"thread_id": thread}, "recursion_limit": self.recursion_limit()}
 
     def _initial_state(self) -> dict:
-        return {"messages": self.initial_messages, "env_actions": [], "obs_sha": [],
-                "usage": Usage().to_state(), "stats": Stats(self.backend).to_state(),
-                "memory": self.memory.to_state() if self.memory else None,
-                "free_streak": 0, "turns": 0, "done": False, "pause": False,
-                "transcript": []}
+        return {"messages": self.initial_messages,
+                "episode": {"env_actions": [], "obs_sha": [], "transcript": [],
+                            "usage": Usage().to_state(), "stats": Stats(self.backend).to_state(),
+                            "memory": self.memory.to_state() if self.memory else None,
+                            "free_streak": 0, "turns": 0, "done": False, "pause": False}}
 
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
-        for i, (action, sha) in enumerate(zip(values["env_actions"], values["obs_sha"])):
+        ep = values["episode"]
+        for i, (action, sha) in enumerate(zip(ep["env_actions"], ep["obs_sha"])):
             obs = self._env.step(_restored(action))[0]
             if digest(obs) != sha:
                 raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "
                                   "gave a different observation (the task, snapshot or "
                                   "controller changed); rerun with resume: false")
-        self.resumed_steps = len(values["env_actions"])
-        if self.memory is not None and values.get("memory"):
-            self.memory.load_state(values["memory"])
+        self.resumed_steps = len(ep["env_actions"])
+        if self.memory is not None and ep.get("memory"):
+            self.memory.load_state(ep["memory"])
 
     def _start_input(self, snapshot) -> dict | None:
         """Graph input: ``None`` continues the checkpointed thread, a dict starts afresh."""
@@ -189,12 +200,22 @@ class LangGraphPolicy(Policy):
             return None
         return self._initial_state()
 
+    @staticmethod
+    def _next_segment(values: dict) -> dict | None:
+        """The input that runs the next segment of the thread; ``None``: the episode is over
+        (ended, or the run stopped without a pause)."""
+        ep = values["episode"]
+        if ep["done"] or not ep["pause"]:
+            return None
+        return {"episode": {**ep, "pause": False}}
+
     def _finish(self, values: dict) -> None:
-        self.usage = Usage.from_state(values["usage"])
-        self.stats = Stats.from_state(values["stats"])
-        self.transcript = list(values.get("transcript") or [])
-        if self.memory is not None and values.get("memory"):
-            self.memory.load_state(values["memory"])
+        ep = values["episode"]
+        self.usage = Usage.from_state(ep["usage"])
+        self.stats = Stats.from_state(ep["stats"])
+        self.transcript = list(ep["transcript"])
+        if self.memory is not None and ep.get("memory"):
+            self.memory.load_state(ep["memory"])
 
     def drive(self, env) -> None:
         """Run the whole episode on ``env`` (already reset) with the blocking graph."""
@@ -209,7 +230,8 @@ class LangGraphPolicy(Policy):
         try:
             graph = self._graph(saver, is_async=False)
             config = self._config(thread)
-            start = self._start_input(graph.get_state(config))
+            # No file, no checkpoint: skip LangGraph's state read (a fresh episode's usual case).
+            start = self._start_input(None if saver.absent() else graph.get_state(config))
             while True:  # one segment per pass (see the module docstring)
                 self._since_checkpoint = 0
                 try:
@@ -217,9 +239,9 @@ class LangGraphPolicy(Policy):
                                           context=self)
                 except GraphRecursionError as e:
                     raise PolicyError("recursion_limit", str(e)) from e
-                if values["done"] or not values.get("pause"):
+                start = self._next_segment(values)
+                if start is None:
                     break
-                start = {"pause": False}
             self._finish(values)
             finished = True
         finally:
@@ -241,7 +263,8 @@ class LangGraphPolicy(Policy):
         try:
             graph = self._graph(saver, is_async=True)
             config = self._config(thread)
-            start = self._start_input(await graph.aget_state(config))
+            # No file, no checkpoint: skip LangGraph's state read (a fresh episode's usual case).
+            start = self._start_input(None if saver.absent() else await graph.aget_state(config))
             while True:  # one segment per pass, as in drive()
                 self._since_checkpoint = 0
                 try:
@@ -249,9 +272,9 @@ class LangGraphPolicy(Policy):
                                                  context=self)
                 except GraphRecursionError as e:
                     raise PolicyError("recursion_limit", str(e)) from e
-                if values["done"] or not values.get("pause"):
+                start = self._next_segment(values)
+                if start is None:
                     break
-                start = {"pause": False}
             self._finish(values)
             finished = True
         finally:
@@ -275,52 +298,53 @@ class LangGraphPolicy(Policy):
             _COMPILED[key] = build_graph(is_async)
         return _COMPILED[key].copy(update={"checkpointer": saver, "store": self.store})
 
-    def _before_model(self, state: AgentState) -> tuple[list[dict], list[dict], Stats, Usage]:
-        if state["turns"] >= self.core.max_model_turns():  # unreachable by construction
+    # One agent turn = one superstep: the model call, then its reply's calls (see graph.py).
+    def _before_model(self, ep: dict) -> tuple[Stats, Usage]:
+        if ep["turns"] >= self.core.max_model_turns():  # unreachable by construction
             raise PolicyError("turn_limit", "model turn limit reached")
-        stats, usage = Stats.from_state(state["stats"]), Usage.from_state(state["usage"])
+        stats, usage = Stats.from_state(ep["stats"]), Usage.from_state(ep["usage"])
         self.stats, self.usage = stats, usage  # live objects: an error record still has counts
         self.core.set_window(stats, self._window)
-        request, kept = self.core.view(state["messages"], stats)
-        return request, kept, stats, usage
-
-    def _after_model(self, state, kept, turn, stats, usage) -> dict:
-        return {"messages": [*kept, turn.assistant_message()], "usage": usage.to_state(),
-                "stats": stats.to_state(), "turns": state["turns"] + 1,
-                "transcript": [self.core.model_event(state["turns"] + 1, turn)]}
+        return stats, usage
 
     # A context-length refusal trims the view to fit and retries once, as in the native loop.
-    def _model(self, state: AgentState) -> dict:
-        request, kept, stats, usage = self._before_model(state)
+    def _turn(self, state: AgentState, runtime: Runtime) -> dict:
+        ep, history = state["episode"], state["messages"]
+        stats, usage = self._before_model(ep)
+        request, kept = self.core.view(history, stats)
         try:
             turn = self.client.complete(request, self.core.tools(), usage)
         except ContextOverflow as e:
-            self.core.after_overflow(e, request, stats, state["turns"] + 1)
-            request, kept = self.core.view(state["messages"], stats)
+            self.core.after_overflow(e, request, stats, ep["turns"] + 1)
+            request, kept = self.core.view(history, stats)
             turn = self.client.complete(request, self.core.tools(), usage)
-        return self._after_model(state, kept, turn, stats, usage)
+        return self._after_model(ep, kept, turn, stats, usage, runtime)
 
-    async def _amodel(self, state: AgentState) -> dict:
-        request, kept, stats, usage = self._before_model(state)
+    async def _aturn(self, state: AgentState, runtime: Runtime) -> dict:
+        ep, history = state["episode"], state["messages"]
+        stats, usage = self._before_model(ep)
+        request, kept = self.core.view(history, stats)
         try:
             turn = await self.client.acomplete(request, self.core.tools(), usage)
         except ContextOverflow as e:
-            self.core.after_overflow(e, request, stats, state["turns"] + 1)
-            request, kept = self.core.view(state["messages"], stats)
+            self.core.after_overflow(e, request, stats, ep["turns"] + 1)
+            request, kept = self.core.view(history, stats)
             turn = await self.client.acomplete(request, self.core.tools(), usage)
-        return self._after_model(state, kept, turn, stats, usage)
+        # The calls run inline, as the native asyncio loop steps its environment inline.
+        return self._after_model(ep, kept, turn, stats, usage, runtime)
 
-    def _tools(self, state: AgentState, runtime: Runtime) -> dict:
-        # Environment steps are in-process and short; memory calls use the graph's store.
-        # A sync node also serves ainvoke (LangGraph runs it in a worker thread).
-        stats = Stats.from_state(state["stats"])
-        self.stats = stats
+    def _after_model(self, ep: dict, kept: list[dict], turn, stats: Stats, usage: Usage,
+                     runtime: Runtime) -> dict:
+        """Execute the reply's calls (environment steps, memory calls through the graph's
+        store) and return the turn's writes: the new history and the whole new episode."""
+        turn_no = ep["turns"] + 1
+        messages = [*kept, turn.assistant_message()]
+        events = [self.core.model_event(turn_no, turn)]
         if self.memory is not None and runtime.store is not None:
             self.memory.bind(runtime.store)
-        messages = list(state["messages"])
-        items = self.core.interpret(messages[-1], state["free_streak"], stats)
+        items = self.core.interpret(messages[-1], ep["free_streak"], stats)
         steps_before = stats.env_actions
-        actions, shas, events, done = [], [], [], False
+        actions, shas, done = [], [], False
         for item in items:
             if done:  # calls after the episode ended are not executed
                 break
@@ -340,12 +364,13 @@ class LangGraphPolicy(Policy):
         self._since_checkpoint += stats.env_actions - steps_before
         pause = (not done and self.checkpoint_every > 0
                  and self._since_checkpoint >= self.checkpoint_every)
-        return {"messages": messages, "env_actions": actions, "obs_sha": shas,
-                "transcript": events, "pause": pause,
-                "stats": stats.to_state(),
-                "memory": self.memory.to_state() if self.memory else None,
-                "free_streak": state["free_streak"] + 1 if self.core.free_turn(items) else 0,
-                "done": done}
+        return {"messages": messages, "episode": {
+            "env_actions": [*ep["env_actions"], *actions], "obs_sha": [*ep["obs_sha"], *shas],
+            "transcript": [*ep["transcript"], *events],
+            "usage": usage.to_state(), "stats": stats.to_state(),
+            "memory": self.memory.to_state() if self.memory else None,
+            "free_streak": ep["free_streak"] + 1 if self.core.free_turn(items) else 0,
+            "turns": turn_no, "done": done, "pause": pause}}
 
     # ----- records ------------------------------------------------------------------------
     def episode_extras(self) -> dict:
