@@ -27,7 +27,7 @@ throughput (closed loop) >= half the in-process single-core rate; p99 < 50 ms at
 (``os.getloadavg``) is printed before and after: on a shared machine a FAIL may be the load,
 not the server, and the numbers say so rather than being tuned away.
 
-    python experiments/bench_env_server.py --quick      # RepoScan only, under ~3 minutes
+    python experiments/bench_env_server.py --quick      # RepoScan only, about 3 minutes idle
     python experiments/bench_env_server.py
     python experiments/bench_env_server.py --sessions 1 64 --tasks RepoScan-N50 --steps 2000
     python experiments/bench_env_server.py --workers 2
@@ -50,7 +50,7 @@ import urllib.request
 import psutil
 
 from pushbench.adapters.envserver_load import (action_stream, local_trajectory, think_times,
-                                               ws_url, ws_session)
+                                               ws_session, ws_url)
 from pushbench.adapters.openenv_env import PushBenchEnvironment
 from pushbench.tasks import get_task
 
@@ -225,10 +225,10 @@ def main() -> None:
                     help="mean think time (s) before each step of the paced row")
     ap.add_argument("--paced-steps", type=int, default=10, help="steps per paced session")
     ap.add_argument("--quick", action="store_true",
-                    help="RepoScan-N50 only, 1500 steps per row: every target in ~3 minutes")
+                    help="RepoScan-N50 only, 1000 steps per row: every target in ~3 minutes")
     args = ap.parse_args()
     if args.quick:
-        args.tasks, args.steps = ["RepoScan-N50"], min(args.steps, 1500)
+        args.tasks, args.steps = ["RepoScan-N50"], min(args.steps, 1000)
     load0 = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} "
           f"(1/5/15 min) at start; server: "
