@@ -8,9 +8,9 @@ environment steps per second, policy time included (it is what a rollout pays), 
 * ``loop``: ``num_envs`` single envs stepped in a Python loop with the vector run's seeds,
   policies and autoreset (a finished copy's next action is ignored and it resets), so it runs
   the same trajectories as the vector envs: what a vector env replaces;
-* ``sync`` / ``async``: ``pushbench.make_vec`` (async: ``min(num_envs, cores)`` worker
-  processes, observations pickled through pipes; ``async:N`` runs N workers, e.g.
-  ``async:8`` one process per copy as Gymnasium's ``AsyncVectorEnv`` does),
+* ``sync`` / ``async``: ``pushbench.make_vec`` (async: ``min(num_envs, cores)`` slices, the
+  first stepped in this process and the others in worker processes, observations pickled
+  through pipes; ``async:N`` runs N slices, e.g. ``async:8``),
 
 bare and under ``stateqgp``. All of them are built first and every process resets once on each
 instance of the task, untimed (the first episode on a snapshot loads its index); then
@@ -19,8 +19,12 @@ change in the machine's load hits all of them alike. Ratios are per round (vecto
 the same round's loop rate); the median over rounds is printed and judged against the issue's
 targets (sync >= 1.0x, async >= 1.5x of the loop, on 2 idle cores). The load average is
 printed before and after: on a machine loaded by other work the wall-clock ratios (async above
-all) are not the idle-machine figures, and the verdict says so rather than hiding it.
+all) are not the idle-machine figures, and the verdict says so rather than hiding it. The
+``CPU us/step`` column is the CPU time of every process of a configuration (this one and its
+workers) per env step over all rounds: what a configuration costs, much less sensitive to the
+load than the wall-clock ratios.
 
+    python experiments/bench_vector.py --quick          # 3 rounds x 300 steps, about a minute
     python experiments/bench_vector.py
     python experiments/bench_vector.py --rounds 5 --steps 500
     python experiments/bench_vector.py --modes sync,async,async:8   # also one process per copy
@@ -53,6 +57,17 @@ def _warm(env, task: str) -> None:
         env.reset(seed=0, options={key: inst})
 
 
+def _cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) used so far by this process and the processes ``pids``."""
+    import psutil
+
+    t = time.process_time()
+    for pid in pids:
+        c = psutil.Process(pid).cpu_times()
+        t += c.user + c.system
+    return t
+
+
 class Vector:
     """A vector env and its policies; ``run(steps)`` times ``steps`` more vector steps."""
 
@@ -70,8 +85,11 @@ class Vector:
         # returns the reset observation there, where its policy starts a new episode.
         self.resetting = np.zeros(num_envs, dtype=bool)
         self.episodes = 0
+        self.pids = [p.pid for p in getattr(self.envs, "_procs", ()) if p is not None]
+        self.cpu = 0.0  # CPU seconds of the timed steps, this process and its workers
 
     def run(self, steps: int) -> float:
+        c0 = _cpu(self.pids)
         t0 = time.perf_counter()
         for _ in range(steps):
             actions = [p.act(o) for p, o in zip(self.pols, self.obs)]
@@ -80,7 +98,9 @@ class Vector:
                 self.pols[i].reset(self.obs[i])
             self.resetting = np.logical_or(term, trunc)
             self.episodes += int(self.resetting.sum())
-        return len(self.pols) * steps / (time.perf_counter() - t0)
+        rate = len(self.pols) * steps / (time.perf_counter() - t0)
+        self.cpu += _cpu(self.pids) - c0
+        return rate
 
     def close(self) -> None:
         self.envs.close()
@@ -97,9 +117,11 @@ class Loop:
         for p, o in zip(self.pols, self.obs):
             p.reset(o)
         self.resetting = [False] * num_envs
+        self.cpu = 0.0
 
     def run(self, steps: int) -> float:
         envs, pols, obs, resetting = self.envs, self.pols, self.obs, self.resetting
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for _ in range(steps):
             for i, env in enumerate(envs):
@@ -111,7 +133,9 @@ class Loop:
                     continue
                 obs[i], _, term, trunc, _ = env.step(action)
                 resetting[i] = term or trunc
-        return len(envs) * steps / (time.perf_counter() - t0)
+        rate = len(envs) * steps / (time.perf_counter() - t0)
+        self.cpu += time.process_time() - c0
+        return rate
 
     def close(self) -> None:
         for env in self.envs:
@@ -127,23 +151,28 @@ class Single:
         _warm(self.env, task)
         self.obs, _ = self.env.reset(seed=seed)
         self.pol.reset(self.obs)
+        self.cpu = 0.0
 
     def run(self, steps: int) -> float:
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for _ in range(steps):
             self.obs, _, term, trunc, _ = self.env.step(self.pol.act(self.obs))
             if term or trunc:
                 self.obs, _ = self.env.reset()
                 self.pol.reset(self.obs)
-        return steps / (time.perf_counter() - t0)
+        rate = steps / (time.perf_counter() - t0)
+        self.cpu += time.process_time() - c0
+        return rate
 
     def close(self) -> None:
         self.env.close()
 
 
 def measure(task: str, controller: str | None, modes: list[str], num_envs: int, steps: int,
-            rounds: int, seed: int) -> dict[str, list[float]]:
-    """Rates (env steps/s) per round of every configuration, interleaved round by round."""
+            rounds: int, seed: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Rates (env steps/s) per round of every configuration, interleaved round by round, and
+    each configuration's CPU microseconds per env step over all rounds (every process)."""
     runners = {"single": Single(task, controller, seed),
                "loop": Loop(task, controller, num_envs, seed),
                **{m: Vector(task, controller, m, num_envs, seed) for m in modes}}
@@ -155,7 +184,8 @@ def measure(task: str, controller: str | None, modes: list[str], num_envs: int, 
     finally:
         for r in runners.values():
             r.close()
-    return rates
+    cpu = {name: r.cpu / (rounds * steps * num_envs) * 1e6 for name, r in runners.items()}
+    return rates, cpu
 
 
 def main() -> int:
@@ -166,7 +196,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="sync,async")
+    ap.add_argument("--quick", action="store_true",
+                    help="3 rounds x 300 vector steps: every target's verdict in about a minute")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.steps = 3, 300
     modes = args.modes.split(",")
     cores = os.cpu_count()
     load0 = os.getloadavg()
@@ -174,19 +208,19 @@ def main() -> int:
           f"steps, seeded random policy (seed {args.seed}); env steps/s, policy time included")
     print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {cores} cores")
     print(f"{'controller':<12}{'mode':<9}{'steps/s':>10}{'vs loop':>10}{'min..max':>14}"
-          f"{'vs single':>11}")
+          f"{'vs single':>11}{'CPU us/step':>13}")
     verdicts = []
     for controller in (None, "stateqgp"):
         name = controller or "bare"
-        rates = measure(args.task, controller, modes, args.num_envs, args.steps, args.rounds,
-                        args.seed)
+        rates, cpu = measure(args.task, controller, modes, args.num_envs, args.steps,
+                             args.rounds, args.seed)
         single = statistics.median(rates["single"])
         for row in ("single", "loop", *modes):
             ratios = [v / lo for v, lo in zip(rates[row], rates["loop"])]
             med = statistics.median(ratios)
             rate = statistics.median(rates[row])
             print(f"{name:<12}{row:<9}{rate:>10.0f}{med:>9.2f}x{min(ratios):>7.2f}.."
-                  f"{max(ratios):<5.2f}{rate / single:>10.2f}x")
+                  f"{max(ratios):<5.2f}{rate / single:>10.2f}x{cpu[row]:>12.1f}")
             if row in TARGETS:  # the default modes; "async:N" rows are for comparison
                 verdicts.append((name, row, med, med >= TARGETS[row]))
     load1 = os.getloadavg()

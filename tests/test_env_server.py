@@ -33,7 +33,7 @@ else:
 from pushbench.adapters.envserver import (ServerOptions, SessionBook,  # noqa: E402
                                           create_server_app)
 from pushbench.adapters.envserver_load import (action_stream, local_trajectory,  # noqa: E402
-                                               ws_session, ws_url)
+                                               think_times, ws_session, ws_url)
 from pushbench.adapters.openenv_env import PushBenchAction, PushBenchClient  # noqa: E402
 
 
@@ -89,6 +89,18 @@ def test_trajectory_over_the_server_equals_make(srv, task, controller):
     assert local.episodes >= 1 and remote.trajectory.episodes == local.episodes
     assert remote.trajectory.texts == local.texts
     assert remote.trajectory.dones == local.dones
+
+
+def test_a_paced_session_keeps_the_trajectory(srv):
+    """The benchmark's paced rows: think times change when steps arrive, never what they do."""
+    url, _ = srv
+    actions = action_stream("RepoScan-N10", 5, 30)
+    pace = think_times(5, len(actions), 0.002)
+    assert pace == think_times(5, len(actions), 0.002) and len(set(pace)) == len(pace)
+    remote = asyncio.run(ws_session(url, "RepoScan-N10", "stateqgp", 5, actions, pace=pace))
+    assert remote.errors == [] and len(remote.latencies) == len(actions)
+    assert remote.trajectory.texts == local_trajectory("RepoScan-N10", "stateqgp", 5,
+                                                       actions).texts
 
 
 def test_action_stream_is_seeded_and_never_terminal():

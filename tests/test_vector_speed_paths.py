@@ -72,7 +72,15 @@ def _actions(task, seeds, steps):
     return [[space.sample() for _ in seeds] for _ in range(steps)]
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+# async: the caller steps the first slice, a worker the second; async-procs: every slice in
+# a worker process (caller_slice=False), one copy per process
+_MODES = {"sync": {"vectorization_mode": "sync"},
+          "async": {"vectorization_mode": "async", "num_workers": 2},
+          "async-procs": {"vectorization_mode": "async", "num_workers": 3,
+                          "caller_slice": False}}
+
+
+@pytest.mark.parametrize("mode", list(_MODES))
 @pytest.mark.parametrize("task,controller", [("RepoScan-N10", None),
                                              ("RepoScan-N10", "stateqgp"),
                                              ("DataOps-N3", "unitqgp")])
@@ -81,8 +89,7 @@ def test_every_vector_observation_equals_the_single_env_loop(mode, task, control
     steps = 24
     acts = _actions(task, seeds, steps)
     ref = _loop_reference(task, controller, 5, seeds, acts)  # budget 5: several autoresets
-    envs = pushbench.make_vec(task, len(seeds), controller=controller, budget=5,
-                              vectorization_mode=mode)
+    envs = pushbench.make_vec(task, len(seeds), controller=controller, budget=5, **_MODES[mode])
     try:
         obs, info = envs.reset(seed=seeds)
         assert list(obs) == ref[0][0]
@@ -169,6 +176,39 @@ def test_info_batching_equals_gymnasiums(infos):
         place_batch(merged, left, 0, n)
         place_batch(merged, right, cut, n)
         _assert_same(expected, merged)
+
+
+# infos with the same keys in every copy (a real step's shape), values mostly of one type
+_uniform_infos = st.integers(1, 6).flatmap(lambda n: st.lists(
+    st.sampled_from(["a", "b", "qgp", "c", "final_obs"]), unique=True, max_size=4).flatmap(
+    lambda keys: st.lists(st.fixed_dictionaries({k: st.one_of(
+        _scalars, st.fixed_dictionaries({"x": _scalars, "y": st.integers(0, 3)}))
+        for k in keys}), min_size=n, max_size=n)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_uniform_infos, st.lists(_infos, min_size=1, max_size=5)))
+def test_all_copies_batched_at_once_equal_gymnasiums_copy_by_copy(infos):
+    infos = _stable(infos)
+    gym_env = _Gym()
+    gym_env.num_envs = len(infos)
+    ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
+    ours.num_envs = len(infos)
+    expected: dict = {}
+    for i, info in enumerate(infos):
+        expected = gym_env._add_info(expected, info, i)
+    got = ours._batch_infos(infos)
+    _assert_same(expected, got)
+    assert list(got) == list(expected)  # and in Gymnasium's key order
+
+
+def test_uniform_infos_take_the_one_array_path():
+    """The fast path is taken (not only equal): ints stay int64, text is an object array."""
+    ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
+    ours.num_envs = 3
+    got = ours._batch_infos([{"qgp": {"n": i}, "controller": "{}"} for i in range(3)])
+    assert got["qgp"]["n"].dtype == np.int64 and list(got["qgp"]["n"]) == [0, 1, 2]
+    assert got["controller"].dtype == object and got["_controller"].all()
 
 
 @given(st.integers(1, 40), st.integers(1, 8))

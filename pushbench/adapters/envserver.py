@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from dataclasses import dataclass, field, fields
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
@@ -54,6 +55,7 @@ from .openenv_env import PushBenchAction, PushBenchEnvironment, PushBenchObserva
 # subprocesses (seconds): they go to threads.
 INLINE_FAMILIES = frozenset({"reposcan", "dataops", "dataops_public"})
 ENV_PREFIX = "PUSHBENCH_ENV_SERVER_"
+_RESET_LOCK = threading.Lock()  # see Session._reset
 
 
 @dataclass(frozen=True)
@@ -126,10 +128,26 @@ class Session:
         self.inline = False
 
     async def reset(self, data: dict) -> PushBenchObservation:
-        obs = await asyncio.to_thread(lambda: self.env.reset(**data))
+        obs = await asyncio.to_thread(self._reset, data)
         family = get_task(self.env.state.task_id).family
         self.inline = family in INLINE_FAMILIES
         return obs
+
+    def _reset(self, data: dict) -> PushBenchObservation:
+        """Resets of inline families take ``_RESET_LOCK``: a session's first reset on a
+        snapshot builds its index from ``ast`` trees, and CPython 3.11 can fail ASTs built in
+        several threads at once ("AST constructor recursion depth mismatch", seen with six
+        concurrent first resets on a fresh worker). Their resets are in-memory work under the
+        GIL, so the lock costs no parallelism; SWE-lite resets (copies, subprocesses) stay
+        concurrent."""
+        try:
+            inline = get_task(data.get("task", "RepoScan-N10")).family in INLINE_FAMILIES
+        except Exception:  # an unknown task: the environment's own reset says so
+            inline = False
+        if not inline:
+            return self.env.reset(**data)
+        with _RESET_LOCK:
+            return self.env.reset(**data)
 
     async def step(self, action: PushBenchAction) -> PushBenchObservation:
         if self.inline:

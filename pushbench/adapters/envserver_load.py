@@ -8,14 +8,18 @@
   episode is reset with the next seed (``seed + episodes``) and the stream goes on.
 * :func:`ws_session` -- the same stream over one WebSocket session of a server (OpenEnv's
   ``/ws`` protocol), with each step's round-trip latency; its ``trajectory`` must equal
-  :func:`local_trajectory` for the same arguments.
+  :func:`local_trajectory` for the same arguments. With ``pace`` (from :func:`think_times`) the
+  session pauses before each step, as an agent generating its next call does.
 
 Nothing here is timed against a target; :mod:`experiments.bench_env_server` does the timing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -27,18 +31,26 @@ TERMINAL_TOOLS = frozenset({"final", "ask_user"})
 
 def action_stream(task: str, seed: int, n: int) -> list[dict]:
     """``n`` seeded well-formed non-terminal calls for ``task``, as OpenEnv step payloads
-    (``{"tool": name, "arguments": {...}}``)."""
+    (``{"tool": name, "arguments": {...}}``). The task's action space is built once per
+    process and reseeded per call (the same list as a fresh space: sampling depends only on
+    the seed); not for concurrent use from several threads."""
+    space = _action_space(task)
+    space.seed(seed)
+    out: list[dict] = []
+    while len(out) < n:
+        call = json.loads(space.sample())
+        tool = call.pop("tool")
+        if tool not in TERMINAL_TOOLS:
+            out.append({"tool": tool, "arguments": call})
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _action_space(task: str):
+    # building the env costs more than sampling a session's stream (512 sessions per row)
     env = make(task)
     try:
-        space = env.unwrapped.action_space
-        space.seed(seed)
-        out: list[dict] = []
-        while len(out) < n:
-            call = json.loads(space.sample())
-            tool = call.pop("tool")
-            if tool not in TERMINAL_TOOLS:
-                out.append({"tool": tool, "arguments": call})
-        return out
+        return env.unwrapped.action_space
     finally:
         env.close()
 
@@ -80,6 +92,14 @@ def local_trajectory(task: str, controller: str, seed: int, actions: list[dict])
         env.close()
 
 
+def think_times(seed: int, n: int, mean: float) -> list[float]:
+    """``n`` seeded exponential think times with mean ``mean`` seconds: sessions that each
+    step after an exponential pause send steps to the server as a Poisson stream of rate
+    ``sessions / mean`` (the first pause spreads the sessions' starts)."""
+    rng = random.Random(seed)
+    return [rng.expovariate(1.0 / mean) if mean > 0 else 0.0 for _ in range(n)]
+
+
 @dataclass
 class SessionResult:
     """One WebSocket session's trajectory, step latencies (s), errors and worker pid."""
@@ -104,11 +124,14 @@ async def _ask(ws, message: dict) -> dict:
 
 async def ws_session(base_url: str, task: str, controller: str, seed: int,
                      actions: list[dict], ready=None, go=None,
-                     ask_worker: bool = False) -> SessionResult:
+                     ask_worker: bool = False,
+                     pace: list[float] | None = None) -> SessionResult:
     """Run ``actions`` over one session (reset with ``seed``, then ``seed + k`` after each
     episode). ``ready``/``go`` (asyncio events or None): the session sets ``ready`` after its
     first reset and waits for ``go`` before stepping, so a caller can hold every session open
-    at once before the timed part. Errors are collected, not raised."""
+    at once before the timed part. ``pace`` (seconds, one per action): the session waits that
+    long before sending each step (an agent's think time; not part of the latency). Errors
+    are collected, not raised."""
     from websockets.asyncio.client import connect
 
     out = SessionResult()
@@ -124,7 +147,9 @@ async def ws_session(base_url: str, task: str, controller: str, seed: int,
                 ready()
             if go is not None:
                 await go.wait()
-            for payload in actions:
+            for k, payload in enumerate(actions):
+                if pace is not None:
+                    await asyncio.sleep(pace[k])
                 t0 = time.perf_counter()
                 data = await _ask(ws, {"type": "step", "data": payload})
                 out.latencies.append(time.perf_counter() - t0)
@@ -141,5 +166,5 @@ async def ws_session(base_url: str, task: str, controller: str, seed: int,
     return out
 
 
-__all__ = ["action_stream", "local_trajectory", "ws_session", "ws_url", "Trajectory",
-           "SessionResult", "TERMINAL_TOOLS"]
+__all__ = ["action_stream", "local_trajectory", "ws_session", "ws_url", "think_times",
+           "Trajectory", "SessionResult", "TERMINAL_TOOLS"]

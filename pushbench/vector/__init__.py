@@ -38,9 +38,10 @@ Contract (Gymnasium 1.x vector API):
 
 Sync mode is :class:`~.batch.PushBenchSyncVectorEnv` (Gymnasium's ``SyncVectorEnv`` with a
 cheaper step and info batching, same results). Async mode is
-:class:`~.workers.PushBenchAsyncVectorEnv`: ``num_workers`` processes (default
-``min(num_envs, os.cpu_count())``; pass ``num_workers=num_envs`` for one per copy), each
-stepping a contiguous slice of the copies, observations through pipes. Issue 31 measured
+:class:`~.workers.PushBenchAsyncVectorEnv`: the copies in ``num_workers`` contiguous slices
+(default ``min(num_envs, os.cpu_count())``), the first stepped in the caller's process and the
+others in one worker process each, observations through pipes (``num_workers=num_envs,
+caller_slice=False`` for one process per copy). Issue 31 measured
 Gymnasium's one process per copy at 0.35x of a loop over single envs with 8 copies on 2 cores.
 Both give every copy exactly the trajectory a single env gives for the same seed and actions
 (``tests/test_vector_speed_paths.py``). Calls before the first ``reset`` either work
@@ -79,8 +80,9 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
              **vector_kwargs: Any) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``pushbench.make(task_id, controller=controller, budget=budget)``.
 
-    ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (``num_workers`` worker
-    processes, default ``min(num_envs, cores)``); ``autoreset_mode`` one of ``next_step`` (default), ``same_step``, ``disabled`` (see
+    ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (``num_workers`` slices,
+    default ``min(num_envs, cores)``, all but the caller's own in worker processes);
+    ``autoreset_mode`` one of ``next_step`` (default), ``same_step``, ``disabled`` (see
     the module docstring). ``vector_kwargs`` go to the vector env class. Unknown task ids,
     controllers, modes and bad budgets raise here, before any worker starts.
     """
@@ -97,13 +99,17 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
     return PushBenchAsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
 
 
+# json.dumps(x, sort_keys=True) builds this encoder on every call; one encoder, same text
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
+
+
 class ControllerInfoAsText(gym.Wrapper):
     """``info["controller"]`` as JSON text, so Gymnasium can batch infos of varying shape."""
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "controller" in info:
-            info = {**info, "controller": json.dumps(info["controller"], sort_keys=True)}
+            info = {**info, "controller": _ENCODE(info["controller"])}
         return obs, reward, terminated, truncated, info
 
 

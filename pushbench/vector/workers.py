@@ -3,11 +3,15 @@
 Gymnasium's ``AsyncVectorEnv`` gives every copy its own process: each step the parent writes
 one pipe message per copy and reads one back, and on a machine with fewer cores than copies a
 write wakes a worker that preempts the parent, so the copies mostly run one after another
-(issue 31 measured 0.35x of a single-env loop with 8 copies on 2 cores). Here ``num_workers``
-processes (default ``min(num_envs, os.cpu_count())``) each hold a contiguous slice of the
-copies as a :class:`~.batch.PushBenchSyncVectorEnv` and step the slice in turn: one message
-out and one back per worker per step. A worker sends its copies' infos as they are (plain
-dicts pickle about ten times faster than batched arrays) and the parent batches them.
+(issue 31 measured 0.35x of a single-env loop with 8 copies on 2 cores). Here the copies are
+cut into ``num_workers`` contiguous slices (default ``min(num_envs, os.cpu_count())``), each a
+:class:`~.batch.PushBenchSyncVectorEnv` stepped in turn: one message out and one back per slice
+per step. The first slice is stepped in the caller's own process (``caller_slice=True``, the
+default, with two slices or more) while the worker processes step theirs: on 2 cores that is two
+busy processes instead of three, and that slice's observations and infos are never pickled. A
+worker pickles its reply once with ``pickle.dumps`` and sends its copies' infos as they are
+(plain dicts pickle about ten times faster than batched arrays); the parent batches all copies'
+infos at once.
 
 Contract: the same as ``SyncVectorEnv`` over the same factories (observations, rewards,
 flags, infos, autoreset, ``call``/``get_attr``/``set_attr``), which the tests check copy for
@@ -31,34 +35,97 @@ from gymnasium.vector.utils import batch_space
 from .batch import PushBenchSyncVectorEnv, _BatchInfo, place_batch
 
 
+def _ops(envs: PushBenchSyncVectorEnv, mode: AutoresetMode) -> dict[str, Callable]:
+    """What a slice answers: the commands the parent sends, on the slice's sync env."""
+    return {"step": envs.step if mode == AutoresetMode.SAME_STEP else functools.partial(
+                _raw_step, envs),
+            "reset": lambda kw: envs.reset(**kw),
+            "call": lambda d: envs.call(d[0], *d[1], **d[2]),
+            "get_attr": envs.get_attr, "set_attr": lambda d: envs.set_attr(*d)}
+
+
 def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
+    # messages are pickled here with pickle.dumps: Connection.send builds a ForkingPickler
+    # (a Python-level subclass) per message, which costs more than a small slice's pickle
     try:
         envs = PushBenchSyncVectorEnv(env_fns, autoreset_mode=mode)
     except BaseException as e:  # reported to the parent, which raises it
-        conn.send((False, _picklable(e)))
+        conn.send_bytes(_dumps((False, _picklable(e))))
         return
-    conn.send((True, None))
-    ops = {"step": envs.step if mode == AutoresetMode.SAME_STEP else functools.partial(
-               _raw_step, envs),
-           "reset": lambda kw: envs.reset(**kw),
-           "call": lambda d: envs.call(d[0], *d[1], **d[2]),
-           "get_attr": envs.get_attr, "set_attr": lambda d: envs.set_attr(*d)}
+    conn.send_bytes(_dumps((True, None)))
+    ops = _ops(envs, mode)
     try:
         while True:
             try:
-                cmd, data = conn.recv()
+                cmd, data = pickle.loads(conn.recv_bytes())
             except (EOFError, KeyboardInterrupt):
                 break
             if cmd == "close":
                 envs.close()
-                conn.send((True, None))
+                conn.send_bytes(_dumps((True, None)))
                 break
             try:
-                conn.send((True, ops[cmd](data)))
+                reply = _dumps((True, ops[cmd](data)))
             except Exception as e:
-                conn.send((False, _picklable(e)))
+                reply = _dumps((False, _picklable(e)))
+            conn.send_bytes(reply)
     finally:
         conn.close()
+
+
+def _dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _CallerSlice:
+    """A slice stepped in the caller's process, behind the same send/recv as a worker's pipe.
+
+    ``send`` only records the command; ``recv`` runs it. The parent sends to every slice
+    first and then receives in slice order, so this slice's copies step while the worker
+    processes step theirs, and its observations and infos are never pickled."""
+
+    def __init__(self, env_fns: list[Callable], mode: AutoresetMode) -> None:
+        self.envs = PushBenchSyncVectorEnv(env_fns, autoreset_mode=mode)
+        self._ops = _ops(self.envs, mode)
+        self._pending: tuple[str, Any] | None = None
+
+    def send(self, message: tuple[str, Any]) -> None:
+        self._pending = message
+
+    def recv(self) -> tuple[bool, Any]:
+        (cmd, data), self._pending = self._pending, None
+        if cmd == "close":
+            self.envs.close()
+            return True, None
+        try:
+            return True, self._ops[cmd](data)
+        except Exception as e:  # raised by the parent after every slice answered
+            return False, e
+
+    def poll(self, timeout: float | None = None) -> bool:
+        return self._pending is not None
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class _Pipe:
+    """The parent's end of a worker's pipe, pickling with ``pickle.dumps`` (see ``_worker``)."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def send(self, message: Any) -> None:
+        self.conn.send_bytes(_dumps(message))
+
+    def recv(self) -> Any:
+        return pickle.loads(self.conn.recv_bytes())
+
+    def poll(self, timeout: float | None = None) -> bool:
+        return self.conn.poll(timeout)
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _raw_step(envs: PushBenchSyncVectorEnv, actions: list) -> tuple:
@@ -87,11 +154,15 @@ def _slices(n: int, workers: int) -> list[tuple[int, int]]:
 
 
 class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
-    """Copies stepped in ``num_workers`` processes (see the module docstring)."""
+    """Copies stepped in ``num_workers`` slices: the first in the caller's process when
+    ``caller_slice`` (and ``num_workers > 1``), the others in worker processes (see the module
+    docstring). ``num_workers=num_envs, caller_slice=False`` is Gymnasium's one process per
+    copy."""
 
     def __init__(self, env_fns: list[Callable], autoreset_mode: AutoresetMode =
                  AutoresetMode.NEXT_STEP, num_workers: int | None = None,
-                 context: str | None = None, shared_memory: bool = False) -> None:
+                 context: str | None = None, shared_memory: bool = False,
+                 caller_slice: bool = True) -> None:
         if shared_memory:
             raise ValueError("shared_memory is not supported: observations are text and go "
                              "through pipes")
@@ -112,18 +183,29 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         self.closed = False
         self._slices = _slices(n, workers)
         self._obs: list[Any] = [None] * n
-        self._pipes, self._procs = [], []
+        self._pipes: list[Any] = [None] * workers
+        self._procs: list[Any] = [None] * workers
         ctx = mp.get_context(context)
-        for start, stop in self._slices:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, env_fns[start:stop], autoreset_mode),
-                               name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
-            proc.start()
-            child.close()
-            self._pipes.append(parent)
-            self._procs.append(proc)
-        self._waiting = False
-        self._receive(range(workers))  # construction errors surface here
+        local = caller_slice and workers > 1
+        try:
+            for w, (start, stop) in enumerate(self._slices):
+                if w == 0 and local:
+                    continue  # built after the workers start: they need not inherit it
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker,
+                                   args=(child, env_fns[start:stop], autoreset_mode),
+                                   name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
+                proc.start()
+                child.close()
+                self._pipes[w], self._procs[w] = _Pipe(parent), proc
+            if local:
+                start, stop = self._slices[0]
+                self._pipes[0] = _CallerSlice(env_fns[start:stop], autoreset_mode)
+            self._waiting = False
+            self._receive([w for w, p in enumerate(self._procs) if p is not None])
+        except BaseException:
+            self.close_extras(terminate=True)
+            raise
 
     # ----- plumbing -------------------------------------------------------------------------
     def _send(self, w: int, cmd: str, data: Any) -> None:
@@ -148,8 +230,9 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
 
     def _dead(self, w: int) -> RuntimeError:
         start, stop = self._slices[w]
+        proc = self._procs[w]
         return RuntimeError(f"vector env worker {w} (copies {start}..{stop - 1}) died "
-                            f"(exit code {self._procs[w].exitcode})")
+                            f"(exit code {proc.exitcode if proc is not None else None})")
 
     def _check_open(self) -> None:
         if self.closed:
@@ -213,12 +296,12 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
             raise RuntimeError("step_wait without step_async")
         self._waiting = False
         parts = self._receive(range(len(self._pipes)))
-        if len(parts[0]) == 6:  # unbatched slices: batch here, copy by copy
-            infos: dict[str, Any] = {}
+        if len(parts[0]) == 6:  # unbatched slices: batch here, all copies at once
+            env_infos: list[dict[str, Any]] = []
             for (start, stop), part in zip(self._slices, parts):
                 self._obs[start:stop] = part[0]
-                for i, env_info in enumerate(part[4], start):
-                    self._add_info(infos, env_info, i)
+                env_infos += part[4]
+            infos = self._batch_infos(env_infos)
             return (tuple(self._obs),
                     np.array([r for p in parts for r in p[1]], dtype=np.float64),
                     np.array([t for p in parts for t in p[2]], dtype=np.bool_),
@@ -264,16 +347,21 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         self._receive(range(len(self._pipes)))
 
     def close_extras(self, timeout: float | None = 10, terminate: bool = False, **_: Any) -> None:
-        for w, proc in enumerate(self._procs):
+        for pipe, proc in zip(self._pipes, self._procs):
+            if pipe is None:  # construction failed before this slice was built
+                continue
+            if proc is None:  # the caller's own slice
+                pipe.close()
+                continue
             if not terminate and proc.is_alive():
                 try:
-                    self._pipes[w].send(("close", None))
-                    if self._pipes[w].poll(timeout):
-                        self._pipes[w].recv()
+                    pipe.send(("close", None))
+                    if pipe.poll(timeout):
+                        pipe.recv()
                 except (OSError, EOFError):
                     pass
             proc.join(timeout if not terminate else 0)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(5)
-            self._pipes[w].close()
+            pipe.close()
