@@ -52,7 +52,9 @@ FAMILIES = ("reposcan", "dataops")
 # Letta steps; "Continue." starts the next turn).
 CONTEXT_WINDOW, MAX_TOKENS, MAX_TURNS, STEPS_PER_TURN = 32000, 2048, 50, 100
 BATCH_GRACE = 1800  # seconds past the episode timeout for the batch's start and evaluation
-PROMPT_FLOOR = 3000  # tokens of Letta's system prompt, memory blocks and tools (chars/4)
+# Tokens (chars/4) of Letta's first request: its system prompt, memory blocks and tools plus
+# PushBench's prompt; measured 18,671 bytes on RepoScan-requests-docstring-N10 (docs/letta.md)
+PROMPT_FLOOR = 4000
 MAX_TRANSCRIPT = 2000  # Letta messages kept in the record (a message's text clipped to 2,000)
 _OFFLINE = Literal["random", "diligent", "simulated-weak", "simulated-mid", "simulated-strong",
                    "exhaustive", "simulated-base"]
