@@ -157,7 +157,8 @@ def letta_summary(ep: Path) -> dict:
     return {"memory_calls": data.get("memory_calls"),
             "memory_errors": data.get("memory_errors"), "letta_turns": data.get("turns"),
             "letta_stop_reasons": data.get("stop_reasons"),
-            "letta_resumed": data.get("resumed"), "letta_error": data.get("error")}
+            "letta_resumed": data.get("resumed"),
+            "letta_prompt_resent": data.get("prompt_resent"), "letta_error": data.get("error")}
 
 
 def _calls(record: dict) -> list[dict]:

@@ -4,10 +4,11 @@ steps, the model server's progress notes through Letta's memory tool, the driver
 The fast tests use real processes and a real environment but no Letta install; the slow tests
 (``test_letta_*_through_letta``) install the pinned Letta (cached under $PUSHBENCH_HOME) and run
 real episodes through a real Letta server and Postgres. They are skipped with the reason when
-Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail). The two episode
-tests run only with ``PUSHBENCH_LETTA_EPISODES=1``: a Letta step takes 10-40 s of model-server
-round trips on 2 cores, so the RepoScan + DataOps pair and the kill/resume run take tens of
-minutes, more than CI's time budget holds beside the rest; CI runs the server lifecycle test.
+Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail). The episode
+tests run only with ``PUSHBENCH_LETTA_EPISODES=1``: a Letta step takes about a minute on 2 shared
+cores and a server start 3-5 minutes, so the kill/resume run took 984 s and one ``letta`` row
+831 s here (docs/letta.md), more than CI's time budget holds beside the rest; CI runs the
+server lifecycle test.
 """
 
 from __future__ import annotations
@@ -273,6 +274,95 @@ def test_letta_launcher_writes_the_agents_config(tmp_path):
     assert not (ep / "letta.json").exists()
 
 
+def test_a_rerun_resends_the_prompt_only_when_letta_lost_it():
+    """Letta persists a turn's input message with the turn's first step, at its end: a server
+    killed during that step kept no user message, and the rerun must send the prompt (its
+    first observation) again, or the model server has nothing to start from (HTTP 400)."""
+    from pushbench.blackbox.letta_agent import prompt_persisted
+
+    system = {"message_type": "system_message", "content": "You are Letta..."}
+    user = {"message_type": "user_message", "content": "PushBench episode ..."}
+    assert not prompt_persisted([]) and not prompt_persisted(None)
+    assert not prompt_persisted([system, {"message_type": "tool_call_message"}])
+    assert prompt_persisted([system, user])
+    assert prompt_persisted([user, {"message_type": "assistant_message"}])
+
+
+# ----- the runner-level `letta` policy ----------------------------------------------------------
+def test_letta_policy_params_are_checked_before_any_episode():
+    from pushbench.policies import PolicyParamsError, validate_params
+
+    ok = {"model_server": "diligent"}
+    assert validate_params("letta", ok, ["reposcan", "dataops"]) == ok
+    real = {"base_url": "http://127.0.0.1:1", "model": "m", "api_key_env": "K",
+            "prices": {"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}}
+    assert validate_params("letta", real, ["reposcan"])["model"] == "m"
+    for bad, why in [({}, "exactly one of"), ({**ok, "base_url": "http://x"}, "exactly one of"),
+                     ({"model_server": "llm"}, "model_server"),
+                     ({**ok, "max_tokens": 5}, "unknown parameter")]:
+        with pytest.raises(PolicyParamsError, match=why):
+            validate_params("letta", bad)
+    with pytest.raises(PolicyParamsError, match="RepoScan and DataOps tasks, not swelite"):
+        validate_params("letta", ok, ["swelite"])
+
+
+def test_the_memory_baselines_have_letta_rows_with_bounds():
+    import math
+
+    from pushbench.runner.estimate import Planner, letta_bounds
+    from pushbench.runner.experiment import expand, load_experiment
+
+    exp = load_experiment(Path(__file__).parent.parent / "experiments" /
+                          "llm_memory_baselines.yaml")
+    specs = expand(exp)
+    letta = [s for s in specs if s.policy == "letta"]
+    assert len(letta) == len(specs) // 3 and exp.controllers == ["standard"]
+    families = {s.task_id.split("-")[0] for s in letta}
+    assert families == {"RepoScan", "DataOps"}
+    models = {dict(s.policy_params)["model"] for s in letta}
+    assert models == {"gpt-4.1-mini", "gpt-4.1", "gpt-5.4"}
+    planner = Planner()
+    for s in (letta[0], next(x for x in letta if x.task_id.startswith("DataOps"))):
+        b = planner.bounds(s)
+        assert b == letta_bounds(s) and b.llm
+        for fig in (b.steps, b.prompt, b.completion, b.cost):
+            assert fig[0] <= fig[1] <= fig[2] < math.inf and fig[0] > 0
+    gpt54 = next(x for x in letta if dict(x.policy_params)["model"] == "gpt-5.4")
+    assert letta_bounds(gpt54).cost is None  # no price in the table: unpriced, not zero
+    offline = replace_params(letta[0], {"model_server": "diligent"})
+    assert letta_bounds(offline).cost == (0.0, 0.0, 0.0) and not letta_bounds(offline).llm
+
+
+def replace_params(spec, params):
+    return spec.model_copy(update={"policy_params": params})
+
+
+def test_estimate_prints_the_letta_rows(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run",
+                           "experiments/llm_memory_baselines.yaml", "--estimate"],
+                          capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).parent.parent,
+                          env={**os.environ, "COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [ln for ln in proc.stdout.splitlines() if "letta" in ln]
+    assert len(rows) == 3, proc.stdout[-3000:]
+
+
+def test_run_without_letta_installed_is_one_error_line(tmp_path):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(f"name: l\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
+                   "policies: [{name: letta, params: {model_server: diligent}}]\n")
+    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run", str(exp), "--out",
+                           str(tmp_path / "run"), "--no-progress"], capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "PUSHBENCH_HOME": str(tmp_path / "home")})
+    err = (proc.stdout + proc.stderr).strip().splitlines()
+    assert proc.returncode != 0 and len(err) == 1, err
+    assert "policy 'letta' needs the Letta server" in err[0]
+    assert "pushbench baselines install letta" in err[0]
+    assert not (tmp_path / "run" / "episodes.jsonl").exists()
+
+
 # ----- real Letta (slow) ------------------------------------------------------------------------
 def _real_letta() -> None:
     """Install the pinned Letta (kept when the marker matches), or skip with the reason."""
@@ -414,6 +504,44 @@ def test_letta_server_killed_mid_episode_is_recorded_and_a_rerun_resumes(tmp_pat
     # The call Letta was executing when it died may be in the PushBench record but not in
     # Letta's history (a step is persisted when it ends), so the resumed agent may repeat it:
     # the calls need not equal the in-process episode's, the episode must still end properly.
+    assert isinstance(client["letta_prompt_resent"], bool), client
     row = _letta_rows(out)[0]
     assert row["success_harness"] == "True" and row["ended_harness"] == "final", row
+    # every request the model server got could be answered: the resumed conversation holds
+    # the first observation (a lost prompt was answered with HTTP 400 before it was re-sent)
+    assert row["failed_requests"] == "0", row
     assert _left_running(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_letta_row_runs_through_pushbench_run(tmp_path):
+    """One Letta row of an experiment (diligent behind the model server, so the row is
+    simulated): the runner's record is the agent's episode replayed call for call, equal to
+    the in-process diligent episode's calls, with Letta's memory calls counted and free."""
+    _letta_episodes()
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(f"name: letta-row\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
+                   "policies: [{name: letta, params: {model_server: diligent}}]\n")
+    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run", str(exp), "--out",
+                           str(tmp_path / "run"), "--no-progress", "--no-plot"],
+                          capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    lines = (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    line = json.loads(lines[0])
+    assert line["success"] and line["terminated_by"] == "final", line
+    from pushbench.runner.rundir import load_trace  # the record with its calls
+
+    rec = load_trace(tmp_path / "run", line["key"])
+    ref = run_episode(TASK, "standard", "diligent", 0)
+    assert _calls(rec) == _calls(ref)
+    assert rec["simulated"] is True and rec["policy"]["name"] == "letta"
+    letta = rec["letta"]
+    assert letta["memory_calls"] >= len(ref["calls"]) - 1 > 0 and letta["memory_errors"] == 0
+    assert letta["pushbench_calls"] == len(ref["calls"]) and letta["client_rc"] == 0
+    assert rec["memory"]["calls"] == letta["memory_calls"]
+    assert rec["memory"]["charged_to_env"] == 0
+    assert any(m.get("message_type") == "tool_call_message" for m in rec["transcript"])
+    assert _left_running(tmp_path) == []
+

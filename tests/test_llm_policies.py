@@ -392,7 +392,7 @@ def test_async_executor_through_the_runner(params, tmp_path):
 
 
 @pytest.mark.parametrize("name,episodes", [("llm_ablation", 3888),
-                                           ("llm_memory_baselines", 648)])
+                                           ("llm_memory_baselines", 1620)])
 def test_llm_experiment_templates_load(name, episodes):
     from pathlib import Path
 
@@ -402,6 +402,8 @@ def test_llm_experiment_templates_load(name, episodes):
     exp = load_experiment(Path(__file__).parent.parent / "experiments" / f"{name}.yaml")
     assert len(expand(exp)) == episodes and exp.executor == "async"
     for p in exp.policies:
+        if p.name == "letta":  # a real Letta agent (tests/test_letta.py checks its rows)
+            continue
         cfg = LLMConfig.model_validate(p.params)
         assert cfg.model and (cfg.price() is not None or cfg.model == "gpt-5.4")
     if name == "llm_memory_baselines":

@@ -181,9 +181,12 @@ def first_observation_in(prompt: str) -> dict:
 
 
 def letta(server_url: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: Endpoint,
-          max_turns: int = 50, steps_per_turn: int = 100) -> Launch:
+          max_turns: int | None = None, steps_per_turn: int | None = None) -> Launch:
     """The Letta client (:mod:`pushbench.blackbox.letta_agent`) for one episode: a config file
-    in the episode folder and this interpreter running the driver against ``server_url``."""
+    in the episode folder and this interpreter running the driver against ``server_url``.
+    The limits and the model settings default to :mod:`pushbench.policies.letta`'s (what the
+    ``letta`` policy's estimate assumes)."""
+    from ..policies import letta as L
     from .letta_agent import objective_of
 
     home = ep / "client-home"
@@ -197,12 +200,14 @@ def letta(server_url: str, ep: Path, prompt: str, server_cmd: list[str], endpoin
     cfg = {"url": server_url, "episode_dir": str(ep), "run_dir": str(ep / "run"),
            "agent_name": "pushbench-" + "-".join(ep.parts[-4:]).replace("/", "-"),
            "prompt": prompt, "objective": objective_of(first), "tools": tools,
-           "mcp_command": server_cmd, "mcp_env": mcp_env, "max_turns": max_turns,
-           "steps_per_turn": steps_per_turn,
+           "mcp_command": server_cmd, "mcp_env": mcp_env,
+           "max_turns": max_turns or L.MAX_TURNS,
+           "steps_per_turn": steps_per_turn or L.STEPS_PER_TURN,
            "llm_config": {"model": endpoint.model, "model_endpoint_type": "openai",
                           "model_endpoint": endpoint.base_url.rstrip("/") + "/v1",
-                          "context_window": 32000, "put_inner_thoughts_in_kwargs": False,
-                          "temperature": 0.0, "max_tokens": 2048}}
+                          "context_window": L.CONTEXT_WINDOW,
+                          "put_inner_thoughts_in_kwargs": False,
+                          "temperature": 0.0, "max_tokens": L.MAX_TOKENS}}
     (ep / "letta.json").unlink(missing_ok=True)  # a killed driver's summary would be stale
     path = ep / "letta-config.json"
     path.write_text(json.dumps(cfg, indent=1) + "\n")

@@ -14,8 +14,10 @@ episode folder. It
    ``archival_memory_insert``, ``archival_memory_search``) and the PushBench tools, its model
    being the episode's endpoint. An agent already made for this episode (``letta-agent.json``,
    a rerun after a crash) is reused with its memory and history, pointed at the new endpoint;
-3. sends the episode prompt as one user message and, while Letta stops a turn only because it
-   reached ``max_steps`` (the agent is still calling tools), sends ``Continue.``; it stops when
+3. sends the episode prompt as one user message (on a rerun ``Continue.`` instead, unless
+   Letta never persisted the prompt: see :func:`prompt_persisted`) and, while Letta stops a
+   turn only because it reached ``max_steps`` (the agent is still calling tools), sends
+   ``Continue.``; it stops when
    the agent ends its turn by itself (or errs), when the episode is over (the record in the run
    folder says how it ended) or after ``max_turns`` turns;
 4. appends every Letta message to ``letta-trace.jsonl`` and writes ``letta.json``: turns, stop
@@ -42,6 +44,7 @@ MEMORY_TOOLS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "
                           "memory_apply_patch", "memory_finish_edits", "core_memory_append",
                           "core_memory_replace", "archival_memory_insert",
                           "archival_memory_search", "conversation_search"})
+ARCHIVAL_TOOLS = ("archival_memory_insert", "archival_memory_search")
 CONTINUE = "Continue."
 EXIT_LETTA = 3
 
@@ -102,14 +105,23 @@ def ensure_agent(api: Api, cfg: dict, tool_ids: list[str], ep: Path) -> tuple[st
     marker = ep / "letta-agent.json"
     if marker.exists():
         agent_id = json.loads(marker.read_text())["agent_id"]
-        if api.call("GET", f"/v1/agents/{agent_id}", ok404=True) is not None:
+        agent = api.call("GET", f"/v1/agents/{agent_id}", ok404=True)
+        if agent is not None:
+            # tool_ids in a PATCH replace the agent's whole tool set: keep Letta's own (memory)
+            # tools, swap in this run's PushBench tools (the MCP server was registered anew)
+            keep = [t["id"] for t in agent.get("tools") or ()
+                    if isinstance(t, dict) and t.get("name") not in cfg["tools"]]
             api.call("PATCH", f"/v1/agents/{agent_id}", {"llm_config": cfg["llm_config"],
-                                                         "tool_ids": tool_ids})
+                                                         "tool_ids": keep + tool_ids})
             return agent_id, True
     agent = api.call("POST", "/v1/agents/", {
         "name": cfg["agent_name"], "agent_type": "letta_v1_agent",
         "llm_config": cfg["llm_config"], "embedding_config": None,
-        "include_base_tools": True, "tool_ids": tool_ids,
+        # letta_v1_agent's base tools are memory_insert, memory_replace and
+        # conversation_search; 0.16.8 left the archival tools out of the base set
+        # (DEPRECATED_LETTA_TOOLS), so they are asked for by name. Without an embedding
+        # configuration Letta stores archival passages unembedded (text search only).
+        "include_base_tools": True, "tools": list(ARCHIVAL_TOOLS), "tool_ids": tool_ids,
         "memory_blocks": [
             {"label": "objective", "value": cfg["objective"], "limit": 8000,
              "description": "The task's objective and target (from the first observation)."},
@@ -118,6 +130,19 @@ def ensure_agent(api: Api, cfg: dict, tool_ids: list[str], ep: Path) -> tuple[st
                             "what remains. Keep it up to date."}]})
     marker.write_text(json.dumps({"agent_id": agent["id"]}) + "\n")
     return agent["id"], False
+
+
+def prompt_persisted(messages: list[dict] | None) -> bool:
+    """Whether Letta kept the episode prompt: a ``user_message`` among the agent's messages.
+
+    The driver's first user message is always the prompt, and ``Continue.`` is sent only after
+    a turn that Letta persisted, so any persisted user message means the prompt is there.
+    Letta 0.16.8 persists a turn's input message together with the turn's first step, at the
+    step's end (``LettaAgentV3._checkpoint_messages``): a server killed during that step leaves
+    the agent with its system message only, and the prompt (the first observation the model
+    needs) must be sent again."""
+    return any(isinstance(m, dict) and m.get("message_type") == "user_message"
+               for m in messages or ())
 
 
 def _tool_calls(msg: dict) -> list[dict]:
@@ -151,8 +176,8 @@ def drive(cfg: dict) -> dict:
     # loaded machine): no client-side limit, the episode timeout (the caller kills this
     # process) bounds it. 600 s cut a DataOps turn here.
     api = Api(cfg["url"], cfg.get("request_timeout", 86400))
-    summary = {"agent_id": None, "resumed": False, "turns": 0, "stop_reasons": [],
-               "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
+    summary = {"agent_id": None, "resumed": False, "prompt_resent": False, "turns": 0,
+               "stop_reasons": [], "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
                "other_calls": 0, "memory_tools_used": {}, "memory_errors": 0, "error": None}
     t0 = time.monotonic()
     try:
@@ -160,7 +185,12 @@ def drive(cfg: dict) -> dict:
         agent_id, resumed = ensure_agent(api, cfg, tool_ids, ep)
         summary.update(agent_id=agent_id, resumed=resumed)
         _cancel_on_sigterm(api, agent_id)
-        text = CONTINUE if resumed else cfg["prompt"]
+        text = cfg["prompt"]
+        if resumed and prompt_persisted(api.call(
+                "GET", f"/v1/agents/{agent_id}/messages?limit=50&order=asc"
+                "&include_return_message_types=user_message")):
+            text = CONTINUE
+        summary["prompt_resent"] = resumed and text != CONTINUE
         with open(ep / "letta-trace.jsonl", "a", encoding="utf-8") as trace:
             while summary["turns"] < cfg["max_turns"] and episode_over(run_dir) is None:
                 resp = api.call("POST", f"/v1/agents/{agent_id}/messages", {

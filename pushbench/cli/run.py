@@ -96,6 +96,7 @@ def run_cmd(
                       dict(progress=progress, force=force, arguments=arguments,
                            console=console, sync_interval=sync_interval))
             return
+        _preflight(exp)
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
                                  arguments=arguments, console=console,
                                  sync_interval=sync_interval, max_cost_usd=max_cost_usd,
@@ -136,6 +137,21 @@ def run_cmd(
         raise typer.Exit(1)
     if capped:
         raise typer.Exit(3)
+
+
+def _preflight(exp) -> None:
+    """One ``error:`` line before any episode when a policy's own install is missing (a policy
+    class's ``preflight()``, e.g. Letta's server), instead of one traceback per episode."""
+    from ..errors import PushBenchError
+    from ..policies import policy_class
+
+    for name in dict.fromkeys(p.name for p in exp.policies):
+        check = getattr(policy_class(name), "preflight", None)
+        if check is not None:
+            try:
+                check()
+            except PushBenchError as e:
+                fail(str(e))
 
 
 def _with_cap(argv: list[str], cap: float) -> list[str]:

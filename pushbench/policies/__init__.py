@@ -29,6 +29,9 @@ POLICIES: dict[str, str] = {
     "diligent-oracle": "pushbench.policies.offline:DiligentOraclePolicy",
     # Aider (the coding agent, its own venv: `pushbench baselines install aider`), SWE-lite only
     "aider": "pushbench.policies.aider:AiderPolicy",
+    # Letta (a real Letta server and agent, its own venv: `pushbench baselines install letta`),
+    # RepoScan and DataOps; docs/letta.md
+    "letta": "pushbench.policies.letta:LettaPolicy",
     # LLM policies (pip install "pushbench[llm]"; the LangGraph ones also "pushbench[langgraph]")
     "llm": "pushbench.policies.llm.native:LLMPolicy",
     "llm-langgraph": "pushbench.policies.llm.langgraph_agent:LangGraphPolicy",

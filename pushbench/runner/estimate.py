@@ -22,7 +22,8 @@ the pinned system prompt and objective (chars/4, as the context budget counts)::
 ``max_episode_tokens`` ``M`` clips each token figure to ``M`` (an episode cannot pass it) and
 the worst-case cost to ``M`` at the higher of the two prices. ``context_tokens: null`` has no
 per-call bound: its prompt high (and worst case) is unbounded unless ``M`` is set. Policies
-that call no model cost nothing. Aider has its own bounds (:func:`aider_bounds`).
+that call no model cost nothing. Aider and Letta have their own bounds (:func:`aider_bounds`,
+:func:`letta_bounds`).
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ class Planner:
         """The no-pilot bounds of ``spec`` (module docstring formulas)."""
         if spec.policy == "aider":
             return aider_bounds(spec)
+        if spec.policy == "letta":
+            return letta_bounds(spec)
         cfg = llm_config(spec)
         if cfg is None:
             return ZERO
@@ -167,6 +170,37 @@ def aider_bounds(spec: EpisodeSpec) -> Bounds:
     requests = (1.0, float(min(task.target, budget)), float(budget))
     return Bounds(steps, tuple(r * context for r in requests),
                   tuple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
+
+
+def letta_bounds(spec: EpisodeSpec) -> Bounds:
+    """Letta (:mod:`pushbench.policies.letta`): one model request per Letta step; a step is a
+    PushBench call (one step of budget ``B``) or one of Letta's memory calls (free). Requests:
+    low ``min(T, B)`` (one call per unit, no memory call), expected ``2B`` (a memory note per
+    PushBench call, the MemGPT pattern), high the driver's own limit (``MAX_TURNS`` turns of
+    ``STEPS_PER_TURN`` steps). Per request at most the agent's context window in prompt tokens
+    (low: Letta's system prompt and tools, :data:`~pushbench.policies.letta.PROMPT_FLOOR`) and
+    its ``max_tokens`` in completion tokens (expected :data:`COMPLETION_EXPECTED`). Cost from
+    ``prices`` (``None`` without one); ``model_server`` calls no model and costs nothing."""
+    from ..policies import letta as L
+    from ..tasks import get_task
+
+    params = L.LettaParams.model_validate(dict(spec.policy_params))
+    if params.model_server is not None:
+        return ZERO
+    task = get_task(spec.task_id)
+    budget = int(spec.budget or task.budget)
+    steps = (float(min(task.target, budget)), float(budget), float(budget))
+    requests = (steps[0], 2.0 * budget, float(L.MAX_TURNS * L.STEPS_PER_TURN))
+    prompt = (requests[0] * L.PROMPT_FLOOR, requests[1] * L.CONTEXT_WINDOW,
+              requests[2] * L.CONTEXT_WINDOW)
+    completion = (requests[0] * min(L.MAX_TOKENS, COMPLETION_LOW),
+                  requests[1] * min(L.MAX_TOKENS, COMPLETION_EXPECTED),
+                  requests[2] * L.MAX_TOKENS)
+    price = params.price()
+    cost = None if price is None else tuple(
+        _cost(p, q, price.input_per_mtok, price.output_per_mtok)
+        for p, q in zip(prompt, completion))
+    return Bounds(steps, prompt, completion, cost)
 
 
 def _cost(prompt: float, completion: float, pin: float, pout: float) -> float:
