@@ -42,8 +42,8 @@ import yaml
 
 from . import paths, sources, userdata
 from .archives import DEFAULT_LIMITS, Limits
-from .paths import locked  # noqa: F401  (re-exported: the SWE-lite builders use it)
-from .sources import sha256_file  # noqa: F401  (re-exported)
+from .paths import locked  # re-exported: the SWE-lite builders use it
+from .sources import sha256_file  # re-exported
 from .errors import PushBenchError
 
 _MARKER = ".pushbench-snapshot.json"

@@ -59,7 +59,7 @@ class Meter:
 class SharedMeter(Meter):
     """A :class:`Meter` over a ``multiprocessing.Value('d')`` shared by pool workers."""
 
-    def __init__(self, cap_usd: float, value) -> None:  # noqa: D107 - value: mp.Value('d')
+    def __init__(self, cap_usd: float, value) -> None:  # value: mp.Value('d')
         self.cap_usd = float(cap_usd)
         self._value = value
 

@@ -183,7 +183,7 @@ def test_torn_last_trace_line_is_cut_and_the_run_continues(tmp_path):
 
 def test_oversized_call_is_replayed_by_its_size(tmp_path):
     """A call refused by its size alone (its text is not kept whole) still replays."""
-    from test_mcp_server import MAX_ACTION_BYTES  # noqa: F401 - the limit the env applies
+    from test_mcp_server import MAX_ACTION_BYTES  # the limit the env applies
 
     run_dir = tmp_path / "run"
     calls = [("search", {"query": "x" * (MAX_ACTION_BYTES + 10)}), ("status", {})]

@@ -211,7 +211,7 @@ class BlackBoxSession:
             self._closed = True  # the last record commits to the whole trace
             try:
                 self._persist()
-            except Exception:  # noqa: BLE001 - never lose the close itself
+            except Exception:  # never lose the close itself
                 log.exception("could not write the closing record")
         if self.env is not None:
             self.env.close()

@@ -39,7 +39,7 @@ from .. import metrics
 from ..errors import NotResetError
 from ..tasks import TaskSpec, get_task
 from . import actions
-from .actions import _CONTROL, ActionError  # noqa: F401  (ActionError: re-exported for the families)
+from .actions import _CONTROL, ActionError  # ActionError: re-exported for the families
 from .spaces import MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
 
 RECORD_SCHEMA_VERSION = 1

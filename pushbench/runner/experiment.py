@@ -61,7 +61,7 @@ from ..errors import ExperimentError, did_you_mean
 from ..policies.identity import policy_key_id, policy_label
 from .episode import episode_key
 from .yamlfile import Refused, strict_yaml
-from .spec import EpisodeSpec  # noqa: F401  (an experiment expands into specs)
+from .spec import EpisodeSpec  # an experiment expands into specs
 
 EXPERIMENT_SCHEMA_VERSION = 1
 _GLOB_CHARS = "*?["

@@ -85,14 +85,14 @@ class StubServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - GET /v1/models (not a request)
+            def do_GET(self) -> None:  # GET /v1/models (not a request)
                 entry = {"id": "stub", "object": "model", "owned_by": "stub"}
                 if stub.window and stub.advertise_window:
                     entry["max_model_len"] = stub.window
                 self._send(200 if self.path.rstrip("/").endswith("/models") else 404, {},
                            {"object": "list", "data": [entry]})
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:  # http.server API
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 self._send(*stub.answer(self.path, body))

@@ -44,7 +44,7 @@ def _worker_init(parent_alive, env: dict[str, str | None] | None = None, meter_v
             os.environ[key] = value
     if meter_value is not None:  # the run's cost cap, shared by every worker
         spend.install(spend.SharedMeter(cap_usd, meter_value))
-    import pushbench  # noqa: F401  - registers the environments (user tasks too) in the worker
+    import pushbench  # registers the environments (user tasks too) in the worker
     from ... import tasks
 
     tasks.reload()  # a forkserver may have loaded the task lists under its own environment
