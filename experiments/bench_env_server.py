@@ -39,8 +39,7 @@ import urllib.request
 
 import psutil
 
-from pushbench.adapters.envserver_load import (action_stream, local_trajectory, ws_url,
-                                               ws_session)
+from pushbench.adapters.envserver_load import action_stream, local_trajectory, ws_session, ws_url
 from pushbench.adapters.openenv_env import PushBenchEnvironment
 from pushbench.tasks import get_task
 

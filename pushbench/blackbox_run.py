@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .blackbox import clients
-from .processes import stop_group
 from .blackbox.episode_prompt import episode_prompt
+from .processes import stop_group
 
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
 HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", "timed_out",

@@ -27,9 +27,9 @@ import os
 import platform
 import subprocess
 import warnings
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterable
 
 from . import tasks
 

@@ -28,23 +28,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
 from . import paths, sources, userdata
 from .archives import DEFAULT_LIMITS, Limits
+from .errors import PushBenchError
 from .paths import locked  # re-exported: the SWE-lite builders use it
 from .sources import sha256_file  # re-exported
-from .errors import PushBenchError
 
 _MARKER = ".pushbench-snapshot.json"
 _FIXED_DATE = "2000-01-01T00:00:00+0000"

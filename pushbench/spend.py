@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 COST_CAP = "cost_cap"
 TOKEN_CAP = "token_cap"

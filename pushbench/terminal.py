@@ -18,8 +18,8 @@ rich is imported inside the functions: importing this module costs nothing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 
 def table(*, padding=(0, 1), collapse_padding: bool = True, **kw):

@@ -11,8 +11,9 @@ needs the live environment (e.g. the correct answer of a unit) and is resolved a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from hypothesis import strategies as st
 

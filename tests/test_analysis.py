@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_report import line, synthetic_run
 
-from pushbench.analysis import report
-from pushbench.analysis import reference
+from pushbench.analysis import reference, report
 from pushbench.policies.identity import derived_label, label_of, policy_key_id
 from pushbench.runner.experiment import expand, validate
 

@@ -21,9 +21,9 @@ import pytest
 pytest.importorskip("mcp", reason="needs the 'mcp' extra")
 pytest.importorskip("starlette", reason="needs the 'modelserver' extra")
 
-from pushbench import blackbox_run  # noqa: E402
-from pushbench.blackbox import clients as blackbox_clients  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+from pushbench import blackbox_run
+from pushbench.blackbox import clients as blackbox_clients
+from pushbench.runner.episode import run_episode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TASK, SEED = "RepoScan-N10", 0

@@ -17,15 +17,15 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from bundle_runs import TASKS, bundle, make_blackbox_run, make_run, members_of, repack
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pushbench import cli, paths, tasks
 from pushbench.bundles import BundleError, extract_bundle, verify_bundles, write_bundle
 from pushbench.bundles.archive import MANIFEST, read_manifest
 from pushbench.runner import outdir
-
-from bundle_runs import TASKS, bundle, make_blackbox_run, make_run, members_of, repack
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]

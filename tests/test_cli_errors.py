@@ -17,8 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pushbench import cli
-from pushbench.runner.experiment import (MAX_EPISODES, MAX_SEEDS, ExperimentError,
-                                         load_experiment)
+from pushbench.runner.experiment import MAX_EPISODES, MAX_SEEDS, ExperimentError, load_experiment
 
 runner = CliRunner()
 TASK = "RepoScan-requests-docstring-N10"

@@ -14,23 +14,26 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 pytest.importorskip("openai")
 
-from pushbench import cli  # noqa: E402
-from pushbench.analysis.bill import bill_table, totals  # noqa: E402
-from pushbench.analysis.report import episodes_frame, summary_table  # noqa: E402
-from pushbench.errors import ExperimentError  # noqa: E402
-from pushbench.policies.llm.core import AgentCore  # noqa: E402
-from pushbench.policies.llm.config import LLMConfig  # noqa: E402
-from pushbench.policies.llm.stub import StubServer  # noqa: E402
-from pushbench.records import read_lines  # noqa: E402
-from pushbench.runner.estimate import estimate_rows  # noqa: E402
-from pushbench.runner.experiment import expand, validate  # noqa: E402
-from pushbench.runner.sweep import run_experiment  # noqa: E402
-from pushbench import make  # noqa: E402
+from pushbench import (
+    cli,
+    make,
+)
+from pushbench.analysis.bill import bill_table, totals
+from pushbench.analysis.report import episodes_frame, summary_table
+from pushbench.errors import ExperimentError
+from pushbench.policies.llm.config import LLMConfig
+from pushbench.policies.llm.core import AgentCore
+from pushbench.policies.llm.stub import StubServer
+from pushbench.records import read_lines
+from pushbench.runner.estimate import estimate_rows
+from pushbench.runner.experiment import expand, validate
+from pushbench.runner.sweep import run_experiment
 
 TASK = "RepoScan-N10"
 P_TOK, C_TOK = 1000, 50           # what the stub reports for every call

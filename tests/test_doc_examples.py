@@ -13,7 +13,6 @@ import sys
 import tomllib
 
 import pytest
-
 from doc_examples import ROOT, Block, blocks, pages
 
 PAGES = pages()

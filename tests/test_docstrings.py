@@ -18,7 +18,6 @@ import re
 import pydantic
 import pytest
 import yaml
-
 from doc_examples import ROOT
 
 REFERENCE = sorted((ROOT / "docs" / "reference").glob("*.md"))

@@ -12,14 +12,14 @@ policies get the same kinds of model output through a real HTTP stub server.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
+from adversarial import Resolve, actions, resolve, text_fragments, texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pushbench
-from adversarial import Resolve, actions, resolve, text_fragments, texts
 from pushbench.controllers import catalogue, serves
 from pushbench.envs import actions as A
 from pushbench.families.dataops import artifacts
@@ -37,7 +37,7 @@ NORMAL = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_
 
 
 # ----- well-formed calls per family ----------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def reposcan_pool() -> tuple[str, ...]:
     from pushbench.families.reposcan import indexer
     from pushbench.families.reposcan.env import _valid_set

@@ -16,8 +16,14 @@ from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.env import objective_text
 from pushbench.families.reposcan.predicates import objective_words, parse_predicate
 from pushbench.families.reposcan.search import Hit
-from pushbench.policies.reposcan.judge import (judge, kleene_and, kleene_not, kleene_or,
-                                               property_from_objective, queries_for)
+from pushbench.policies.reposcan.judge import (
+    judge,
+    kleene_and,
+    kleene_not,
+    kleene_or,
+    property_from_objective,
+    queries_for,
+)
 from pushbench.tasks import manifests
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

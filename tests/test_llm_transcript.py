@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from pushbench.policies.llm.stub import StubServer  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
-from pushbench.records import episode_line  # noqa: E402
+from pushbench.policies.llm.stub import StubServer
+from pushbench.records import episode_line
+from pushbench.runner.episode import run_episode
 
 
 def _episode(policy: str, tmp_path, budget: int = 8) -> dict:

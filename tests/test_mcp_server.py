@@ -19,12 +19,12 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-import anyio  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
+import anyio
+from mcp import Client, StdioServerParameters
 
-import pushbench  # noqa: E402
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.envs.spaces import MAX_ACTION_BYTES  # noqa: E402
+import pushbench
+from pushbench.blackbox import evaluate as blackbox
+from pushbench.envs.spaces import MAX_ACTION_BYTES
 
 TASK = "RepoScan-requests-docstring-N10"
 INSTANCE = "requests-docstring"
@@ -32,7 +32,7 @@ IDENT = re.compile(r"[A-Za-z0-9_.\-/]+\.py::[A-Za-z_][A-Za-z0-9_.]*")
 BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox", "signature")
 
 try:
-    import pushbench.controllers  # noqa: F401
+    import pushbench.controllers
     HAVE_CONTROLLERS = True
 except ImportError:  # pragma: no cover - the controllers package is optional here
     HAVE_CONTROLLERS = False

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-from adversarial import SURROGATES, text_fragments  # noqa: E402
-from pushbench.envs import actions as A  # noqa: E402
+from adversarial import SURROGATES, text_fragments
+
+from pushbench.envs import actions as A
 
 TASK = "RepoScan-requests-docstring-N10"
 BUDGET = 100_000

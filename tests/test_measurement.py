@@ -25,8 +25,7 @@ import scipy.stats
 from rich.console import Console
 from test_report import line
 
-from pushbench.analysis import report
-from pushbench.analysis import frame, stats
+from pushbench.analysis import frame, report, stats
 
 # mutmut runs the code from its own copy, through trampoline functions (warnings name those)
 UNDER_MUTMUT = "mutants" in Path(frame.__file__).parts
@@ -311,8 +310,8 @@ def test_frame_and_summary_rows_are_sorted_whatever_the_line_order():
     shuffled = [eps[i] for i in np.random.default_rng(1).permutation(len(eps))]
     df = report.episodes_frame(shuffled)
     crank = {"standard": 0, "stateqgp": 1, "custom": 2}    # baseline order, unknown names last
-    want = sorted(((e["family"], e["policy"]["name"], crank[e["controller"]["name"]],
-                    e["target"], e["task_id"], e["instance"], e["seed"]) for e in eps))
+    want = sorted((e["family"], e["policy"]["name"], crank[e["controller"]["name"]],
+                    e["target"], e["task_id"], e["instance"], e["seed"]) for e in eps)
     got = [(r.family, r.policy, crank[r.controller], r.target, r.task_id, r.instance, r.seed)
            for r in df.itertuples()]
     assert got == want and list(df.index) == list(range(len(df)))

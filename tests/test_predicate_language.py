@@ -9,12 +9,16 @@ import textwrap
 from dataclasses import fields
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pushbench.families.reposcan import atoms
 from pushbench.families.reposcan.indexer import Definition, Facts, facts_in_source
-from pushbench.families.reposcan.predicates import (MAX_DEPTH, Predicate, PredicateError,
-                                                     parse_predicate)
+from pushbench.families.reposcan.predicates import (
+    MAX_DEPTH,
+    Predicate,
+    PredicateError,
+    parse_predicate,
+)
 
 PATH = "pkg/mod.py"
 

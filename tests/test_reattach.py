@@ -16,13 +16,12 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-import anyio  # noqa: E402
-from mcp import Client  # noqa: E402
+import anyio
+from mcp import Client
+from test_mcp_server import _session, env_part, load, params, replay, server_args
 
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.blackbox import audit, signing  # noqa: E402
-from test_mcp_server import (TASK, env_part, load, params, replay, server_args,  # noqa: E402
-                             _session)
+from pushbench.blackbox import audit, signing
+from pushbench.blackbox import evaluate as blackbox
 
 CALLS = [("search", {"query": "auth", "page": 1}), ("status", {}),
          ("search", {"query": "auth", "page": 2}), ("search", {"query": "session", "page": 1}),

@@ -15,14 +15,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import pushbench
-from pushbench.families.reposcan import indexer
 from pushbench.envs import actions
-from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.envs.spaces import MAX_ACTION_BYTES
-from pushbench.registration import gym_id
+from pushbench.families.reposcan import indexer
+from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.families.reposcan.search import tokenize
-from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, manifests
 from pushbench.families.reposcan.verifier import digest
+from pushbench.registration import gym_id
+from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, manifests
 
 INSTANCES = list(manifests()["reposcan"].instances)
 GYM_IDS = [i for i in gym.registry if i.startswith("PushBench/")]

@@ -13,11 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pushbench.runner.executors import base, local as ex
-from pushbench.runner.experiment import (ExperimentError, expand, load_experiment, parse_seeds,
-                                         validate)
-from pushbench.runner.sweep import SweepInterrupted, run_experiment
+from pushbench.runner.executors import base
+from pushbench.runner.executors import local as ex
+from pushbench.runner.experiment import (
+    ExperimentError,
+    expand,
+    load_experiment,
+    parse_seeds,
+    validate,
+)
 from pushbench.runner.rundir import RunDir, RunDirError, read_lines
+from pushbench.runner.sweep import SweepInterrupted, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,15 @@ from hypothesis import strategies as st
 from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.predicates import parse_predicate
 from pushbench.families.reposcan.synth import (
-    ATOMS, DEFAULT_DENSITY, GENERATOR_VERSION, DensityError, generate, parse_density, render,
-    tree_sha256)
+    ATOMS,
+    DEFAULT_DENSITY,
+    GENERATOR_VERSION,
+    DensityError,
+    generate,
+    parse_density,
+    render,
+    tree_sha256,
+)
 from pushbench.families.reposcan.synth.measure import measure, measure_files
 from pushbench.families.reposcan.synth.plan import target_count
 

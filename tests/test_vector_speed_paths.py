@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import pushbench
 from pushbench.errors import NotResetError, PushBenchError
-from pushbench.policies import make_policy
 from pushbench.vector.batch import PushBenchSyncVectorEnv, place_batch
 from pushbench.vector.workers import PushBenchAsyncVectorEnv, _slices
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
+from viewer_runs import HOSTILE, small_run
 
 from pushbench.analysis.failures import failure_class
 from pushbench.analysis.frame import episodes_frame, load_episodes
@@ -23,8 +24,6 @@ from pushbench.viewer import build_site
 from pushbench.viewer.data import file_stem
 from pushbench.viewer.serve import LOOPBACK, make_server
 from pushbench.viewer.site import js_payload
-
-from viewer_runs import HOSTILE, small_run
 
 
 def _payload(path: Path) -> tuple[str, object]:

@@ -40,8 +40,12 @@ from dataclasses import dataclass, field, fields
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.serialization import deserialize_action, serialize_observation
-from openenv.core.env_server.types import (WSErrorCode, WSErrorResponse,
-                                           WSObservationResponse, WSStateResponse)
+from openenv.core.env_server.types import (
+    WSErrorCode,
+    WSErrorResponse,
+    WSObservationResponse,
+    WSStateResponse,
+)
 from pydantic import ValidationError
 
 from ..tasks import get_task
@@ -77,7 +81,7 @@ class ServerOptions:
                 else repr(self.idle_timeout)}
 
     @classmethod
-    def from_environ(cls) -> "ServerOptions":
+    def from_environ(cls) -> ServerOptions:
         raw = os.environ.get(ENV_PREFIX + "IDLE_TIMEOUT", "300")
         return cls(max_sessions=int(os.environ.get(ENV_PREFIX + "MAX_SESSIONS", "512")),
                    idle_timeout=float(raw) if raw else None)
@@ -176,7 +180,7 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
         while True:
             try:
                 raw = await asyncio.wait_for(websocket.receive_text(), opts.idle_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 idle = True
                 await websocket.send_text(_error(
                     f"session idle for more than {opts.idle_timeout:g} s: closed (open a new "

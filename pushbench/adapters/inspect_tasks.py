@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any
 
 import anyio
 from inspect_ai import Task, task
@@ -59,8 +58,8 @@ from ..controllers import components_of
 from ..envs.base import check_budget
 from ..policies.llm.config import LLMConfig
 from ..policies.llm.core import PLAIN_TEXT_NOTE, AgentCore, call_action, text_action
-from ..runner.episode import serialised
 from ..registration import make
+from ..runner.episode import serialised
 from ..tasks import get_task, manifests
 
 # Metric keys reported as Inspect metrics (every scalar of episode_metrics).
@@ -170,7 +169,7 @@ def _action(call: ToolCall) -> str | dict:
 def pushbench_agent() -> Solver:
     """Run one PushBench episode with the task's model (see the module docstring)."""
 
-    async def solve(state: TaskState, generate: Generate) -> TaskState:  # noqa: ARG001
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
         meta = state.metadata
         # Building and resetting fill shared caches on first use: off the event loop and one at
         # a time, as the runner's asyncio driver does it.
@@ -242,7 +241,7 @@ def qgp_scorer():
     """Score a sample from its episode record only (the verifier's verdicts), never from the
     model's claims: ``episode_metrics`` of the record, key by key."""
 
-    async def score(state: TaskState, target: Target) -> Score:  # noqa: ARG001
+    async def score(state: TaskState, target: Target) -> Score:
         record = state.metadata.get("record")
         if record is None:
             raise RuntimeError("no PushBench episode record in the sample: the episode never "

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .format import (
+    CLIP_NOTE,
+    SIM_NOTE,
+    SIMULATED_LABEL,
+    counts_text,
+    delta_cell,
+    is_missing,
+    pct_points,
+)
 from .frame import labelled
-from .format import (CLIP_NOTE, SIMULATED_LABEL, SIM_NOTE, counts_text, delta_cell, is_missing,
-                     pct_points)
 
 _SUMMARY = (  # header, summary column, formatter
     ("N", "target", lambda v: str(int(v))),

@@ -58,8 +58,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .frame import as_frame, controller_rank, family_labels, order_controllers, scored, \
-    versioned
+from .frame import as_frame, controller_rank, family_labels, order_controllers, scored, versioned
 
 DEFAULT_DELTA_METRICS = ("success", "valid_count", "duplicate_submit_rate", "valid_per_step")
 # Metrics whose values lie in [0, 1]: their differences lie in [-1, 1], where every interval of

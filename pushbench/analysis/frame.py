@@ -26,9 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import metrics as _metrics, records
-from ..metrics import NOT_AGENT_OUTCOMES
+from .. import metrics as _metrics
+from .. import records
 from ..controllers.catalogue import catalogue
+from ..metrics import NOT_AGENT_OUTCOMES
 from ..policies.identity import label_of
 
 # Baseline first: "none" (no controller), then the catalogue's order (controllers/*.yaml).

@@ -19,8 +19,15 @@ import pandas as pd
 
 from . import stats
 from .deltas import RATE_METRICS
-from .frame import (ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame, family_labels,
-                    mixed_versions, order_controllers, scored)
+from .frame import (
+    ABLATION_CONTROLLERS,
+    CONTROLLER_ORDER,
+    as_frame,
+    family_labels,
+    mixed_versions,
+    order_controllers,
+    scored,
+)
 from .stats import row_rng
 
 WORK_UNIT_FAMILIES = ("dataops", "swelite", "dataops_public")

@@ -11,12 +11,21 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from . import stats
 from ..metrics import SPEND_CUTS
+from . import stats
 from .bill import bill_markdown
 from .failures import FAILURE_CLASSES, failures
+from .format import (
+    CLIP_NOTE,
+    SIM_NOTE,
+    counts_text,
+    decimals,
+    delta_cell,
+    is_missing,
+    p_text,
+    pct_points,
+)
 from .frame import labelled, version_note
-from .format import CLIP_NOTE, SIM_NOTE, counts_text, decimals, delta_cell, is_missing, p_text, pct_points
 from .summary import pass_columns
 
 MAX_LISTED = 200  # missing or raised episodes listed one by one (the rest are counted)

@@ -20,10 +20,17 @@ from math import comb
 
 import pandas as pd
 
-from .frame import ANYTIME_COLUMNS, BOOL_METRICS, FLAG_METRICS, USAGE_COLUMNS, as_frame, \
-    sort_frame, versioned
-from .reference import steps_ratio
 from ..metrics import NOT_AGENT_OUTCOMES, SPEND_CUTS
+from .frame import (
+    ANYTIME_COLUMNS,
+    BOOL_METRICS,
+    FLAG_METRICS,
+    USAGE_COLUMNS,
+    as_frame,
+    sort_frame,
+    versioned,
+)
+from .reference import steps_ratio
 
 GROUP = ["family", "policy", "controller", "target"]
 

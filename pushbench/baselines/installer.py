@@ -25,9 +25,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import paths
 from ..errors import PushBenchError
@@ -55,13 +55,13 @@ arc.extractall(dest, members=want, filter='data')
 """
 
 
-def _letta_download(root: Path, pin: "Pin") -> list[str]:
+def _letta_download(root: Path, pin: Pin) -> list[str]:
     return [str(root / "bin" / "python"), "-m", "pip", "download", "--no-deps", "--no-binary",
             ":all:", "--no-input", "--disable-pip-version-check", "--quiet",
             "-d", str(root / "share" / "sdist"), f"letta=={pin.version_of('letta')}"]
 
 
-def _letta_unpack(root: Path, pin: "Pin") -> list[str]:
+def _letta_unpack(root: Path, pin: Pin) -> list[str]:
     sdist = root / "share" / "sdist" / f"letta-{pin.version_of('letta')}.tar.gz"
     return [str(root / "bin" / "python"), "-c", _UNPACK, str(sdist), str(root / MIGRATIONS)]
 

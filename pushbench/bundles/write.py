@@ -35,8 +35,16 @@ from ..blackbox import evaluate as bb
 from ..records import git_revision, package_versions, version_of
 from ..runner import outdir
 from ..runner.rundir import TRACES
-from .archive import KIND, MANIFEST, SCHEMA_VERSION, SUFFIX, BundleError, dumps, sha256, \
-    write_archive
+from .archive import (
+    KIND,
+    MANIFEST,
+    SCHEMA_VERSION,
+    SUFFIX,
+    BundleError,
+    dumps,
+    sha256,
+    write_archive,
+)
 
 BLACKBOX_FILES = (bb.RUN_FILE, bb.EPISODE_FILE, bb.TRACE_FILE)
 

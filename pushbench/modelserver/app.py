@@ -28,9 +28,9 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from pydantic import ValidationError
 from starlette.applications import Starlette

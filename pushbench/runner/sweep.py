@@ -16,16 +16,22 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from .. import spend
 from .costcap import CostGate, line_cost, worst_cases
 from .executors.base import Executor
 from .experiment import Experiment, expand
 from .registry import make_executor
-from .spec import EpisodeSpec
 from .rundir import RunDir
+from .spec import EpisodeSpec
 
 
 class SweepInterrupted(KeyboardInterrupt):

@@ -22,7 +22,8 @@ import functools
 import multiprocessing as mp
 import os
 import pickle
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv

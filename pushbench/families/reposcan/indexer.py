@@ -35,8 +35,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ... import paths
-from .pyfiles import (MAX_PY_BYTES, SKIP_REASONS, Skipped,  # noqa: F401 (re-exported)
-                      parse_checked, py_files, read_bounded, skipped_summary)
+from .pyfiles import (  # noqa: F401 (re-exported)
+    MAX_PY_BYTES,
+    SKIP_REASONS,
+    Skipped,
+    parse_checked,
+    py_files,
+    read_bounded,
+    skipped_summary,
+)
 
 # v5: display fields only (predicate facts moved to memory; see the module docstring).
 INDEX_VERSION = 5

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 
-from . import solvers as S
 from ..base import FamilyAgent
+from . import solvers as S
 
 READ_LIMIT = 400
 

@@ -74,7 +74,7 @@ class StubServer:
         self.port = 0
 
     # ----- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "StubServer":
+    def start(self) -> StubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -123,7 +123,7 @@ class StubServer:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -34,7 +34,8 @@ import os
 import traceback
 import uuid
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

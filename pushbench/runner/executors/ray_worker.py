@@ -7,8 +7,9 @@ Kept apart from the driver side (:mod:`.ray`) so a worker imports only what an e
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Callable
+from typing import Any
 
 from ... import limits
 from .base import run_spec

@@ -35,9 +35,9 @@ import io
 import json
 import math
 
+from ....envs.sandbox import Workspace
 from ..datasets import to_csv
 from ..units import CheckResult, Unit, check_with, generate_backlog, list_text, put_files
-from ....envs.sandbox import Workspace
 from . import excerpts as X
 
 KINDS = ("field_check", "metadata_repair", "consistency")

@@ -9,8 +9,8 @@ then have no independent measurement and are reported as ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from .. import indexer
 from ..predicates import parse_predicate

@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 from . import vocab
 from .bodies import Body, pkg_body, words
 from .plan import DefSpec
-from .sigs import FIELD_DEFAULTS, LITERALS, ClassPlan, Namer, Param, Scope, Sig, \
-    pkg_signature, render_signature
+from .sigs import (
+    FIELD_DEFAULTS,
+    LITERALS,
+    ClassPlan,
+    Namer,
+    Param,
+    Scope,
+    Sig,
+    pkg_signature,
+    render_signature,
+)
 from .vocab import Draw, camel, snake
 
 HEADER = """from __future__ import annotations

@@ -10,7 +10,8 @@ this). Lists are tuples in a fixed order; nothing iterates a set.
 from __future__ import annotations
 
 import random
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 
