@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             from pushbench.policies.llm.stub import StubServer
 
             print(f"overhead per step ({args.overhead_episodes} episodes x {args.budget} steps)")
-            print(f"{'backend':16} {'mode':22} {'total':>8} {'model':>8} {'env':>8} {'harness':>8}  (ms/step)")
+            print(f"{'backend':16} {'mode':22} {'total':>8} {'model':>8} {'env':>8} "
+                  f"{'harness':>8}  (ms/step)")
             with StubServer() as stub:
                 for b in backends:
                     for fake in (True, False):
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                                        None if fake else stub.url, db)
                         results["overhead"].append(row)
                         print(f"{b:16} {row['mode']:22} {row['total_ms']:8.3f} "
-                              f"{row['model_ms']:8.3f} {row['env_ms']:8.3f} {row['harness_ms']:8.3f}")
+                              f"{row['model_ms']:8.3f} {row['env_ms']:8.3f} "
+                              f"{row['harness_ms']:8.3f}")
             load = os.getloadavg()
             print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} "
                   "cores")
@@ -205,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
             levels = [int(x) for x in args.concurrency.split(",")]
             proc, url = start_stub(args.latency)
             try:
-                print(f"\nthroughput vs concurrency (stub latency {args.latency * 1000:.0f} ms/call, "
+                print("\nthroughput vs concurrency (stub latency "
+                      f"{args.latency * 1000:.0f} ms/call, "
                       f"{args.episodes} episodes x {args.budget} steps per level)")
-                print(f"{'backend':16} {'conc':>5} {'seconds':>8} {'steps/s':>8} {'speedup':>8} {'errors':>6}")
+                print(f"{'backend':16} {'conc':>5} {'seconds':>8} {'steps/s':>8} "
+                      f"{'speedup':>8} {'errors':>6}")
                 for seed in range(args.episodes):  # load every instance's index once, up front
                     pushbench.make(TASK, budget=args.budget).reset(seed=seed)
                 for b in backends:

@@ -34,7 +34,8 @@ from pathlib import Path
 from . import tasks
 
 # The version of a record that names none: written before family versions existed, i.e. under
-# the behaviour every family's version 1 pins (docs/concepts.md, "Observation contract and versions").
+# the behaviour every family's version 1 pins (docs/concepts.md, "Observation contract and
+# versions").
 UNVERSIONED = 1
 
 

@@ -189,7 +189,7 @@ def _stage_fast(root: Path, files: list[str]) -> bool:
     done nothing, where the two could differ (a symlink, a newline in a name, no git), so the
     caller falls back to gitpython and the commit id is the same either way."""
     paths_ = [root / f for f in files]
-    if any("\n" in f or p.is_symlink() for f, p in zip(files, paths_)) or not files:
+    if any("\n" in f or p.is_symlink() for f, p in zip(files, paths_, strict=True)) or not files:
         return False
     git_cmd = ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false"]
     try:
@@ -199,7 +199,7 @@ def _stage_fast(root: Path, files: list[str]) -> bool:
         if len(out) != len(files):
             return False
         info = "".join(f"{'100755' if p.stat().st_mode & 0o100 else '100644'} {sha}\t{f}\n"
-                       for f, p, sha in zip(files, paths_, out))
+                       for f, p, sha in zip(files, paths_, out, strict=True))
         subprocess.run([*git_cmd, "update-index", "--add", "--index-info"], cwd=root,
                        input=info, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):

@@ -199,7 +199,7 @@ def test_tools_come_from_the_environment_schemas():
     for task_id in ("RepoScan-N10", "DataOps-N3", "SWELite-N3"):
         schemas = pushbench.make(task_id).unwrapped.tool_schemas()
         infos = [it.tool_info(s) for s in schemas]
-        for s, info in zip(schemas, infos):
+        for s, info in zip(schemas, infos, strict=True):
             params = s["function"]["parameters"]
             assert info.name == s["function"]["name"]
             assert set(info.parameters.properties) == set(params.get("properties", {}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -198,7 +199,7 @@ def test_pass_hat_k_is_monotone_in_k(cn):
     c, n = cn
     vals = [report.pass_hat_k(c, n, k) for k in range(1, n + 1)]
     assert vals[0] == pytest.approx(c / n)
-    assert all(a >= b - 1e-12 for a, b in zip(vals, vals[1:]))
+    assert all(a >= b - 1e-12 for a, b in pairwise(vals))
     assert vals[-1] == (1.0 if c == n else 0.0)
 
 

@@ -364,7 +364,7 @@ def test_any_archive_is_extracted_inside_its_target_or_refused(tmp_path_factory,
     tmp = tmp_path_factory.mktemp("h")
     archive = tmp / "a.pushbench.tar.gz"
     try:
-        _tar(archive, lambda t: [_file(t, n, b"y" * s) for n, s in zip(names, sizes)])
+        _tar(archive, lambda t: [_file(t, n, b"y" * s) for n, s in zip(names, sizes, strict=True)])
     except (ValueError, UnicodeError, tarfile.TarError):
         return  # tarfile itself cannot write the name
     old = arch.LIMITS

@@ -169,7 +169,7 @@ def test_bad_params_do_not_grow_errors_jsonl_on_resume(tmp_path):
     assert len(lines) == 1  # nothing lost, nothing duplicated
 
 
-# ----- report, plot, evaluate, mcp, tasks, swelite -------------------------------------------------
+# ----- report, plot, evaluate, mcp, tasks, swelite ------------------------------------------------
 @pytest.mark.parametrize("cmd", ["report", "plot"])
 def test_report_and_plot_on_missing_runs(tmp_path, cmd):
     misuse(cmd, tmp_path / "nope", needle="no episodes file")

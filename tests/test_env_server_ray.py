@@ -58,7 +58,7 @@ def test_sessions_over_two_replicas_equal_make(serve_url, task, controller):
                                                  ask_worker=True) for s in seeds))
 
     results = asyncio.run(all_sessions())
-    for s, r in zip(seeds, results):
+    for s, r in zip(seeds, results, strict=True):
         assert r.errors == []
         local = local_trajectory(task, controller, s, streams[s])
         assert r.trajectory.texts == local.texts and r.trajectory.dones == local.dones

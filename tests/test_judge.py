@@ -161,7 +161,7 @@ def _real_pairs(*packages: str) -> list[tuple[dict, indexer.Facts]]:
             rel = str(path.relative_to(STDLIB))
             defs, facts = indexer.definitions_in_source(src, rel), indexer.facts_in_source(src, rel)
             assert [d.ident for d in defs] == [f.ident for f in facts]
-            for d, f in zip(defs, facts):
+            for d, f in zip(defs, facts, strict=True):
                 out.append((Hit(d.ident, d.kind, d.signature, f"{d.path}:{d.line}",
                                 d.snippet).as_dict(), f))
     return out

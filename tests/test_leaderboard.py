@@ -56,7 +56,7 @@ def _expected_cells(runs) -> set[tuple]:
     cells = set()
     for run in runs[:2]:
         df = scored(episodes_frame(load_episodes(run)))
-        cells |= set(zip(df["family"], df["target"], df["policy"], df["controller"]))
+        cells |= set(zip(df["family"], df["target"], df["policy"], df["controller"], strict=True))
     cells.add(("reposcan", 10, "blackbox-mcp:fake-agent:default", "standard"))
     return cells
 

@@ -81,7 +81,8 @@ def test_trim_keeps_pinned_and_pairs():
     hist = [sys_msg, obj]
     for i in range(6):
         hist.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": "{}"}}]})
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "search", "arguments": "{}"}}]})
         hist.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x" * 400})
     total = sum(estimate_message_tokens(m) for m in hist)
     kept, dropped = trim(hist, total)

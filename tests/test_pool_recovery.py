@@ -35,7 +35,7 @@ def _lines(run_dir: Path) -> dict[str, bytes]:
     raw = (run_dir / "episodes.jsonl").read_bytes().splitlines()
     keys = [json.loads(x)["key"] for x in raw]
     assert len(keys) == len(set(keys)), "a key was written twice"
-    return dict(zip(keys, raw))
+    return dict(zip(keys, raw, strict=True))
 
 
 @pytest.fixture(scope="module")

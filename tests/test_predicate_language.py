@@ -558,7 +558,7 @@ NAME_SETS = st.frozensets(NAMES, max_size=3)
 FACTS = st.builds(
     lambda b, name, params, star, decos, calls, lines: fact(
         name=name, params=tuple(params), star_params=tuple(star), decorators=tuple(decos),
-        calls=calls, lines=lines, **{f: v for f, v in zip(BOOL_ATOMS.values(), b)}),
+        calls=calls, lines=lines, **{f: v for f, v in zip(BOOL_ATOMS.values(), b, strict=True)}),
     st.lists(st.booleans(), min_size=len(BOOL_ATOMS), max_size=len(BOOL_ATOMS)),
     st.sampled_from(["f", "test_f", "testing", "Test"]), NAME_SETS, NAME_SETS, NAME_SETS,
     NAME_SETS, st.integers(0, 15))

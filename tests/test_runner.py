@@ -378,5 +378,6 @@ def test_make_executor_names_close_matches_for_an_unknown_name():
     from pushbench.errors import UnknownNameError
     from pushbench.runner.registry import make_executor
 
-    with pytest.raises(UnknownNameError, match=r"unknown executor 'procss'\. Did you mean: process"):
+    with pytest.raises(UnknownNameError,
+                       match=r"unknown executor 'procss'\. Did you mean: process"):
         make_executor("procss")

@@ -262,7 +262,7 @@ def leak_report(names: list[str], labels: list[bool], min_count: int = 25,
     p = k / n
     counts: Counter = Counter()
     valid: Counter = Counter()
-    for name, label in zip(names, labels):
+    for name, label in zip(names, labels, strict=True):
         for tok in set(name_tokens(name)):
             counts[tok] += 1
             valid[tok] += label

@@ -27,7 +27,7 @@ def _loop_reference(task, controller, budget, seeds, actions_per_step):
     """Single envs in a loop with NEXT_STEP autoreset by hand: what the vector must equal."""
     envs = [pushbench.make(task, controller=controller, budget=budget) for _ in seeds]
     out = []
-    obs = [env.reset(seed=s) for env, s in zip(envs, seeds)]
+    obs = [env.reset(seed=s) for env, s in zip(envs, seeds, strict=True)]
     out.append(([o for o, _ in obs], None, None, None, [i for _, i in obs]))
     resetting = [False] * len(envs)
     for actions in actions_per_step:
@@ -41,7 +41,7 @@ def _loop_reference(task, controller, budget, seeds, actions_per_step):
                 o, r, te, tr, info = env.step(actions[i])
                 step.append((o, r, te, tr, info))
                 resetting[i] = te or tr
-        out.append(tuple(list(x) for x in zip(*step)))
+        out.append(tuple(list(x) for x in zip(*step, strict=True)))
     for env in envs:
         env.close()
     return out

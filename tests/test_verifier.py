@@ -1,6 +1,7 @@
 """The hidden verifier: identifier well-formedness at its edges, verdicts, digest, secrecy.
 
-These are the fast tests `experiments/mutation_score.py` runs against `pushbench/families/reposcan/verifier.py`;
+These are the fast tests `experiments/mutation_score.py` runs against
+`pushbench/families/reposcan/verifier.py`;
 each boundary here is one a mutant of the verifier moved (the length limit, the control
 character ranges, the path-trick checks, duplicate and acceptance bookkeeping).
 """

@@ -98,7 +98,8 @@ def _instances(spec, instance: str | list[str] | None) -> list[str | None]:
         return list(spec.instances)
     if instance == SUITE:
         return [None]
-    names = [i.strip() for i in instance.split(",")] if isinstance(instance, str) else list(instance)
+    names = ([i.strip() for i in instance.split(",")] if isinstance(instance, str)
+             else list(instance))
     bad = [i for i in names if i not in spec.instances]
     if bad or not names:
         raise ValueError(f"{spec.task_id} has no instance(s) {bad or names}; choose from "
@@ -299,5 +300,5 @@ def swelite(target: int = 3, instance: str | list[str] | None = None,
     return _task("swelite", target, instance, controller, seeds, budget)
 
 
-__all__ = ["reposcan", "dataops", "dataops_public", "swelite", "pushbench_agent", "qgp_scorer", "tool_info",
-           "pushbench_samples", "score_values", "SCORE_KEYS"]
+__all__ = ["reposcan", "dataops", "dataops_public", "swelite", "pushbench_agent", "qgp_scorer",
+           "tool_info", "pushbench_samples", "score_values", "SCORE_KEYS"]

@@ -98,7 +98,7 @@ def matched_means(df: pd.DataFrame, match: Sequence[str],
         shown = []
         for keys, g in bad.groupby(match, sort=True, dropna=False):
             ids = ", ".join(map(str, g["key"])) if "key" in g else f"{len(g)} rows"
-            shown.append(f"{dict(zip(match, map(str, keys)))} <- {ids}")
+            shown.append(f"{dict(zip(match, map(str, keys), strict=True))} <- {ids}")
         raise DuplicateEpisodesError(
             f"{len(shown)} match key(s) hold more than one episode; a paired delta needs one "
             "episode per key and side (were two runs or two differently parametrised agents "
@@ -179,7 +179,7 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
     metrics = list(metrics)
     for ident, grp in df.groupby(list(strata), sort=True):
         ident = ident if isinstance(ident, tuple) else (ident,)
-        head = dict(zip(strata, ident))
+        head = dict(zip(strata, ident, strict=True))
         if extra is not None:
             head.update(extra(grp))
         per_side = {name: matched_means(g, MATCH, metrics)

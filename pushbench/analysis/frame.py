@@ -48,7 +48,8 @@ _METRIC_COLUMNS = (
 )
 EPISODE_COLUMNS = [
     "key", "family", "family_version", "policy", "policy_name", "simulated", "controller",
-    "components", "target", "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total", "steps_used",
+    "components", "target", "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total",
+    "steps_used",
     "budget", "terminated_by", "reported_count", *ANYTIME_COLUMNS, "tampered", "incomplete",
 ]
 BOOL_METRICS = ("success", "false_completion", "premature_stop", "budget_exhausted")
@@ -208,7 +209,7 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
         }
         for name in _METRIC_COLUMNS:
             row[name] = met.get(name)
-        row.update(zip(ANYTIME_COLUMNS, _anytime(met)))
+        row.update(zip(ANYTIME_COLUMNS, _anytime(met), strict=True))
         usage = ep.get("usage")
         if isinstance(usage, dict):
             usage_seen = True

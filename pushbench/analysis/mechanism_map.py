@@ -4,7 +4,8 @@ Rows come from the one paired-delta engine (:func:`pushbench.analysis.deltas.del
 for each ``(family, policy label)`` (a policy label names the mechanism and its strength) and
 each controller ``C``, the row ``C - standard`` on matched episodes, per target and pooled over
 targets, with the engine's interval, sign-flip p-value and Holm adjustment (one Holm family per
-task family, metric and scope over the testable rows, as in ``paired_deltas.csv``). :func:`heatmap` draws the pooled rows of one
+task family, metric and scope over the testable rows, as in ``paired_deltas.csv``). :func:`heatmap`
+draws the pooled rows of one
 metric as a mechanism x controller grid: the cell text is the delta, ``*`` marks a Holm-adjusted
 p < 0.05, ``+``/``-`` an interval that excludes zero without that, ``=`` a degenerate row (every
 instance equal: no interval). Every figure and table says the agents are simulated when they are.

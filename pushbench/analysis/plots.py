@@ -3,7 +3,8 @@
 Every figure has one panel per ``(family, policy label)``: different models or parameter sets
 are different panels. Controllers keep the same colour in every figure. Intervals are the
 report's 95% intervals over task instances (:func:`pushbench.analysis.stats.interval`: the
-inverted sign-flip test, no band with fewer than 6 instances), seeded, so figures are reproducible; where every instance gave
+inverted sign-flip test, no band with fewer than 6 instances), seeded, so figures are reproducible;
+where every instance gave
 the same value there is no band. Whenever a panel's data come from a simulated policy, its title
 says "(simulated agent)" and the figure title repeats it.
 """
@@ -100,7 +101,7 @@ def _shared_legend(fig, axes) -> tuple:
     tight_layout rect that leaves room for it."""
     entries: dict[str, object] = {}
     for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, h)
     ctrl = [k for k in order_controllers(k for k in entries if not k.startswith("target"))]
     labels = ctrl + [k for k in entries if k.startswith("target")]
@@ -143,7 +144,7 @@ def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
     panels = _panels(df)
     colors, markers = _colors(df["controller"]), _markers(df["controller"])
     fig, axes = _figure(len(panels), title, bool(df["simulated"].any()))
-    for ax, (fam, pol, g) in zip(axes, panels):
+    for ax, (fam, pol, g) in zip(axes, panels, strict=True):
         targets = sorted(g["target"].unique())
         log_x = len(targets) > 1 and min(targets) > 0 and max(targets) / min(targets) >= 4
         ctrls = order_controllers(g["controller"])
@@ -211,7 +212,7 @@ def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = 
     colors = _colors(df["controller"])
     fig, axes = _figure(len(panels), "Anytime progress: verified count vs step",
                         bool(df["simulated"].any()))
-    for ax, (fam, pol, g) in zip(axes, panels):
+    for ax, (fam, pol, g) in zip(axes, panels, strict=True):
         t = target if target is not None and target in set(g["target"]) else int(g["target"].max())
         g = g[g["target"] == t]
         budget = pd.to_numeric(g["budget"], errors="coerce").max()
@@ -269,7 +270,7 @@ def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: 
                         panel_h=_PANEL_H + 0.6)
     scale = 100 if pct else 1
     top = 0.0
-    for ax, (fam, pol, g), ctrls in zip(axes, panels, chosen):
+    for ax, (fam, pol, g), ctrls in zip(axes, panels, chosen, strict=True):
         targets = sorted(g["target"].unique())
         width = 0.8 / max(len(targets), 1)
         shades = np.linspace(0.35, 1.0, len(targets)) if len(targets) > 1 else [1.0]

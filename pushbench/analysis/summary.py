@@ -56,7 +56,7 @@ def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
         .agg(["sum", "size"]).reset_index()
     cols = [f"pass^{k}" for k in range(1, int(cells["size"].max()) + 1)]
     for k, col in enumerate(cols, start=1):
-        cells[col] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"])]
+        cells[col] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"], strict=True)]
     return cells.groupby(group, dropna=False)[cols].mean()
 
 

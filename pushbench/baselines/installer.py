@@ -10,7 +10,8 @@ PushBench's). A baseline may add steps after pip (:data:`EXTRA_STEPS`: Letta's d
 migrations, which ship only in its sdist).
 
 Idempotence: the marker ``.pushbench-baseline.json`` (written last, after pip succeeded) holds
-the digest of the pin file's requirements, the constraints and the Python version; an install whose marker
+the digest of the pin file's requirements, the constraints and the Python version; an install whose
+marker
 matches is kept as it is, anything else (a half-finished venv, another pin, another Python) is
 removed and built again. A pip failure (the index cannot serve the pin, no network) removes the
 half-built venv and raises :class:`BaselineError` with one line quoting pip's last error.

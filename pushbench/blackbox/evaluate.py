@@ -450,7 +450,8 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     try:
         from ..analysis import report
     except ImportError as e:  # pragma: no cover - the report module ships with the package
-        say(f"[yellow]pushbench.analysis.report is not available ({e})[/]: wrote episodes.jsonl only; "
+        say(f"[yellow]pushbench.analysis.report is not available ({e})[/]: "
+            "wrote episodes.jsonl only; "
             f"run `pushbench report {out_dir}` once it is")
         return {}
     frames = report.write_report(lines, out_dir, seed=seed, n_resamples=n_resamples)

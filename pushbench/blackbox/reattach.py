@@ -113,7 +113,7 @@ def resume(session) -> Any:
     session.reset_result = json.loads(obs)["result"]
     session.tool_schemas = session.env.unwrapped.tool_schemas()
     head, after_end = signing.genesis(run), 0
-    for i, (raw, line) in enumerate(zip(lines, parsed), 1):
+    for i, (raw, line) in enumerate(zip(lines, parsed, strict=True), 1):
         if line.get("prev") != head:
             raise _setup_error(f"cannot re-attach to {run_dir}: its trace chain is broken at "
                                f"line {i}; use a new --run-dir (or --overwrite)")

@@ -234,7 +234,8 @@ class BlackBoxSession:
         self.close()
 
     def _setup_logging(self) -> None:
-        os.close(paths.open_private(self.run_dir / LOG_FILE))  # created 0600 before logging opens it
+        # created 0600 before logging opens it
+        os.close(paths.open_private(self.run_dir / LOG_FILE))
         handler = logging.FileHandler(self.run_dir / LOG_FILE, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler._pushbench_run = self.run_id  # type: ignore[attr-defined]

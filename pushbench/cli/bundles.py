@@ -1,4 +1,5 @@
-"""``pushbench bundle``, ``verify`` and ``leaderboard``: results that travel (:mod:`pushbench.bundles`)."""
+"""``pushbench bundle``, ``verify`` and ``leaderboard``: results that travel
+(:mod:`pushbench.bundles`)."""
 
 from __future__ import annotations
 

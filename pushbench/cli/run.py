@@ -41,7 +41,8 @@ def run_cmd(
     budget: int | None = typer.Option(None, help="step-budget override for every task"),
     limit: int | None = typer.Option(None, min=1, help="only the first N episodes (smoke run)"),
     concurrency: int | None = typer.Option(
-        None, min=1, help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
+        None, min=1,
+        help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
     force: bool = typer.Option(False, help="append to a DIR holding a different experiment"),
     overwrite: bool = typer.Option(False, help="discard what DIR holds (its episodes, traces, "
                                    "report) and start afresh; needed for a folder another "
@@ -114,7 +115,8 @@ def run_cmd(
         s = e.summary
         console.print(f"[bold yellow]interrupted[/]: {s['finished']}/{s['total']} episodes are "
                       f"saved in {out_dir}. Resume by re-running the same command:\n  "
-                      f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}", highlight=False)
+                      f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}",
+                      highlight=False)
         raise typer.Exit(130)
     console.print(
         f"[green]done[/]: {summary['finished']}/{summary['total']} episodes in {out_dir} "
@@ -123,7 +125,8 @@ def run_cmd(
         highlight=False)
     if summary["errors"]:
         console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
-                      f"{out_dir / 'errors.jsonl'}; re-run the command to retry them", highlight=False)
+                      f"{out_dir / 'errors.jsonl'}; re-run the command to retry them",
+                      highlight=False)
     capped = summary["stopped_by_cap"] and summary["resume_cap_usd"] is not None
     if capped:
         console.print(

@@ -84,7 +84,8 @@ MAX_REPORTED_COUNT = 10**9  # the largest count a ``final`` may report
 
 
 class FinalArgs(ToolArgs):
-    reported_count: int = Field(ge=0, le=MAX_REPORTED_COUNT, description="how many valid items you believe "
+    reported_count: int = Field(ge=0, le=MAX_REPORTED_COUNT,
+                                description="how many valid items you believe "
                                 "the verifier has accepted")
     message: str = Field(default="", max_length=4000, description="a short closing message")
 

@@ -62,7 +62,8 @@ def present(path: str | Path) -> list[str]:
 
 
 def read_manifest(path: str | Path) -> dict | None:
-    """``path/manifest.json`` as a dict (``None`` if absent); unreadable: :class:`OutputDirError`."""
+    """``path/manifest.json`` as a dict (``None`` if absent); unreadable:
+    :class:`OutputDirError`."""
     file = Path(path) / MANIFEST
     if not file.exists():
         return None

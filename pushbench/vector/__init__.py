@@ -80,7 +80,8 @@ def make_vec(task_id: str, num_envs: int, controller: str | None = None,
     """``num_envs`` copies of ``pushbench.make(task_id, controller=controller, budget=budget)``.
 
     ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (``num_workers`` worker
-    processes, default ``min(num_envs, cores)``); ``autoreset_mode`` one of ``next_step`` (default), ``same_step``, ``disabled`` (see
+    processes, default ``min(num_envs, cores)``); ``autoreset_mode`` one of ``next_step`` (default),
+    ``same_step``, ``disabled`` (see
     the module docstring). ``vector_kwargs`` go to the vector env class. Unknown task ids,
     controllers, modes and bad budgets raise here, before any worker starts.
     """

@@ -161,7 +161,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
     def _gather(self, parts: list[tuple], obs_only: bool = False):
         n = self.num_envs
         infos: dict[str, Any] = {}
-        for (start, stop), part in zip(self._slices, parts):
+        for (start, stop), part in zip(self._slices, parts, strict=True):
             self._obs[start:stop] = part[0]
             place_batch(infos, part[-1], start, n)
         return tuple(self._obs), infos
@@ -189,7 +189,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
             a, b = self._slices[w]
             opts = dict(options, reset_mask=mask[a:b]) if mask is not None else options
             self._send(w, "reset", {"seed": seeds[a:b], "options": opts or None})
-        parts = dict(zip(active, self._receive(active)))
+        parts = dict(zip(active, self._receive(active), strict=True))
         infos: dict[str, Any] = {}
         for w in active:
             a, b = self._slices[w]
@@ -216,7 +216,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         parts = self._receive(range(len(self._pipes)))
         if len(parts[0]) == 6:  # unbatched slices: batch here, copy by copy
             infos: dict[str, Any] = {}
-            for (start, stop), part in zip(self._slices, parts):
+            for (start, stop), part in zip(self._slices, parts, strict=True):
                 self._obs[start:stop] = part[0]
                 for i, env_info in enumerate(part[4], start):
                     self._add_info(infos, env_info, i)

@@ -6,7 +6,8 @@ Two views of the same definitions, from one walk of each file's ``ast``:
   is the only thing written to disk (``$PUSHBENCH_HOME/index/*.json.gz``, private to the user).
 * :class:`Facts`: what the predicates read (docstring, assert, return, raise, yield, calls,
   decorators, parameters, annotations, size). Facts are **never written to disk**: a cache of
-  them would be an answer key (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
+  them would be an answer key (filtering it rebuilds every valid set). :func:`load_facts` re-parses
+  the built snapshot's
   source the first time a process needs them and keeps them in memory only.
 
 Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing

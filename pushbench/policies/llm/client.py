@@ -94,7 +94,8 @@ class Usage:
         price = cfg.price()
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "calls": self.calls,
-                "cost_usd": price.cost(self.prompt_tokens, self.completion_tokens) if price else None,
+                "cost_usd": (price.cost(self.prompt_tokens, self.completion_tokens)
+                             if price else None),
                 "price": price.model_dump() if price else None,
                 "retries": self.retries, "estimated_calls": self.estimated_calls,
                 "transient_errors": dict(sorted(self.transient_errors.items()))}

@@ -172,7 +172,8 @@ class LangGraphPolicy(Policy):
 
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
-        for i, (action, sha) in enumerate(zip(values["env_actions"], values["obs_sha"])):
+        pairs = zip(values["env_actions"], values["obs_sha"], strict=True)
+        for i, (action, sha) in enumerate(pairs):
             obs = self._env.step(_restored(action))[0]
             if digest(obs) != sha:
                 raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "

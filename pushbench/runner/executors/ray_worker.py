@@ -50,7 +50,8 @@ class _RayLimiter:
 def episode_task(spec, limiter=None, fn: Callable | None = None):
     """Body of the episode task: ``run_spec(spec)`` (or ``fn``) under the endpoint caps.
 
-    Returns an :class:`~pushbench.runner.spec.EpisodeResult`; an episode's exception is already an error
+    Returns an :class:`~pushbench.runner.spec.EpisodeResult`; an episode's exception is already an
+    error
     result there, so anything raised here is a harness failure.
     """
     import ray

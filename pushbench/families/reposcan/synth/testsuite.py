@@ -216,7 +216,8 @@ def render_conftest(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan)
         b = Body(draw, namer, "    ", [p.name for p in sig.params])
         _fixture_body(b, sig, pkg, imports)
         chunks.append("\n".join(render_signature(sig, "") + b.lines) + "\n")
-    head = f'"""Shared fixtures for the {pkg.name} tests."""\n\nfrom __future__ import annotations\n\n'
+    head = (f'"""Shared fixtures for the {pkg.name} tests."""\n\n'
+            "from __future__ import annotations\n\n")
     return head + format_imports(imports, pkg.name) + "\n\n" + "\n\n".join(chunks)
 
 

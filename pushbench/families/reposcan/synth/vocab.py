@@ -117,7 +117,7 @@ class Draw:
         the draws.
         """
         keyed = []
-        for pos, (item, w) in enumerate(zip(items, weights)):
+        for pos, (item, w) in enumerate(zip(items, weights, strict=True)):
             u = self._r.random()
             if w > 0:
                 keyed.append((u ** (1.0 / w), -pos, item))
