@@ -72,7 +72,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
             return proc, url
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"server did not start: {' '.join(cmd)}")
+                raise SystemExit(f"server did not start: {' '.join(cmd)}") from None
             time.sleep(0.5)
 
 

@@ -117,7 +117,7 @@ def run_cmd(
                       f"saved in {out_dir}. Resume by re-running the same command:\n  "
                       f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}",
                       highlight=False)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     console.print(
         f"[green]done[/]: {summary['finished']}/{summary['total']} episodes in {out_dir} "
         f"({summary['ran']} run now, {summary['skipped']} already there; "
