@@ -684,7 +684,7 @@ def test_own_body_walk_matches_reference_on_the_pinned_snapshots(snapshot_roots)
             ref = []
             tree = ast.parse(src) if got else None
 
-            def visit(fn, qual, in_class):
+            def visit(fn, qual, in_class, ref=ref, rel=rel):  # bound now (B023)
                 r = _Reference()
                 for stmt in fn.body:
                     r.visit(stmt)
