@@ -32,7 +32,7 @@ V = ("no", "maybe", "yes")  # ordered: Kleene and = min, or = max, not = mirror
 
 def hit(snippet: str, ident: str = "m.py::f", kind: str | None = None) -> dict:
     lines = snippet.split("\n")
-    sig = next(l.strip() for l in lines if l.lstrip().startswith(("def ", "async def ")))
+    sig = next(ln.strip() for ln in lines if ln.lstrip().startswith(("def ", "async def ")))
     if kind is None:
         kind = ("async " if sig.startswith("async") else "") + (
             "method" if lines[0].startswith(" ") else "function")

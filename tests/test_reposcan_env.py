@@ -446,7 +446,7 @@ BAD_INPUTS = [
     ("tuple-key", {"tool": "status", (1, 2): "x"}, "bad_value", "keys"),
     ("cycle-dict", (lambda d: (d.__setitem__("self", d), d)[1])({"tool": "status"}),
      "bad_value", "cycle"),
-    ("cycle-list", (lambda l: (l.append(l), {"tool": "submit", "ids": l})[1])([]),
+    ("cycle-list", (lambda lst: (lst.append(lst), {"tool": "submit", "ids": lst})[1])([]),
      "bad_value", "cycle"),
     ("deep-dict", (lambda: (lambda f: f(f, 40))(
         lambda f, n: {"tool": "status", "x": f(f, n - 1)} if n else 1))(), "too_deep", "nested"),

@@ -256,7 +256,7 @@ def _definitions(tree, source: str, relpath: str) -> list[Definition]:
         start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
         end = fn.end_lineno or fn.lineno
         snippet_end = min(end, start + SNIPPET_LINES - 1)
-        snippet = "\n".join(_clip(l) for l in lines[start - 1: snippet_end])
+        snippet = "\n".join(_clip(ln) for ln in lines[start - 1: snippet_end])
         out.append(Definition(
             ident=f"{relpath}::{qual}", path=relpath, qualname=qual, name=fn.name, kind=kind,
             line=fn.lineno, signature=_clip(lines[fn.lineno - 1].strip()), snippet=snippet))
