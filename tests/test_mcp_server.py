@@ -399,14 +399,16 @@ def test_kill_server_midway_loses_no_answered_call(tmp_path):
                 received.append((await client.call_tool(name, args)).content[0].text)
             pid = json.loads((run_dir / "run.json").read_text())["pid"]
             os.kill(pid, signal.SIGKILL)
-            with pytest.raises(Exception):
+            # the killed server surfaces as a transport error, a closed stream or a timeout,
+            # by timing: any exception is the contract here
+            with pytest.raises(Exception):  # noqa: B017 - see above
                 with anyio.fail_after(10):
                     await client.call_tool("status", {})
         finally:
             try:
                 with anyio.fail_after(10):
                     await client.__aexit__(None, None, None)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the killed server's transport fails to close
                 pass
 
     run(main)

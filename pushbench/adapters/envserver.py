@@ -196,7 +196,7 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
             except ValidationError as e:
                 reply = _error("Invalid message", WSErrorCode.VALIDATION_ERROR,
                                errors=json.loads(e.json()))
-            except Exception as e:  # the environment's own refusal (bad task, no reset, ...)
+            except Exception as e:  # noqa: BLE001 - the env's own refusal (bad task, no reset)
                 reply = _error(str(e), WSErrorCode.EXECUTION_ERROR)
             if reply is None:
                 break

@@ -385,7 +385,7 @@ def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict], out_dir: str | Pat
             continue
         try:
             paths.append(draw(out))
-        except Exception as e:  # one figure's failure must not cost the others
+        except Exception as e:  # noqa: BLE001 - one figure's failure must not cost the others
             _plt().close("all")
             (out / name).unlink(missing_ok=True)
             skipped.append((name, f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]))

@@ -35,7 +35,7 @@ from .batch import PushBenchSyncVectorEnv, _BatchInfo, place_batch
 def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
     try:
         envs = PushBenchSyncVectorEnv(env_fns, autoreset_mode=mode)
-    except BaseException as e:  # reported to the parent, which raises it
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send((False, _picklable(e)))
         return
     conn.send((True, None))
@@ -56,7 +56,7 @@ def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
                 break
             try:
                 conn.send((True, ops[cmd](data)))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - sent to the parent, which raises it
                 conn.send((False, _picklable(e)))
     finally:
         conn.close()
@@ -72,7 +72,7 @@ def _picklable(e: BaseException) -> BaseException:
     try:
         pickle.loads(pickle.dumps(e))
         return e
-    except Exception:
+    except Exception:  # noqa: BLE001 - any pickling failure: send a plain stand-in
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
