@@ -27,8 +27,8 @@ NOT_AGENT_OUTCOMES = ("error", *SPEND_CUTS)
 
 def _verdicts(record: dict):
     for call in record["calls"]:
-        for ident, verdict in call.get("verdicts") or ():
-            yield ident, verdict
+        # each stored [id, verdict] pair becomes a tuple (and must be a pair)
+        yield from ((ident, verdict) for ident, verdict in call.get("verdicts") or ())
 
 
 def valid_count(record: dict) -> int:

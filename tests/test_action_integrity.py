@@ -78,7 +78,7 @@ def _check(env, action, error_type):
 def test_issue_cases_under_every_controller(controller):
     env = pushbench.make(REPOSCAN, controller=controller)
     env.reset(seed=0)
-    for label, action, error_type in ISSUE_CASES:
+    for _label, action, error_type in ISSUE_CASES:
         _check(env, action, error_type)
     env.close()
 
@@ -87,7 +87,7 @@ def test_issue_cases_under_every_controller(controller):
 def test_issue_cases_on_dataops(controller):
     env = pushbench.make(DATAOPS, controller=controller)
     env.reset(seed=0)
-    for label, action, error_type in ISSUE_CASES:
+    for _label, action, error_type in ISSUE_CASES:
         _check(env, action, error_type)
     env.close()
 

@@ -169,7 +169,7 @@ def test_pooled_row_is_the_mean_of_instance_means_over_all_targets():
 
 def test_holm_family_is_the_testable_rows_of_one_family_metric_and_scope():
     d = report.paired_deltas(synthetic_run(), n_resamples=199, method="t")
-    for (fam, m, pooled), g in d.groupby(["family", "metric", "pooled"]):
+    for _, g in d.groupby(["family", "metric", "pooled"]):
         t = g[g["testable"]]
         adj = report.holm(t["p_value"].to_numpy())
         assert np.allclose(adj, t["p_holm"].to_numpy(), equal_nan=True)

@@ -117,7 +117,7 @@ def test_search_feedback_is_exact_and_a_function_of_the_query(query):
 def generated_units():
     """Every unit of every built-in backlog at two targets (files in throwaway workspaces)."""
     out = []
-    for name, cfg in tasks.manifests()["dataops"].instances.items():
+    for cfg in tasks.manifests()["dataops"].instances.values():
         for target in (5, 20):
             ws = Workspace.create()
             try:

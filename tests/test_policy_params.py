@@ -19,9 +19,9 @@ from pushbench.policies import (
     validate_params,
 )
 from pushbench.policies.simulated import FAMILY_PRESETS
+from pushbench.runner.episode import run_episode
 
 DATAOPS_PRESETS, REPOSCAN_PRESETS = FAMILY_PRESETS["dataops"], FAMILY_PRESETS["reposcan"]
-from pushbench.runner.episode import run_episode
 
 
 @pytest.mark.parametrize("name", list(POLICIES))

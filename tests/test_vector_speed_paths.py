@@ -120,7 +120,7 @@ def _stable(infos):
             elif kind == "dict" and kinds[k] == "dict":
                 sub = {}
                 for kk, vv in v.items():
-                    if kinds.setdefault((k, kk), type(vv)) == type(vv):
+                    if kinds.setdefault((k, kk), type(vv)) is type(vv):
                         sub[kk] = vv
                 ok[k] = sub
         out.append(ok)
