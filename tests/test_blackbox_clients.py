@@ -96,9 +96,12 @@ def test_claude_mcp_list_health_checks_then_the_agent_run(tmp_path):
         launch = blackbox_clients.claude_code(claude, ep, episode_prompt("default", task, 0),
                                               cmd, blackbox_clients.Endpoint(base_url=url))
         env = {**launch.env, **blackbox_clients.server_env()}
-        run = lambda *args: subprocess.run([claude, *args], cwd=ep / "agent", env=env,  # noqa: E731
-                                           capture_output=True, text=True, timeout=300,
-                                           stdin=subprocess.DEVNULL)
+
+        def run(*args):
+            return subprocess.run([claude, *args], cwd=ep / "agent", env=env,
+                                  capture_output=True, text=True, timeout=300,
+                                  stdin=subprocess.DEVNULL)
+
         added = run("mcp", "add", "--transport", "stdio", "pushbench", "--", *cmd)
         assert added.returncode == 0, added.stderr
         for _ in range(2):

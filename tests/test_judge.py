@@ -129,8 +129,7 @@ OBJECTIVES_SHA256 = {
     "flask-decorated": "ccc6e4e2d6e40fe694397359bd08b9ff2efc90b31f5b7191801f0e66ca3dc28a",
     "pytest-fixture-pytester": "b5fc24b82ecbc6e01164b2306547b808ff2f5989f99801ed166519f47cf13bcc",
     "pytest-raises": "80e9746ff80d3d7b227ecc5522524f992234d5a770d8c0b06ea6a203438101fb",
-    "pytest-fixture-monkeypatch":
-        "dd611738f1ddb9b6d06531d0c4604019f8329354f5c01cf8de1ce51013beac09",
+    "pytest-fixture-monkeypatch": "dd611738f1ddb9b6d06531d0c4604019f8329354f5c01cf8de1ce51013beac09",  # noqa: E501 - a digest
 }
 
 

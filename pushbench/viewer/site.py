@@ -126,7 +126,8 @@ def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> No
             record = load_trace(run_dir, row.key) if has_trace else line
             problem = None if has_trace else (
                 "no trace file: the page shows the episode line only" if safe else
-                "the key is not a plain file name, so no trace is read: the episode line only")
+                "the key is not a plain file name, so no trace is read: "
+                "the episode line only")
         except (OSError, ValueError, EOFError) as e:  # gzip raises EOFError when truncated
             record, problem = line, f"trace file unreadable ({e}): the episode line only"
         page = {"key": row.key, "outcome": row.outcome, "record": record, "problem": problem,

@@ -155,7 +155,8 @@ class StubServer:
             asked = int(body.get("max_tokens") or 0)
             if prompt + asked > self.window:
                 return 400, {}, {"error": {
-                    "message": f"This model's maximum context length is {self.window} tokens. "
+                    "message": "This model's maximum context length is "
+                               f"{self.window} tokens. "
                                f"However, you requested {prompt + asked} tokens ({prompt} in "
                                f"the messages, {asked} in the completion). Please reduce the "
                                "length of the messages or completion.",
