@@ -60,7 +60,7 @@ def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
     return cells.groupby(group, dropna=False)[cols].mean()
 
 
-def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
+def summary_table(df: pd.DataFrame, steps_reference: bool = True) -> pd.DataFrame:
     """Per ``(family, policy, controller, target)`` means over scored episodes (and per
     ``family_version`` after ``family`` when the episodes mix versions of a family:
     :func:`pushbench.analysis.frame.versioned`).
