@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Set as AbstractSet
 from typing import TypeGuard
 
 ACCEPTED, DUPLICATE, REJECTED, MALFORMED = "accepted", "duplicate", "rejected", "malformed"
@@ -27,7 +28,7 @@ def is_well_formed(ident: object) -> TypeGuard[str]:
             and _IDENT.fullmatch(ident) is not None)
 
 
-def digest(valid: set[str]) -> str:
+def digest(valid: AbstractSet[str]) -> str:
     """sha256 of the newline-joined sorted identifiers: what task manifests pin."""
     return hashlib.sha256("\n".join(sorted(valid)).encode()).hexdigest()
 
