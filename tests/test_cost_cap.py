@@ -112,7 +112,7 @@ def test_estimate_without_pilot_is_the_stated_formula_and_spends_nothing(stub, t
         else:
             f = formula(s, 40, 3000, k=2, memory_tools=MemGPTMemory.tools)
         want.setdefault(s.policy, []).append(f)
-    for row, name in zip(rows, ("llm", "llm-memgpt"), strict=True):
+    for row, name in zip(rows[:2], ("llm", "llm-memgpt"), strict=True):  # rows[2]: TOTAL
         parts = list(zip(*want[name], strict=True))
         for col, i in (("steps", 0), ("prompt_tokens", 1), ("completion_tokens", 2),
                        ("cost_usd", 3)):
