@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 import pushbench
-from pushbench.families.reposcan import indexer
 from pushbench import snapshots
+from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.families.reposcan.search import SearchIndex
 from pushbench.tasks import list_tasks

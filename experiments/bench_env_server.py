@@ -49,8 +49,13 @@ import urllib.request
 
 import psutil
 
-from pushbench.adapters.envserver_load import (action_stream, local_trajectory, think_times,
-                                               ws_session, ws_url)
+from pushbench.adapters.envserver_load import (
+    action_stream,
+    local_trajectory,
+    think_times,
+    ws_session,
+    ws_url,
+)
 from pushbench.adapters.openenv_env import PushBenchEnvironment
 from pushbench.tasks import get_task
 
@@ -83,7 +88,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
             return proc, url
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"server did not start: {' '.join(cmd)}")
+                raise SystemExit(f"server did not start: {' '.join(cmd)}") from None
             time.sleep(0.5)
 
 

@@ -132,7 +132,8 @@ def main() -> int:
             if base_ms is None:
                 base_ms = ms
             runs[label] = out
-            print(f"{label:<12}{startup:>10.2f}{s['ran']:>9}{seconds:>9.2f}{s['ran'] / seconds:>8.1f}"
+            print(f"{label:<12}{startup:>10.2f}{s['ran']:>9}{seconds:>9.2f}"
+                  f"{s['ran'] / seconds:>8.1f}"
                   f"{ms:>8.2f}{ms * slots:>11.2f}{ms * slots - base_ms:>+15.2f}"
                   + (f"  (errors: {s['errors']})" if s["errors"] else ""), flush=True)
         ref = _lines(runs["inprocess"])

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import contextlib
-import pstats
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -254,9 +254,11 @@ def main(argv: list[str] | None = None) -> int:
             levels = [int(x) for x in args.concurrency.split(",")]
             proc, url = start_stub(args.latency)
             try:
-                print(f"\nthroughput vs concurrency (stub latency {args.latency * 1000:.0f} ms/call, "
+                print(f"\nthroughput vs concurrency (stub latency {args.latency * 1000:.0f} "
+                      "ms/call, "
                       f"{args.episodes} episodes x {args.budget} steps per level)")
-                print(f"{'backend':16} {'conc':>5} {'seconds':>8} {'steps/s':>8} {'speedup':>8} {'errors':>6}")
+                print(f"{'backend':16} {'conc':>5} {'seconds':>8} {'steps/s':>8} "
+                      f"{'speedup':>8} {'errors':>6}")
                 for seed in range(args.episodes):  # load every instance's index once, up front
                     pushbench.make(TASK, budget=args.budget).reset(seed=seed)
                 for b in backends:

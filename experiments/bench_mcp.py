@@ -71,7 +71,8 @@ async def measure(run_dir: Path, calls: int, warmup: int, mode: str, tool: str,
         protocol = client.protocol_version
     trace = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines()]
     server = [t["server_ms"] for t in trace[warmup:]]
-    return {"task": task, "tool": tool, "calls": calls, "protocol": protocol, "startup_s": round(startup, 3),
+    return {"task": task, "tool": tool, "calls": calls, "protocol": protocol,
+            "startup_s": round(startup, 3),
             "median_ms": round(statistics.median(times), 3),
             "p10_ms": round(_pct(times, 0.10), 3), "p90_ms": round(_pct(times, 0.90), 3),
             "mean_ms": round(statistics.fmean(times), 3),

@@ -120,7 +120,8 @@ def main() -> None:
     a = statistics.median(adds)
     print(f"\nmedian of {args.repeat} (wall clock, CLI in a subprocess, fresh cache, "
           f"{os.cpu_count()} cores):")
-    print(f"  snapshots add + index   {a:6.2f} s   goal {ADD_GOAL:4.0f} s   ratio {a / ADD_GOAL:.2f}")
+    print(f"  snapshots add + index   {a:6.2f} s   goal {ADD_GOAL:4.0f} s   "
+          f"ratio {a / ADD_GOAL:.2f}")
     if news:
         n = statistics.median(news)
         print(f"  tasks new + calibration {n:6.2f} s   goal {NEW_GOAL:4.0f} s   "
@@ -133,8 +134,8 @@ def main() -> None:
         print(f"  CPU time: current {ac:6.2f} s, {args.compare} {bc:6.2f} s   current / "
               f"{args.compare}: {ac / bc:.2f}")
         # each run's pair ran back to back under the same load: the steadiest comparison
-        paired = statistics.median(x / y for x, y in zip(adds, before))
-        paired_cpu = statistics.median(x / y for x, y in zip(adds_cpu, before_cpu))
+        paired = statistics.median(x / y for x, y in zip(adds, before, strict=True))
+        paired_cpu = statistics.median(x / y for x, y in zip(adds_cpu, before_cpu, strict=True))
         print(f"  paired (run by run) median ratio current / {args.compare}: wall clock "
               f"{paired:.2f}, CPU {paired_cpu:.2f}")
 

@@ -68,7 +68,7 @@ def main() -> int:
             results[label] = out
             print(f"{label:<14}{s['ran']:>9}{s['steps']:>9}{total:>9.2f}{s['ran'] / total:>12.1f}"
                   f"{s['steps'] / total:>10.0f}{full / TARGET_SECONDS:>9.2f}"
-                  + ("  (errors: %d)" % s["errors"] if s["errors"] else ""))
+                  + (f"  (errors: {s['errors']:d})" if s["errors"] else ""))
         a, b = (_lines(p) for p in results.values())
         same = a.keys() == b.keys() and all(a[k]["metrics"] == b[k]["metrics"] for k in a)
         print(f"identical metric fields across executors: {same}")

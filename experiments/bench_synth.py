@@ -47,8 +47,8 @@ def bench(defs: int, modules: int, repeats: int, seed: int) -> None:
 
 
 def table(defs: int, modules: int, seed: int) -> None:
-    print(f"\n| requested `docstring` density | valid set size (`docstring`, measured) | "
-          f"fraction | `raises` set (fixed at 0.15) |")
+    print("\n| requested `docstring` density | valid set size (`docstring`, measured) | "
+          "fraction | `raises` set (fixed at 0.15) |")
     print("|---:|---:|---:|---:|")
     for p in (0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9):
         with tempfile.TemporaryDirectory() as tmp:

@@ -79,7 +79,7 @@ class Vector:
         _warm(self.envs, task)
         self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self.pols = [make_policy("random", seed=seed + i) for i in range(num_envs)]
-        for p, o in zip(self.pols, self.obs):
+        for p, o in zip(self.pols, self.obs, strict=True):
             p.reset(o)
         # NEXT_STEP autoreset: a copy that finished at step t ignores its action at t + 1 and
         # returns the reset observation there, where its policy starts a new episode.
@@ -92,7 +92,7 @@ class Vector:
         c0 = _cpu(self.pids)
         t0 = time.perf_counter()
         for _ in range(steps):
-            actions = [p.act(o) for p, o in zip(self.pols, self.obs)]
+            actions = [p.act(o) for p, o in zip(self.pols, self.obs, strict=True)]
             self.obs, _, term, trunc, _ = self.envs.step(actions)
             for i in np.flatnonzero(self.resetting):
                 self.pols[i].reset(self.obs[i])
@@ -114,7 +114,7 @@ class Loop:
         self.pols = [make_policy("random", seed=seed + i) for i in range(num_envs)]
         _warm(self.envs[0], task)  # one process: the index is loaded once for all of them
         self.obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]
-        for p, o in zip(self.pols, self.obs):
+        for p, o in zip(self.pols, self.obs, strict=True):
             p.reset(o)
         self.resetting = [False] * num_envs
         self.cpu = 0.0
@@ -216,7 +216,7 @@ def main() -> int:
                              args.rounds, args.seed)
         single = statistics.median(rates["single"])
         for row in ("single", "loop", *modes):
-            ratios = [v / lo for v, lo in zip(rates[row], rates["loop"])]
+            ratios = [v / lo for v, lo in zip(rates[row], rates["loop"], strict=True)]
             med = statistics.median(ratios)
             rate = statistics.median(rates[row])
             print(f"{name:<12}{row:<9}{rate:>10.0f}{med:>9.2f}x{min(ratios):>7.2f}.."

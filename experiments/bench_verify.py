@@ -8,7 +8,8 @@ repository's tests re-run for every ``run_verifier`` and ``submit``). Every repl
 with its record. Prints a table and writes JSON.
 
     python experiments/bench_verify.py [--episodes 3] [--families reposcan,dataops,swelite]
-        [--swelite-recipe tests/data/swelite_tiny.yaml] [--out experiments/results/bench_verify.json]
+        [--swelite-recipe tests/data/swelite_tiny.yaml]
+        [--out experiments/results/bench_verify.json]
 
 The first episode of an instance also pays the one-time loads (RepoScan index, SWE-lite test
 venv); the median is the steady cost.

@@ -112,7 +112,9 @@ def compare(before: Path, after: Path, traces: bool = True, family: str | None =
         problems = []
         if a != b:
             la, lb = a.decode().splitlines(), b.decode().splitlines()
-            problems = [f"line {i + 1}: {x!r} != {y!r}" for i, (x, y) in enumerate(zip(la, lb))
+            # strict=False: the line counts may differ; that is reported below
+            problems = [f"line {i + 1}: {x!r} != {y!r}"
+                        for i, (x, y) in enumerate(zip(la, lb, strict=False))
                         if x != y]
             if len(la) != len(lb):
                 problems.append(f"{len(la)} vs {len(lb)} lines")
@@ -123,7 +125,8 @@ def compare(before: Path, after: Path, traces: bool = True, family: str | None =
         for key in sorted(set(ep_a) & set(ep_b)):
             ta, tb = (before / "traces" / f"{key}.json.gz"), (after / "traces" / f"{key}.json.gz")
             if not ta.exists() or not tb.exists():
-                problems.append(f"key {key}: trace missing in {'BEFORE' if not ta.exists() else 'AFTER'}")
+                side = "BEFORE" if not ta.exists() else "AFTER"
+                problems.append(f"key {key}: trace missing in {side}")
                 continue
             ra, rb = (json.loads(gzip.decompress(t.read_bytes())) for t in (ta, tb))
             problems += [f"key {key}: {d}" for d in _field_diffs(ra, rb)]

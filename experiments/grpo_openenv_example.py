@@ -109,7 +109,7 @@ def main() -> None:
                 print(f"\nprompt: {task} seed {seed} (instance {group[0].record['instance']})")
                 print(f"  {'member':<7}{'return':>8}{'valid':>7}{'success':>9}{'dup rate':>10}"
                       f"{'steps':>7}{'advantage':>11}")
-                for g, (r, a) in enumerate(zip(group, adv)):
+                for g, (r, a) in enumerate(zip(group, adv, strict=True)):
                     m = r.record["metrics"]
                     dup = m["duplicate_submit_rate"]
                     print(f"  {g:<7}{r.total:>8.3f}{m['valid_count']:>7}{str(m['success']):>9}"

@@ -35,9 +35,16 @@ def table(rows: list[dict]) -> str:
     for (pol, agent) in sorted({(r["policy"], r["agent"]) for r in rows}):
         rs = [r for r in rows if (r["policy"], r["agent"]) == (pol, agent)]
         n = len(rs)
-        t = lambda k: sum(r[k] == "True" for r in rs)  # noqa: E731
-        m = lambda k: statistics.mean(float(r[k] or 0) for r in rs)  # noqa: E731
-        s = lambda k: sum(int(r.get(k) or 0) for r in rs)  # noqa: E731
+
+        def t(k: str, rs: list[dict] = rs) -> int:  # rs bound now (B023)
+            return sum(r[k] == "True" for r in rs)
+
+        def m(k: str, rs: list[dict] = rs) -> float:
+            return statistics.mean(float(r[k] or 0) for r in rs)
+
+        def s(k: str, rs: list[dict] = rs) -> int:
+            return sum(int(r.get(k) or 0) for r in rs)
+
         label = pol + (" (simulated)" if pol.startswith("simulated") else "")
         out.append(f"| {label} | {agent} | {n} | {t('calls_equal')} | {t('success_in_process')} "
                    f"| {t('success_harness')} | {m('valid_in_process'):.1f} / "

@@ -31,8 +31,12 @@ from pathlib import Path
 import pandas as pd
 
 from pushbench.analysis.frame import load_episodes
-from pushbench.analysis.population import (EFFECT_METRICS, agent_effects, effect_figure,
-                                           effect_summary)
+from pushbench.analysis.population import (
+    EFFECT_METRICS,
+    agent_effects,
+    effect_figure,
+    effect_summary,
+)
 from pushbench.runner.population import draw_agents, load_prior, population_experiment
 from pushbench.runner.sweep import run_experiment
 

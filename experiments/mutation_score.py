@@ -22,7 +22,8 @@ non-equivalent. Survivors that are not listed as equivalent are shown with their
 listed equivalent whose mutant no longer exists or no longer changes the quoted code is
 reported as stale and not counted. ``--skip-listed`` does not run the listed equivalents at
 all (each would run every test that reaches it): much faster, but a listed mutant that a new test
-kills is then not noticed (their diffs are still checked against the quoted code). Wall-clock seconds per module are printed (they vary with
+kills is then not noticed (their diffs are still checked against the quoted code). Wall-clock
+seconds per module are printed (they vary with
 the machine; nothing asserts them). Exit status 1 when a module's killed / non-equivalent is
 below ``--fail-under`` (default: report only).
 """

@@ -8,10 +8,16 @@ instance, suite, synthetic or user). On import every task is registered with Gym
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .registration import list_tasks, make, register_all
 
+if TYPE_CHECKING:  # the annotation only: pushbench.vector is imported on first use
+    from gymnasium.vector import VectorEnv
 
-def make_vec(task_id: str, num_envs: int, controller: str | None = None, **kwargs):
+
+def make_vec(task_id: str, num_envs: int, controller: str | None = None,
+             **kwargs: Any) -> VectorEnv[Any, Any, Any]:
     """``num_envs`` copies of ``make(task_id, controller)`` as a Gymnasium vector env
     (:func:`pushbench.vector.make_vec`)."""
     from .vector import make_vec as _make_vec

@@ -25,11 +25,12 @@ import subprocess
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from .blackbox import clients
-from .processes import stop_group
 from .blackbox.episode_prompt import episode_prompt
+from .processes import stop_group
 
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
 HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", "timed_out",
@@ -168,7 +169,8 @@ def _calls(record: dict) -> list[dict]:
 def compare(in_process: dict, harness: dict) -> dict:
     """How the harness episode differs from the in-process one (same policy, task, seed)."""
     a, h = _calls(in_process), _calls(harness)
-    first = next((i + 1 for i, (x, y) in enumerate(zip(a, h)) if x != y), None)
+    # strict=False: differing lengths are handled just below
+    first = next((i + 1 for i, (x, y) in enumerate(zip(a, h, strict=False)) if x != y), None)
     if first is None and len(a) != len(h):
         first = min(len(a), len(h)) + 1
     return {"calls_equal": a == h, "first_difference": first,
@@ -197,9 +199,9 @@ def request_stats(log_path: Path) -> dict:
     return {"model_requests": len(entries),
             "server_ms_median": ms[len(ms) // 2] if ms else None,
             "server_ms_max": ms[-1] if ms else None,
-            "repeated_requests": sum(a == b for a, b in zip(seen, seen[1:])),
+            "repeated_requests": sum(a == b for a, b in pairwise(seen)),
             "failed_requests": sum(e.get("status") != 200 for e in entries),
-            "history_shrank": sum(b < a for a, b in zip(seen, seen[1:]))}
+            "history_shrank": sum(b < a for a, b in pairwise(seen))}
 
 
 def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:

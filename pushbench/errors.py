@@ -10,7 +10,7 @@ callers have always caught (``KeyError`` for unknown names, ``ValueError`` for b
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class PushBenchError(Exception):

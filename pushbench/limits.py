@@ -29,8 +29,9 @@ import asyncio
 import os
 import threading
 from collections import deque
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import AsyncIterator, Iterator, Protocol
+from typing import Protocol
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ANY = "*"  # the cap for endpoints without an entry of their own

@@ -28,9 +28,9 @@ import fcntl
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import platformdirs
 

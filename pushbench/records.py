@@ -27,18 +27,20 @@ import os
 import platform
 import subprocess
 import warnings
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any
 
 from . import tasks
 
 # The version of a record that names none: written before family versions existed, i.e. under
-# the behaviour every family's version 1 pins (docs/concepts.md, "Observation contract and versions").
+# the behaviour every family's version 1 pins (docs/concepts.md, "Observation contract and
+# versions").
 UNVERSIONED = 1
 
 
-def versioned(record: dict) -> dict:
+def versioned(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with ``family_version`` set (a shallow copy; ``record`` is not changed).
 
     A record that already names a version keeps it (a replayed or re-written record states
@@ -50,14 +52,14 @@ def versioned(record: dict) -> dict:
     return {**record, "family_version": tasks.family_version(family)}
 
 
-def version_of(line: dict) -> int:
+def version_of(line: dict[str, Any]) -> int:
     """The family version a line or record was run under (:data:`UNVERSIONED` if it names
     none, or names something that is not a positive integer)."""
     v = line.get("family_version")
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else UNVERSIONED
 
 
-def episode_line(record: dict) -> dict:
+def episode_line(record: dict[str, Any]) -> dict[str, Any]:
     """The ``episodes.jsonl`` line: the full record minus ``calls``, controller steps and an
     LLM policy's ``transcript`` (those stay in the trace), with ``family_version``
     (:func:`versioned`)."""
@@ -68,13 +70,13 @@ def episode_line(record: dict) -> dict:
     return line
 
 
-def dumps_line(obj) -> bytes:
+def dumps_line(obj: Any) -> bytes:
     """Canonical JSON of ``obj`` plus a newline (one ``episodes.jsonl`` line)."""
     text = json.dumps(obj, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
     return (text + "\n").encode()
 
 
-def encode_trace(record: dict) -> bytes:
+def encode_trace(record: dict[str, Any]) -> bytes:
     """Gzipped canonical JSON of the full record with ``family_version`` (:func:`versioned`;
     ``mtime=0``: same record, same bytes)."""
     data = json.dumps(versioned(record), ensure_ascii=True, sort_keys=True,
@@ -82,7 +84,7 @@ def encode_trace(record: dict) -> bytes:
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
-def read_lines(path: Path, repair: bool = False) -> list[dict]:
+def read_lines(path: Path, repair: bool = False) -> list[dict[str, Any]]:
     """The JSON objects of ``path``, one per line, in file order (``[]`` if it does not exist).
 
     Blank lines are skipped. A line that is not a JSON object (bad JSON, a list, a number) is
@@ -118,10 +120,11 @@ def read_lines(path: Path, repair: bool = False) -> list[dict]:
     return lines
 
 
-def unique_by_key(lines: Iterable[dict], key: Callable[[dict], str | None] = lambda d: d.get("key")
-                  ) -> list[dict]:
+def unique_by_key(lines: Iterable[dict[str, Any]],
+                  key: Callable[[dict[str, Any]], str | None] = lambda d: d.get("key")
+                  ) -> list[dict[str, Any]]:
     """``lines`` without later lines whose ``key`` was seen before (the first one counts)."""
-    seen: set = set()
+    seen: set[str | None] = set()
     out = []
     for line in lines:
         k = key(line)
@@ -150,7 +153,7 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def git_revision() -> dict | None:
+def git_revision() -> dict[str, Any] | None:
     """``{"commit", "dirty"}`` of the pushbench checkout, or ``None`` (not a git checkout)."""
     root = Path(__file__).resolve().parents[1]
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import gymnasium as gym
 
@@ -36,15 +37,16 @@ def register_all() -> None:
                          disable_env_checker=True)
 
 
-def _load(entry_point: str):
+def _load(entry_point: str) -> Any:
+    """The object ``module:attr`` names (an environment class or factory)."""
     module, _, attr = entry_point.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-def make(task_id: str, controller: str | None = None, **kwargs) -> gym.Env:
+def make(task_id: str, controller: str | None = None, **kwargs: Any) -> gym.Env[Any, Any]:
     """Build the environment for ``task_id``, wrapped by the named ``controller`` if given."""
     spec = get_task(task_id)
-    env = _load(spec.entry_point)(task_id=task_id, **kwargs)
+    env: gym.Env[Any, Any] = _load(spec.entry_point)(task_id=task_id, **kwargs)
     if controller is not None:
         from .controllers import wrap
 

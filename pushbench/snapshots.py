@@ -28,23 +28,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
 from . import paths, sources, userdata
 from .archives import DEFAULT_LIMITS, Limits
-from .paths import locked  # noqa: F401  (re-exported: the SWE-lite builders use it)
-from .sources import sha256_file  # noqa: F401  (re-exported)
 from .errors import PushBenchError
+from .paths import locked  # re-exported: the SWE-lite builders use it
+from .sources import sha256_file  # re-exported
 
 _MARKER = ".pushbench-snapshot.json"
 _FIXED_DATE = "2000-01-01T00:00:00+0000"
@@ -188,7 +189,7 @@ def _stage_fast(root: Path, files: list[str]) -> bool:
     done nothing, where the two could differ (a symlink, a newline in a name, no git), so the
     caller falls back to gitpython and the commit id is the same either way."""
     paths_ = [root / f for f in files]
-    if any("\n" in f or p.is_symlink() for f, p in zip(files, paths_)) or not files:
+    if any("\n" in f or p.is_symlink() for f, p in zip(files, paths_, strict=True)) or not files:
         return False
     git_cmd = ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false"]
     try:
@@ -198,7 +199,7 @@ def _stage_fast(root: Path, files: list[str]) -> bool:
         if len(out) != len(files):
             return False
         info = "".join(f"{'100755' if p.stat().st_mode & 0o100 else '100644'} {sha}\t{f}\n"
-                       for f, p, sha in zip(files, paths_, out))
+                       for f, p, sha in zip(files, paths_, out, strict=True))
         subprocess.run([*git_cmd, "update-index", "--add", "--index-info"], cwd=root,
                        input=info, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):

@@ -38,8 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from . import archives
-from .archives import (DEFAULT_LIMITS, Budget, Limits, SourceError,  # noqa: F401 (re-exported)
-                       UnsafeArchiveError, escaped, member_problem)
+from .archives import (  # noqa: F401 (re-exported)
+    DEFAULT_LIMITS,
+    Budget,
+    Limits,
+    SourceError,
+    UnsafeArchiveError,
+    escaped,
+    member_problem,
+)
 
 IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".venv", "venv",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",

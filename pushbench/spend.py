@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 COST_CAP = "cost_cap"
 TOKEN_CAP = "token_cap"
@@ -59,7 +59,7 @@ class Meter:
 class SharedMeter(Meter):
     """A :class:`Meter` over a ``multiprocessing.Value('d')`` shared by pool workers."""
 
-    def __init__(self, cap_usd: float, value) -> None:  # noqa: D107 - value: mp.Value('d')
+    def __init__(self, cap_usd: float, value) -> None:  # value: mp.Value('d')
         self.cap_usd = float(cap_usd)
         self._value = value
 

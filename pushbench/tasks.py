@@ -17,10 +17,11 @@ error (:class:`~pushbench.userdata.UserDataError`). :func:`reload` re-reads the 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -119,7 +120,7 @@ class TaskSpec(_Strict):
         return len(self.instances) > 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def manifests() -> dict[str, FamilyManifest]:
     """Every family manifest under ``tasks/``, keyed by family name."""
     out = {}
@@ -132,7 +133,7 @@ def manifests() -> dict[str, FamilyManifest]:
 _STAGED: dict[str, UserRepoScanInstance] = {}  # tasks being calibrated (not yet written)
 
 
-@lru_cache(maxsize=None)
+@cache
 def user_instances() -> dict[str, tuple[UserRepoScanInstance, str]]:
     """User RepoScan instances in load order: name -> (instance, the file defining it)."""
     out: dict[str, tuple[UserRepoScanInstance, str]] = {}
@@ -201,7 +202,7 @@ def _add(tasks: dict[str, TaskSpec], spec: TaskSpec, where: str) -> None:
     tasks[spec.task_id] = spec
 
 
-@lru_cache(maxsize=None)
+@cache
 def all_tasks() -> dict[str, TaskSpec]:
     """Every task id: the built-in manifests, then the user instances (:func:`user_instances`)."""
     tasks = builtin_tasks()
@@ -243,7 +244,7 @@ def builtin_tasks() -> dict[str, TaskSpec]:
 TASK_KINDS = ("instance", "suite", "synthetic", "user")
 
 
-@lru_cache(maxsize=None)
+@cache
 def task_kinds() -> dict[str, str]:
     """Every task id's kind (one of :data:`TASK_KINDS`).
 

@@ -18,8 +18,8 @@ rich is imported inside the functions: importing this module costs nothing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 
 def table(*, padding=(0, 1), collapse_padding: bool = True, **kw):
@@ -65,9 +65,9 @@ def fit(tab, width: int, elastic: Sequence[str], least: int = 10) -> None:
     gaps = 2 * (len(tab.columns) - 1)  # the spacing of table()'s default padding
     if not cols or sum(widths) + gaps <= width:
         return
-    budget = width - gaps - sum(w for c, w in zip(tab.columns, widths)
+    budget = width - gaps - sum(w for c, w in zip(tab.columns, widths, strict=True)
                                 if id(c) not in elastic_ids)
-    natural_of = {id(c): w for c, w in zip(tab.columns, widths)}
+    natural_of = {id(c): w for c, w in zip(tab.columns, widths, strict=True)}
     for i in range(len(cols) - 1, -1, -1):
         col = cols[i]
         w = max(least, min(natural_of[id(col)], budget - least * i))

@@ -11,8 +11,9 @@ needs the live environment (e.g. the correct answer of a unit) and is resolved a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -51,8 +52,8 @@ class HugeInt(int):
         return f"HugeInt(~{int.bit_length(self) * 3 // 10} digits)"
 
 
-huge_ints = st.builds(lambda e, sign: HugeInt(sign * 10 ** e), st.sampled_from([400, 1000, 4400, 5000]),
-                      st.sampled_from([1, -1]))
+huge_ints = st.builds(lambda e, sign: HugeInt(sign * 10 ** e),
+                      st.sampled_from([400, 1000, 4400, 5000]), st.sampled_from([1, -1]))
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), huge_ints,
                     st.floats(allow_nan=True, allow_infinity=True), texts)
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
@@ -125,7 +126,8 @@ def dict_actions(draw) -> dict:
     return call
 
 
-bulk_ids = st.builds(lambda n, tool: {"tool": tool, "ids": [f"src/m{i}.py::f{i}" for i in range(n)]},
+bulk_ids = st.builds(lambda n, tool: {"tool": tool,
+                                       "ids": [f"src/m{i}.py::f{i}" for i in range(n)]},
                      st.sampled_from([11, 25, 300, 2_000, 40_000]),
                      st.sampled_from(["submit", "search", "status"]))
 

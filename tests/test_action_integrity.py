@@ -78,7 +78,7 @@ def _check(env, action, error_type):
 def test_issue_cases_under_every_controller(controller):
     env = pushbench.make(REPOSCAN, controller=controller)
     env.reset(seed=0)
-    for label, action, error_type in ISSUE_CASES:
+    for _label, action, error_type in ISSUE_CASES:
         _check(env, action, error_type)
     env.close()
 
@@ -87,12 +87,12 @@ def test_issue_cases_under_every_controller(controller):
 def test_issue_cases_on_dataops(controller):
     env = pushbench.make(DATAOPS, controller=controller)
     env.reset(seed=0)
-    for label, action, error_type in ISSUE_CASES:
+    for _label, action, error_type in ISSUE_CASES:
         _check(env, action, error_type)
     env.close()
 
 
-# ----- one size limit on every path ------------------------------------------------------------------
+# ----- one size limit on every path ---------------------------------------------------------------
 def test_bulk_submit_is_refused_the_same_as_dict_text_and_bytes_under_buffered_submit():
     ids = [f"src/requests/m{i}.py::f" for i in range(40_000)]
     call = {"tool": "submit", "ids": ids}
@@ -120,7 +120,7 @@ def test_buffered_queue_is_bounded():
     env.close()
 
 
-# ----- budgets, closed environments, harness bugs ------------------------------------------------------
+# ----- budgets, closed environments, harness bugs -------------------------------------------------
 @pytest.mark.parametrize("budget", [0, -1, True, False, "5", 2.0, MAX_BUDGET + 1, None.__class__])
 def test_bad_budgets_are_refused_at_make_time(budget):
     with pytest.raises(BudgetError, match="budget"):
@@ -164,7 +164,7 @@ def test_a_raising_tool_is_recorded_then_raised(monkeypatch):
     assert env.unwrapped.episode_record()["steps_used"] == 1
 
 
-# ----- DataOps answers and checkers are total -----------------------------------------------------------
+# ----- DataOps answers and checkers are total -----------------------------------------------------
 def _answer_unit(env):
     u = env.unwrapped
     # answer units hold list answers since answers were made unguessable; the checker must be
@@ -244,12 +244,12 @@ def test_deep_artifact_through_the_env_is_a_failed_check():
     env.close()
 
 
-# ----- the documented codes -------------------------------------------------------------------------------
+# ----- the documented codes -----------------------------------------------------------------------
 def test_every_error_type_in_the_code_is_documented():
     """Scan the sources for codes given to ActionError/SandboxError; each is in ERROR_TYPES."""
     codes = set()
-    call = re.compile(r"(?:ActionError|SandboxError)\(\s*(\"[a-z_]+\"(?:\s+if .*? else\s+\"[a-z_]+\")?)",
-                      re.S)
+    call = re.compile(r"(?:ActionError|SandboxError)\(\s*"
+                      r"(\"[a-z_]+\"(?:\s+if .*? else\s+\"[a-z_]+\")?)", re.S)
     for path in (ROOT / "pushbench").rglob("*.py"):
         for m in call.finditer(path.read_text()):
             codes.update(re.findall(r'"([a-z_]+)"', m.group(1)))

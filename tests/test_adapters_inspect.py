@@ -25,18 +25,23 @@ if os.environ.get("CI", "").lower() == "true":
 else:
     pytest.importorskip("inspect_ai")
 
-from inspect_ai import eval as inspect_eval  # noqa: E402
-from inspect_ai.log import read_eval_log  # noqa: E402
-from inspect_ai.model import (ChatCompletionChoice, ChatMessageAssistant, ModelOutput,  # noqa: E402
-                              ModelUsage, get_model)
-from inspect_ai.solver._task_state import sample_state  # noqa: E402
-from inspect_ai.tool import ToolCall  # noqa: E402
+from inspect_ai import eval as inspect_eval
+from inspect_ai.log import read_eval_log
+from inspect_ai.model import (
+    ChatCompletionChoice,
+    ChatMessageAssistant,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
+from inspect_ai.solver._task_state import sample_state
+from inspect_ai.tool import ToolCall
 
-import pushbench  # noqa: E402
-from pushbench import metrics  # noqa: E402
-from pushbench.adapters import inspect_tasks as it  # noqa: E402
-from pushbench.policies import make_policy  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+import pushbench
+from pushbench import metrics
+from pushbench.adapters import inspect_tasks as it
+from pushbench.policies import make_policy
+from pushbench.runner.episode import run_episode
 
 NO_USAGE = ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0)
 
@@ -58,7 +63,7 @@ class PolicyModel:
         self.policy = policy
         self.policies: dict = {}
 
-    def __call__(self, input, tools, tool_choice, config) -> ModelOutput:  # noqa: ARG002
+    def __call__(self, input, tools, tool_choice, config) -> ModelOutput:
         state = sample_state()
         key = (state.sample_id, state.epoch)
         if key not in self.policies:
@@ -194,7 +199,7 @@ def test_tools_come_from_the_environment_schemas():
     for task_id in ("RepoScan-N10", "DataOps-N3", "SWELite-N3"):
         schemas = pushbench.make(task_id).unwrapped.tool_schemas()
         infos = [it.tool_info(s) for s in schemas]
-        for s, info in zip(schemas, infos):
+        for s, info in zip(schemas, infos, strict=True):
             params = s["function"]["parameters"]
             assert info.name == s["function"]["name"]
             assert set(info.parameters.properties) == set(params.get("properties", {}))

@@ -18,9 +18,9 @@ import subprocess
 import sys
 
 import pytest
+from test_llm_local import _require, llama_server  # noqa: F401  (the shared fixture)
 
 from pushbench import metrics
-from test_llm_local import _require, llama_server  # noqa: F401  (the shared fixture)
 
 # One model call took up to 5 minutes on 2 cores shared with other model servers (load 15):
 # short episodes, one Inspect sample, two RL rollouts.

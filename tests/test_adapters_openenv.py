@@ -24,12 +24,17 @@ if os.environ.get("CI", "").lower() == "true":
 else:
     pytest.importorskip("openenv")
 
-from pushbench import metrics  # noqa: E402
-from pushbench.adapters.openenv_env import (PushBenchAction, PushBenchClient,  # noqa: E402
-                                            PushBenchEnvironment, RewardWeights,
-                                            create_pushbench_app, episode_return)
-from pushbench.adapters.openenv_rollout import policy_rollout  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+from pushbench import metrics
+from pushbench.adapters.openenv_env import (
+    PushBenchAction,
+    PushBenchClient,
+    PushBenchEnvironment,
+    RewardWeights,
+    create_pushbench_app,
+    episode_return,
+)
+from pushbench.adapters.openenv_rollout import policy_rollout
+from pushbench.runner.episode import run_episode
 
 WEIGHTS = {"accepted": 0.1, "success": 1.0, "verified_fraction": 0.5, "duplicate": 0.25}
 

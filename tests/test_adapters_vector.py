@@ -44,12 +44,12 @@ def _drive(envs, task, seeds):
     n = len(seeds)
     obs, _ = envs.reset(seed=seeds)
     pols = [make_policy("diligent", seed=s) for s in seeds]
-    for p, o in zip(pols, obs):
+    for p, o in zip(pols, obs, strict=True):
         p.reset(o)
     records: list[dict | None] = [None] * n
     while any(r is None for r in records):
         acts = [p.act(o) if records[i] is None else {"tool": "status"}
-                for i, (p, o) in enumerate(zip(pols, obs))]
+                for i, (p, o) in enumerate(zip(pols, obs, strict=True))]
         obs, _, term, trunc, _ = envs.step(acts)
         done = np.logical_or(term, trunc)
         if done.any():
@@ -71,7 +71,7 @@ def test_make_vec_records_equal_the_runner(task, controller):
         records = _drive(envs, task, seeds)
     finally:
         envs.close()
-    for seed, rec in zip(seeds, records):
+    for seed, rec in zip(seeds, records, strict=True):
         ref = run_episode(task, controller, "diligent", seed)
         assert rec["controller"]["name"] == controller
         assert rec["metrics"] == ref["metrics"]
@@ -163,7 +163,8 @@ def test_controller_infos_of_any_shape_batch(mode):
             _, _, _, _, info = envs.step(envs.action_space.sample())
             if "controller" not in info:  # every copy was autoresetting on this step
                 continue
-            entries = [json.loads(t) for t, m in zip(info["controller"], info["_controller"])
+            entries = [json.loads(t)
+                       for t, m in zip(info["controller"], info["_controller"], strict=True)
                        if m]
             assert all({"step", "proposed", "executed", "interventions"} <= set(e)
                        for e in entries)

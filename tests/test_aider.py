@@ -190,7 +190,7 @@ def test_oracle_edit_answers_with_the_reference_fix(tiny, stream):
     text = _chat(client, f"Fix these:\n{b['issue']}\n\n{a['issue']}\n", stream)
     blocks = parse_blocks(text)
     assert [p for p, _, _ in blocks] == [b["file"], a["file"]]   # in the message's order
-    for (path, search, replace), u in zip(blocks, (b, a)):
+    for (_path, search, replace), u in zip(blocks, (b, a), strict=True):
         assert search == u["mutated_func"] and replace == u["original_func"]
     # The answer comes from the last user message only (Aider's examples come first).
     assert parse_blocks(_chat(client, "Nothing here", stream)) == []

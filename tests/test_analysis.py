@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -13,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_report import line, synthetic_run
 
-from pushbench.analysis import report
-from pushbench.analysis import reference
+from pushbench.analysis import reference, report
 from pushbench.policies.identity import derived_label, label_of, policy_key_id
 from pushbench.runner.experiment import expand, validate
 
@@ -169,7 +169,7 @@ def test_pooled_row_is_the_mean_of_instance_means_over_all_targets():
 
 def test_holm_family_is_the_testable_rows_of_one_family_metric_and_scope():
     d = report.paired_deltas(synthetic_run(), n_resamples=199, method="t")
-    for (fam, m, pooled), g in d.groupby(["family", "metric", "pooled"]):
+    for _, g in d.groupby(["family", "metric", "pooled"]):
         t = g[g["testable"]]
         adj = report.holm(t["p_value"].to_numpy())
         assert np.allclose(adj, t["p_holm"].to_numpy(), equal_nan=True)
@@ -199,7 +199,7 @@ def test_pass_hat_k_is_monotone_in_k(cn):
     c, n = cn
     vals = [report.pass_hat_k(c, n, k) for k in range(1, n + 1)]
     assert vals[0] == pytest.approx(c / n)
-    assert all(a >= b - 1e-12 for a, b in zip(vals, vals[1:]))
+    assert all(a >= b - 1e-12 for a, b in pairwise(vals))
     assert vals[-1] == (1.0 if c == n else 0.0)
 
 

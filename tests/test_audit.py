@@ -22,14 +22,14 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-import anyio  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
+import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client, StdioServerParameters
 
-import pushbench  # noqa: E402
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.policies import make_policy  # noqa: E402
+import pushbench
+from pushbench.blackbox import evaluate as blackbox
+from pushbench.policies import make_policy
 
 REPOSCAN = "RepoScan-requests-docstring-N10"
 DATAOPS = "DataOps-b1-N3"

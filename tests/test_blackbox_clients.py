@@ -21,9 +21,9 @@ import pytest
 pytest.importorskip("mcp", reason="needs the 'mcp' extra")
 pytest.importorskip("starlette", reason="needs the 'modelserver' extra")
 
-from pushbench import blackbox_run  # noqa: E402
-from pushbench.blackbox import clients as blackbox_clients  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+from pushbench import blackbox_run
+from pushbench.blackbox import clients as blackbox_clients
+from pushbench.runner.episode import run_episode
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TASK, SEED = "RepoScan-N10", 0
@@ -96,9 +96,12 @@ def test_claude_mcp_list_health_checks_then_the_agent_run(tmp_path):
         launch = blackbox_clients.claude_code(claude, ep, episode_prompt("default", task, 0),
                                               cmd, blackbox_clients.Endpoint(base_url=url))
         env = {**launch.env, **blackbox_clients.server_env()}
-        run = lambda *args: subprocess.run([claude, *args], cwd=ep / "agent", env=env,  # noqa: E731
-                                           capture_output=True, text=True, timeout=300,
-                                           stdin=subprocess.DEVNULL)
+
+        def run(*args):
+            return subprocess.run([claude, *args], cwd=ep / "agent", env=env,
+                                  capture_output=True, text=True, timeout=300,
+                                  stdin=subprocess.DEVNULL)
+
         added = run("mcp", "add", "--transport", "stdio", "pushbench", "--", *cmd)
         assert added.returncode == 0, added.stderr
         for _ in range(2):

@@ -12,8 +12,8 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
-from pushbench.blackbox import clients as bc
 from pushbench import blackbox_run
+from pushbench.blackbox import clients as bc
 from pushbench.cli import app
 
 TASK = "RepoScan-requests-docstring-N10"

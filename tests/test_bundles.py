@@ -17,15 +17,15 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from bundle_runs import TASKS, bundle, make_blackbox_run, make_run, members_of, repack
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pushbench import cli, paths, tasks
 from pushbench.bundles import BundleError, extract_bundle, verify_bundles, write_bundle
 from pushbench.bundles.archive import MANIFEST, read_manifest
 from pushbench.runner import outdir
-
-from bundle_runs import TASKS, bundle, make_blackbox_run, make_run, members_of, repack
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,7 +364,10 @@ def test_any_archive_is_extracted_inside_its_target_or_refused(tmp_path_factory,
     tmp = tmp_path_factory.mktemp("h")
     archive = tmp / "a.pushbench.tar.gz"
     try:
-        _tar(archive, lambda t: [_file(t, n, b"y" * s) for n, s in zip(names, sizes)])
+        # sizes has 5 entries for up to 5 names: one per name (strict: a ValueError here would
+        # be taken for tarfile refusing a name below and end the example unchecked)
+        _tar(archive, lambda t: [_file(t, n, b"y" * s)
+                                 for n, s in zip(names, sizes[:len(names)], strict=True)])
     except (ValueError, UnicodeError, tarfile.TarError):
         return  # tarfile itself cannot write the name
     old = arch.LIMITS

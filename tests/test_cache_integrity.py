@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 import pushbench
-from pushbench.families.reposcan import indexer, verifier
 from pushbench import paths
+from pushbench.families.reposcan import indexer, verifier
 from pushbench.tasks import manifests
 
 IDENT = re.compile(r"^[^\s:]+\.py::[A-Za-z_][A-Za-z0-9_.]*$")

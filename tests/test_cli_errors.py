@@ -17,8 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pushbench import cli
-from pushbench.runner.experiment import (MAX_EPISODES, MAX_SEEDS, ExperimentError,
-                                         load_experiment)
+from pushbench.runner.experiment import MAX_EPISODES, MAX_SEEDS, ExperimentError, load_experiment
 
 runner = CliRunner()
 TASK = "RepoScan-requests-docstring-N10"
@@ -170,7 +169,7 @@ def test_bad_params_do_not_grow_errors_jsonl_on_resume(tmp_path):
     assert len(lines) == 1  # nothing lost, nothing duplicated
 
 
-# ----- report, plot, evaluate, mcp, tasks, swelite -------------------------------------------------
+# ----- report, plot, evaluate, mcp, tasks, swelite ------------------------------------------------
 @pytest.mark.parametrize("cmd", ["report", "plot"])
 def test_report_and_plot_on_missing_runs(tmp_path, cmd):
     misuse(cmd, tmp_path / "nope", needle="no episodes file")

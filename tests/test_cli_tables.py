@@ -24,11 +24,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from pushbench import tasks, terminal, userdata
-from pushbench.cli import app
-from pushbench.cli import common
+from pushbench.cli import app, common
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_thin_data import episode  # noqa: E402  (one runner-format episode line)
+from test_thin_data import episode  # one runner-format episode line
 
 TINY = str(Path(__file__).parent / "data" / "swelite_tiny.yaml")
 LONG_SNAPSHOT = "team-synthetic-repository"

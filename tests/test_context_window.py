@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("openai")
 
-from pushbench import metrics  # noqa: E402
-from pushbench.analysis.outcomes import error_cause, outcome_lines  # noqa: E402
-from pushbench.policies.errors import is_context_error  # noqa: E402
-from pushbench.policies.llm import window as W  # noqa: E402
-from pushbench.policies.llm.stub import StubServer  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+from pushbench import metrics
+from pushbench.analysis.outcomes import error_cause, outcome_lines
+from pushbench.policies.errors import is_context_error
+from pushbench.policies.llm import window as W
+from pushbench.policies.llm.stub import StubServer
+from pushbench.runner.episode import run_episode
 
 TASK = "RepoScan-N10"
 LLAMA_CPP_PYTHON = ("This model's maximum context length is 4096 tokens. However, you requested "

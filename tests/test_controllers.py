@@ -13,9 +13,9 @@ from gymnasium.utils.env_checker import check_env
 
 import pushbench
 from pushbench.controllers import catalogue, components_of, serves
+from pushbench.families.reposcan.verifier import Verifier
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import builtin_tasks
-from pushbench.families.reposcan.verifier import Verifier
 
 REPOSCAN_CONTROLLERS = [n for n in catalogue() if serves(n, "reposcan")]
 

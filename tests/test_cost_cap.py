@@ -14,23 +14,26 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 pytest.importorskip("openai")
 
-from pushbench import cli  # noqa: E402
-from pushbench.analysis.bill import bill_table, totals  # noqa: E402
-from pushbench.analysis.report import episodes_frame, summary_table  # noqa: E402
-from pushbench.errors import ExperimentError  # noqa: E402
-from pushbench.policies.llm.core import AgentCore  # noqa: E402
-from pushbench.policies.llm.config import LLMConfig  # noqa: E402
-from pushbench.policies.llm.stub import StubServer  # noqa: E402
-from pushbench.records import read_lines  # noqa: E402
-from pushbench.runner.estimate import estimate_rows  # noqa: E402
-from pushbench.runner.experiment import expand, validate  # noqa: E402
-from pushbench.runner.sweep import run_experiment  # noqa: E402
-from pushbench import make  # noqa: E402
+from pushbench import (
+    cli,
+    make,
+)
+from pushbench.analysis.bill import bill_table, totals
+from pushbench.analysis.report import episodes_frame, summary_table
+from pushbench.errors import ExperimentError
+from pushbench.policies.llm.config import LLMConfig
+from pushbench.policies.llm.core import AgentCore
+from pushbench.policies.llm.stub import StubServer
+from pushbench.records import read_lines
+from pushbench.runner.estimate import estimate_rows
+from pushbench.runner.experiment import expand, validate
+from pushbench.runner.sweep import run_experiment
 
 TASK = "RepoScan-N10"
 P_TOK, C_TOK = 1000, 50           # what the stub reports for every call
@@ -87,7 +90,8 @@ def formula(spec, max_tokens: int, context: int, k: int = 0, memory_tools=()) ->
     calls_hi = B * (1 + k) + k
     prompt = (lo * (S + D), B * (context + D), calls_hi * (context + D))
     completion = (lo * min(max_tokens, 30), B * min(max_tokens, 150), calls_hi * max_tokens)
-    cost = tuple((p * PRICE_IN + c * PRICE_OUT) / 1e6 for p, c in zip(prompt, completion))
+    cost = tuple((p * PRICE_IN + c * PRICE_OUT) / 1e6
+                 for p, c in zip(prompt, completion, strict=True))
     return (lo, B, B), prompt, completion, cost
 
 
@@ -108,15 +112,15 @@ def test_estimate_without_pilot_is_the_stated_formula_and_spends_nothing(stub, t
         else:
             f = formula(s, 40, 3000, k=2, memory_tools=MemGPTMemory.tools)
         want.setdefault(s.policy, []).append(f)
-    for row, name in zip(rows, ("llm", "llm-memgpt")):
-        parts = list(zip(*want[name]))
+    for row, name in zip(rows[:2], ("llm", "llm-memgpt"), strict=True):  # rows[2]: TOTAL
+        parts = list(zip(*want[name], strict=True))
         for col, i in (("steps", 0), ("prompt_tokens", 1), ("completion_tokens", 2),
                        ("cost_usd", 3)):
             expect = tuple(sum(p[j] for p in parts[i]) for j in range(3))
             assert row[col] == pytest.approx(expect), (name, col)
         assert row["planned"] == 4 and row["finished"] == 0 and row["basis"] == "assumptions"
     assert rows[-1]["cost_usd"] == pytest.approx(
-        tuple(a + b for a, b in zip(rows[0]["cost_usd"], rows[1]["cost_usd"])))
+        tuple(a + b for a, b in zip(rows[0]["cost_usd"], rows[1]["cost_usd"], strict=True)))
     # the CLI prints it and calls no model
     path = tmp_path / "exp.yaml"
     path.write_text(json.dumps(exp.model_dump(mode="json")))
@@ -168,7 +172,7 @@ def test_cap_stops_at_the_right_episode_and_resume_ends_as_uncapped(stub, tmp_pa
     assert full["ran"] == 4
     cost = {x["key"]: x["usage"]["cost_usd"] for x in uncapped}
     assert all(c == pytest.approx(x["usage"]["calls"] * CALL_COST)
-               for x, c in zip(uncapped, cost.values()))
+               for x, c in zip(uncapped, cost.values(), strict=True))
     # a cap that lets exactly two episodes start: spent(0, 1) + worst(2) passes it
     worst = [reservation(s) for s in specs]
     cap = cost[specs[0].key] + cost[specs[1].key] + worst[2] - 1e-6

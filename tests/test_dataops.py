@@ -15,9 +15,9 @@ from gymnasium.utils.env_checker import check_env
 
 import pushbench
 from pushbench import metrics
+from pushbench.envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
 from pushbench.families.dataops import artifacts, datasets, metadata
 from pushbench.families.dataops import units as U
-from pushbench.envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
 from pushbench.policies.dataops import solvers as S
 from pushbench.policies.dataops.agents import DataOpsDiligent, for_family
 from pushbench.tasks import instance_config

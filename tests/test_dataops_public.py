@@ -19,13 +19,14 @@ import pandas as pd
 import pytest
 import yaml
 from gymnasium.utils.env_checker import check_env
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pushbench
 from pushbench import tasks
 from pushbench.envs.sandbox import Workspace
-from pushbench.families.dataops import units as U
-from pushbench.families.dataops.public import excerpts as X, units as PU
+from pushbench.families.dataops.public import excerpts as X
+from pushbench.families.dataops.public import units as PU
 from pushbench.runner.episode import run_episode
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,6 @@ import sys
 import tomllib
 
 import pytest
-
 from doc_examples import ROOT, Block, blocks, pages
 
 PAGES = pages()
@@ -49,7 +48,8 @@ def test_blocks_tested_elsewhere_are():
             if "tested" in b.marks:
                 test = ROOT / b.marks["tested"]
                 assert test.is_file(), f"{b.where()}: no {test}"
-                assert page.split("/")[-1] in test.read_text(), f"{b.where()}: {test} never reads it"
+                assert page.split("/")[-1] in test.read_text(), \
+                    f"{b.where()}: {test} never reads it"
 
 
 def test_client_blocks_name_known_clients():

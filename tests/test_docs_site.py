@@ -18,7 +18,6 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from doc_examples import ROOT
 
 

@@ -18,7 +18,6 @@ import re
 import pydantic
 import pytest
 import yaml
-
 from doc_examples import ROOT
 
 REFERENCE = sorted((ROOT / "docs" / "reference").glob("*.md"))
@@ -32,7 +31,8 @@ def _public(mod):
         names = [n for n, o in vars(mod).items() if not n.startswith("_")
                  and (inspect.isclass(o) or inspect.isfunction(o))
                  and getattr(o, "__module__", None) == mod.__name__]
-    return [n for n in names if inspect.isclass(getattr(mod, n)) or inspect.isfunction(getattr(mod, n))]
+    return [n for n in names
+            if inspect.isclass(getattr(mod, n)) or inspect.isfunction(getattr(mod, n))]
 
 
 def test_the_reference_documents_the_public_api():
@@ -50,7 +50,8 @@ def test_every_public_name_has_a_docstring(module):
     for name in _public(mod):
         obj = getattr(mod, name)
         if name.endswith("Args"):
-            assert issubclass(obj, pydantic.BaseModel), f"{module}.{name}: not a tool-argument model"
+            assert issubclass(obj, pydantic.BaseModel), \
+                f"{module}.{name}: not a tool-argument model"
             continue
         own = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
         if not (own or "").strip():

@@ -30,11 +30,15 @@ if os.environ.get("CI", "").lower() == "true":
 else:
     pytest.importorskip("openenv")
 
-from pushbench.adapters.envserver import (ServerOptions, SessionBook,  # noqa: E402
-                                          create_server_app)
-from pushbench.adapters.envserver_load import (action_stream, local_trajectory,  # noqa: E402
-                                               think_times, ws_session, ws_url)
-from pushbench.adapters.openenv_env import PushBenchAction, PushBenchClient  # noqa: E402
+from pushbench.adapters.envserver import ServerOptions, SessionBook, create_server_app
+from pushbench.adapters.envserver_load import (
+    action_stream,
+    local_trajectory,
+    think_times,
+    ws_session,
+    ws_url,
+)
+from pushbench.adapters.openenv_env import PushBenchAction, PushBenchClient
 
 
 def _free_port() -> int:

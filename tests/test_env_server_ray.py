@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 if os.environ.get("CI", "").lower() == "true":
-    import ray.serve  # noqa: F401
+    import ray.serve
 else:
     pytest.importorskip("ray.serve")
     pytest.importorskip("openenv")
@@ -22,8 +22,7 @@ import ray  # noqa: E402
 
 from pushbench.adapters import envserver_ray  # noqa: E402
 from pushbench.adapters.envserver import ServerOptions  # noqa: E402
-from pushbench.adapters.envserver_load import (action_stream, local_trajectory,  # noqa: E402
-                                               ws_session)
+from pushbench.adapters.envserver_load import action_stream, local_trajectory, ws_session  # noqa: E402
 
 
 def _free_port() -> int:
@@ -59,7 +58,7 @@ def test_sessions_over_two_replicas_equal_make(serve_url, task, controller):
                                                  ask_worker=True) for s in seeds))
 
     results = asyncio.run(all_sessions())
-    for s, r in zip(seeds, results):
+    for s, r in zip(seeds, results, strict=True):
         assert r.errors == []
         local = local_trajectory(task, controller, s, streams[s])
         assert r.trajectory.texts == local.texts and r.trajectory.dones == local.dones

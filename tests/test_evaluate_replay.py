@@ -20,14 +20,21 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from test_audit import (REPOSCAN, diligent_run, edit_record, edit_trace,  # noqa: E402
-                        scripted_run, search_ids, session)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_audit import (
+    REPOSCAN,
+    diligent_run,
+    edit_record,
+    edit_trace,
+    scripted_run,
+    search_ids,
+    session,
+)
 
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.blackbox.files import SetupError  # noqa: E402
-from pushbench.policies import make_policy  # noqa: E402
+from pushbench.blackbox import evaluate as blackbox
+from pushbench.blackbox.files import SetupError
+from pushbench.policies import make_policy
 
 DATAOPS = "DataOps-b1-N3"
 TINY = str(Path(__file__).parent / "data" / "swelite_tiny.yaml")

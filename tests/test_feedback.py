@@ -117,7 +117,7 @@ def test_search_feedback_is_exact_and_a_function_of_the_query(query):
 def generated_units():
     """Every unit of every built-in backlog at two targets (files in throwaway workspaces)."""
     out = []
-    for name, cfg in tasks.manifests()["dataops"].instances.items():
+    for cfg in tasks.manifests()["dataops"].instances.values():
         for target in (5, 20):
             ws = Workspace.create()
             try:
@@ -235,7 +235,7 @@ DATAOPS: dict = {}
 @given(value=st.one_of(st.text(max_size=80), _odd_values()))
 def test_any_answer_string_gets_a_verdict_or_the_shape_error(value):
     if not DATAOPS or DATAOPS["env"].unwrapped.steps_used > 4000:
-        DATAOPS.update(zip(("env", "unit", "text"), _dataops_env()))
+        DATAOPS.update(zip(("env", "unit", "text"), _dataops_env(), strict=True))
     env, unit = DATAOPS["env"], DATAOPS["unit"]
     used = env.unwrapped.steps_used
     obs = step(env, {"tool": "answer", "unit_id": unit.id, "value": value})

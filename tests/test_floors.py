@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import pushbench
-from pushbench.families.reposcan import env as reposcan
-from pushbench.families.dataops import datasets, units as U
 from pushbench.envs.sandbox import Workspace
+from pushbench.families.dataops import datasets
+from pushbench.families.dataops import units as U
+from pushbench.families.reposcan import env as reposcan
 from pushbench.policies import OFFLINE_POLICIES, POLICIES, make_policy
 from pushbench.policies import offline as family_agents
 from pushbench.policies.dataops.floor import CHEAP_GUESSES

@@ -117,7 +117,8 @@ def test_class_without_defs_contributes_nothing():
     ("while cond:\n    def wl(): pass\nelse:\n    def wle(): pass\n", ["wl", "wle"]),
     ("match v:\n    case 1:\n        def m1(): pass\n    case _:\n        def m2(): pass\n",
      ["m1", "m2"]),
-    ("if A:\n    if B:\n        with c:\n            try:\n                def deep(): pass\n"
+    ("if A:\n    if B:\n        with c:\n            try:\n"
+     "                def deep(): pass\n"
      "            finally:\n                pass\n", ["deep"]),
     ("if A:\n    class C:\n        def m(self): pass\n", ["C.m"]),
 ])

@@ -12,14 +12,14 @@ policies get the same kinds of model output through a real HTTP stub server.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
+from adversarial import Resolve, actions, resolve, text_fragments, texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pushbench
-from adversarial import Resolve, actions, resolve, text_fragments, texts
 from pushbench.controllers import catalogue, serves
 from pushbench.envs import actions as A
 from pushbench.families.dataops import artifacts
@@ -36,8 +36,8 @@ SLOW = settings(max_examples=max(10, settings.default.max_examples // 4),
 NORMAL = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-# ----- well-formed calls per family ----------------------------------------------------------------
-@lru_cache(maxsize=None)
+# ----- well-formed calls per family ---------------------------------------------------------------
+@cache
 def reposcan_pool() -> tuple[str, ...]:
     from pushbench.families.reposcan import indexer
     from pushbench.families.reposcan.env import _valid_set
@@ -101,7 +101,7 @@ def unit_valid(verifier_tools: bool = True) -> st.SearchStrategy:
     return st.one_of(*calls)
 
 
-# ----- the invariants -------------------------------------------------------------------------------
+# ----- the invariants -----------------------------------------------------------------------------
 def _submitted(u) -> int:
     if u.family == "reposcan":
         return len(u._verifier._submitted)
@@ -179,7 +179,7 @@ def test_swelite_env_answers_every_input(steps):
     drive(fresh(SWELITE), steps)
 
 
-# ----- every controller ----------------------------------------------------------------------------
+# ----- every controller ---------------------------------------------------------------------------
 @pytest.mark.parametrize("controller", REPOSCAN_CONTROLLERS)
 @SLOW
 @given(steps=st.lists(actions(reposcan_valid()), min_size=1, max_size=12))
@@ -227,7 +227,7 @@ def test_dataops_integer_answers_never_raise(value):
     assert out is None or isinstance(out, int)
 
 
-# ----- LLM policies: adversarial model output --------------------------------------------------------
+# ----- LLM policies: adversarial model output -----------------------------------------------------
 reply_args = st.one_of(
     text_fragments, texts,
     st.builds(lambda k, v: "{" + json.dumps(k) + ":" + v + "}",

@@ -16,8 +16,14 @@ from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.env import objective_text
 from pushbench.families.reposcan.predicates import objective_words, parse_predicate
 from pushbench.families.reposcan.search import Hit
-from pushbench.policies.reposcan.judge import (judge, kleene_and, kleene_not, kleene_or,
-                                               property_from_objective, queries_for)
+from pushbench.policies.reposcan.judge import (
+    judge,
+    kleene_and,
+    kleene_not,
+    kleene_or,
+    property_from_objective,
+    queries_for,
+)
 from pushbench.tasks import manifests
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -26,7 +32,7 @@ V = ("no", "maybe", "yes")  # ordered: Kleene and = min, or = max, not = mirror
 
 def hit(snippet: str, ident: str = "m.py::f", kind: str | None = None) -> dict:
     lines = snippet.split("\n")
-    sig = next(l.strip() for l in lines if l.lstrip().startswith(("def ", "async def ")))
+    sig = next(ln.strip() for ln in lines if ln.lstrip().startswith(("def ", "async def ")))
     if kind is None:
         kind = ("async " if sig.startswith("async") else "") + (
             "method" if lines[0].startswith(" ") else "function")
@@ -123,8 +129,7 @@ OBJECTIVES_SHA256 = {
     "flask-decorated": "ccc6e4e2d6e40fe694397359bd08b9ff2efc90b31f5b7191801f0e66ca3dc28a",
     "pytest-fixture-pytester": "b5fc24b82ecbc6e01164b2306547b808ff2f5989f99801ed166519f47cf13bcc",
     "pytest-raises": "80e9746ff80d3d7b227ecc5522524f992234d5a770d8c0b06ea6a203438101fb",
-    "pytest-fixture-monkeypatch":
-        "dd611738f1ddb9b6d06531d0c4604019f8329354f5c01cf8de1ce51013beac09",
+    "pytest-fixture-monkeypatch": "dd611738f1ddb9b6d06531d0c4604019f8329354f5c01cf8de1ce51013beac09",  # noqa: E501 - a digest
 }
 
 
@@ -155,7 +160,7 @@ def _real_pairs(*packages: str) -> list[tuple[dict, indexer.Facts]]:
             rel = str(path.relative_to(STDLIB))
             defs, facts = indexer.definitions_in_source(src, rel), indexer.facts_in_source(src, rel)
             assert [d.ident for d in defs] == [f.ident for f in facts]
-            for d, f in zip(defs, facts):
+            for d, f in zip(defs, facts, strict=True):
                 out.append((Hit(d.ident, d.kind, d.signature, f"{d.path}:{d.line}",
                                 d.snippet).as_dict(), f))
     return out

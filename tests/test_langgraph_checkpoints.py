@@ -10,15 +10,14 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.sqlite")
 
-from pushbench.policies.llm.checkpoints import EpisodeSaver  # noqa: E402
-from pushbench.policies.llm.stub import StubServer  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+from pushbench.policies.llm.checkpoints import EpisodeSaver
+from pushbench.policies.llm.stub import StubServer
+from pushbench.runner.episode import run_episode
 
 TASK = "RepoScan-N10"
 

@@ -14,14 +14,13 @@ import os
 from pathlib import Path
 
 import pytest
+from bundle_runs import TASKS, bundle, make_blackbox_run, make_run, repack
 from typer.testing import CliRunner
 
 from pushbench import cli
 from pushbench.analysis.frame import episodes_frame, load_episodes, scored
 from pushbench.bundles import build_leaderboard
 from pushbench.bundles.archive import MANIFEST
-
-from bundle_runs import TASKS, bundle, make_blackbox_run, make_run, repack
 
 runner = CliRunner()
 
@@ -57,7 +56,7 @@ def _expected_cells(runs) -> set[tuple]:
     cells = set()
     for run in runs[:2]:
         df = scored(episodes_frame(load_episodes(run)))
-        cells |= set(zip(df["family"], df["target"], df["policy"], df["controller"]))
+        cells |= set(zip(df["family"], df["target"], df["policy"], df["controller"], strict=True))
     cells.add(("reposcan", 10, "blackbox-mcp:fake-agent:default", "standard"))
     return cells
 

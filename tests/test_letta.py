@@ -28,18 +28,18 @@ from hypothesis import strategies as st
 
 pytest.importorskip("starlette", reason="the model server needs the 'modelserver' extra")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-import pushbench  # noqa: E402
-from pushbench.baselines import installer as B  # noqa: E402
-from pushbench.baselines.lockfile import constraints  # noqa: E402
-from pushbench.blackbox import clients  # noqa: E402
-from pushbench.blackbox.episode_prompt import episode_prompt  # noqa: E402
-from pushbench.blackbox.letta_agent import MEMORY_TOOLS  # noqa: E402
-from pushbench.modelserver import NotingBackend, PolicyBackend, build_app  # noqa: E402
-from pushbench.modelserver.core import MODEL, observation_from_result  # noqa: E402
-from pushbench.modelserver.notes import NOTE_BLOCK, NOTE_TOOL  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+import pushbench
+from pushbench.baselines import installer as B
+from pushbench.baselines.lockfile import constraints
+from pushbench.blackbox import clients
+from pushbench.blackbox.episode_prompt import episode_prompt
+from pushbench.blackbox.letta_agent import MEMORY_TOOLS
+from pushbench.modelserver import NotingBackend, PolicyBackend, build_app
+from pushbench.modelserver.core import MODEL, observation_from_result
+from pushbench.modelserver.notes import NOTE_BLOCK, NOTE_TOOL
+from pushbench.runner.episode import run_episode
 
 TASK = "RepoScan-requests-docstring-N10"
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")

@@ -193,5 +193,5 @@ def _counting_stub():
     return _CountingStub
 
 
-def CountingStub(**kw):  # noqa: N802 - reads like the class it builds
+def CountingStub(**kw):  # reads like the class it builds
     return _counting_stub()(**kw)

@@ -17,9 +17,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from test_llm_local import free_port, gguf_path, require_local_llm, serve
+from typer.testing import CliRunner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 

@@ -97,7 +97,8 @@ def serve(args: list[str], log: Path):
         yield url
         if proc.poll() is not None:  # died under load: say why the episodes saw connection errors
             pytest.fail(f"llama_cpp.server died during the tests (exit {proc.returncode}); "
-                        "known causes: a native build faulting on AMX instructions (docs/getting-started.md, Quick "
+                        "known causes: a native build faulting on AMX instructions "
+                        "(docs/getting-started.md, Quick "
                         "start) or a refused tool grammar (envs.base.GRAMMAR_SAFE_MAX_LENGTH). "
                         "Log tail:\n"
                         f"{log.read_text()[-2000:]}")

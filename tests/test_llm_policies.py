@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("openai")
 
-from pushbench import metrics  # noqa: E402
-from pushbench.policies.llm.context import estimate_message_tokens, trim, turns  # noqa: E402
-from pushbench.policies.llm.core import PLAIN_TEXT_NOTE, SYSTEM_PROMPT, call_action  # noqa: E402
-from pushbench.policies.llm.stub import StubServer  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+from pushbench import metrics
+from pushbench.policies.llm.context import estimate_message_tokens, trim, turns
+from pushbench.policies.llm.core import PLAIN_TEXT_NOTE, SYSTEM_PROMPT, call_action
+from pushbench.policies.llm.stub import StubServer
+from pushbench.runner.episode import run_episode
 
 TASK = "RepoScan-N10"
 BACKENDS = ["llm", "llm-langgraph"]
@@ -81,7 +81,8 @@ def test_trim_keeps_pinned_and_pairs():
     hist = [sys_msg, obj]
     for i in range(6):
         hist.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": "{}"}}]})
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "search", "arguments": "{}"}}]})
         hist.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x" * 400})
     total = sum(estimate_message_tokens(m) for m in hist)
     kept, dropped = trim(hist, total)
@@ -247,8 +248,9 @@ def test_usage_without_server_counts_is_estimated_and_unpriced_model_costs_none(
 
 
 def test_flat_price_and_bad_params(params):
-    from pushbench.policies.llm.config import LLMConfig
     from pydantic import ValidationError
+
+    from pushbench.policies.llm.config import LLMConfig
 
     cfg = LLMConfig.model_validate({"model": "m", "prices": {"input_per_mtok": 1,
                                                              "output_per_mtok": 2}})

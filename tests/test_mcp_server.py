@@ -19,12 +19,12 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-import anyio  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
+import anyio
+from mcp import Client, StdioServerParameters
 
-import pushbench  # noqa: E402
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.envs.spaces import MAX_ACTION_BYTES  # noqa: E402
+import pushbench
+from pushbench.blackbox import evaluate as blackbox
+from pushbench.envs.spaces import MAX_ACTION_BYTES
 
 TASK = "RepoScan-requests-docstring-N10"
 INSTANCE = "requests-docstring"
@@ -32,7 +32,7 @@ IDENT = re.compile(r"[A-Za-z0-9_.\-/]+\.py::[A-Za-z_][A-Za-z0-9_.]*")
 BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox", "signature")
 
 try:
-    import pushbench.controllers  # noqa: F401
+    import pushbench.controllers
     HAVE_CONTROLLERS = True
 except ImportError:  # pragma: no cover - the controllers package is optional here
     HAVE_CONTROLLERS = False
@@ -207,7 +207,8 @@ def test_episode_over_mcp_matches_in_process(tmp_path, mode):
     assert rec["controller"]["name"] == (DEFAULT_CONTROLLER or "none")
     assert rec["blackbox"]["mcp_calls"] == 10 and rec["blackbox"]["after_end_calls"] == 2
     assert [t["step"] for t in trace] == list(range(1, 9)) + [None, None]
-    assert all(t["proposed"]["tool"] == name for t, (name, _) in zip(trace, calls))
+    # strict=False: the two after-end calls are in the trace, not in calls
+    assert all(t["proposed"]["tool"] == name for t, (name, _) in zip(trace, calls, strict=False))
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json["task"] == TASK and run_json["seed"] == 0
     assert run_json["versions"]["pushbench"] == pushbench.__version__
@@ -398,14 +399,16 @@ def test_kill_server_midway_loses_no_answered_call(tmp_path):
                 received.append((await client.call_tool(name, args)).content[0].text)
             pid = json.loads((run_dir / "run.json").read_text())["pid"]
             os.kill(pid, signal.SIGKILL)
-            with pytest.raises(Exception):
+            # the killed server surfaces as a transport error, a closed stream or a timeout,
+            # by timing: any exception is the contract here
+            with pytest.raises(Exception):  # noqa: B017 - see above
                 with anyio.fail_after(10):
                     await client.call_tool("status", {})
         finally:
             try:
                 with anyio.fail_after(10):
                     await client.__aexit__(None, None, None)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the killed server's transport fails to close
                 pass
 
     run(main)

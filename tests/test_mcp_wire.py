@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-from adversarial import SURROGATES, text_fragments  # noqa: E402
-from pushbench.envs import actions as A  # noqa: E402
+from adversarial import SURROGATES, text_fragments
+
+from pushbench.envs import actions as A
 
 TASK = "RepoScan-requests-docstring-N10"
 BUDGET = 100_000
@@ -98,8 +99,8 @@ def server(tmp_path_factory):
 
 
 def tools_call(req_id, name_json: str, args_text: str) -> str:
-    return ('{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%s,"arguments":%s}}'
-            % (json.dumps(req_id), name_json, args_text))
+    return ('{"jsonrpc":"2.0","id":' + json.dumps(req_id) + ',"method":"tools/call",'
+            '"params":{"name":' + name_json + ',"arguments":' + args_text + '}}')
 
 
 def step_check(server: RawServer, line: str | bytes, req_id) -> tuple[dict | None, int]:

@@ -25,8 +25,7 @@ import scipy.stats
 from rich.console import Console
 from test_report import line
 
-from pushbench.analysis import report
-from pushbench.analysis import frame, stats
+from pushbench.analysis import frame, report, stats
 
 # mutmut runs the code from its own copy, through trampoline functions (warnings name those)
 UNDER_MUTMUT = "mutants" in Path(frame.__file__).parts
@@ -119,7 +118,7 @@ def test_holm_families_in_table_order_with_the_reachable_floor():
 
     def rows(fam, metric, pooled, p_mins, testable):
         return [{"fam": fam, "metric": metric, "pooled": pooled, "p_min": p, "testable": t}
-                for p, t in zip(p_mins, testable)]
+                for p, t in zip(p_mins, testable, strict=True)]
 
     d = pd.DataFrame(
         rows("zeta", "valid_count", False, [0.03125, 0.0625, 0.5], [True, True, False])
@@ -273,12 +272,14 @@ def test_a_pair_without_matches_does_not_hide_the_pairs_after_it():
 
     d = report.paired_deltas(suite(targets=(10,)) + shifted("verifier_gated", 100),
                              metrics=["success"], n_resamples=199)
-    assert list(zip(d["controller_a"], d["controller_b"])) == [("stateqgp", "standard")]
+    pairs = list(zip(d["controller_a"], d["controller_b"], strict=True))
+    assert pairs == [("stateqgp", "standard")]
     d = report.paired_deltas(shifted("standard", 100) + suite(controllers=("verifier_gated",
                                                                            "stateqgp"),
                                                               targets=(10,)),
                              metrics=["success"], n_resamples=199)
-    assert list(zip(d["controller_a"], d["controller_b"])) == [("stateqgp", "verifier_gated")]
+    pairs = list(zip(d["controller_a"], d["controller_b"], strict=True))
+    assert pairs == [("stateqgp", "verifier_gated")]
 
 
 def test_delta_rows_come_in_documented_order():
@@ -311,8 +312,8 @@ def test_frame_and_summary_rows_are_sorted_whatever_the_line_order():
     shuffled = [eps[i] for i in np.random.default_rng(1).permutation(len(eps))]
     df = report.episodes_frame(shuffled)
     crank = {"standard": 0, "stateqgp": 1, "custom": 2}    # baseline order, unknown names last
-    want = sorted(((e["family"], e["policy"]["name"], crank[e["controller"]["name"]],
-                    e["target"], e["task_id"], e["instance"], e["seed"]) for e in eps))
+    want = sorted((e["family"], e["policy"]["name"], crank[e["controller"]["name"]],
+                    e["target"], e["task_id"], e["instance"], e["seed"]) for e in eps)
     got = [(r.family, r.policy, crank[r.controller], r.target, r.task_id, r.instance, r.seed)
            for r in df.itertuples()]
     assert got == want and list(df.index) == list(range(len(df)))
@@ -524,7 +525,7 @@ def test_printed_summary_cells_are_the_summary_frame():
     body = lines[3:3 + len(s)]
     assert lines[3 + len(s)].startswith("N target, n episodes")
     last = None
-    for r, text_row in zip(s.itertuples(), body):
+    for r, text_row in zip(s.itertuples(), body, strict=True):
         cells = text_row.split()
         if r.controller == last:
             assert text_row.startswith(" ")              # the name is not repeated
@@ -614,7 +615,8 @@ def test_printed_delta_cells_are_the_delta_frame(metric):
                 r = g.iloc[0]
                 e, c = delta_cell(r.to_dict(), metric, short=True)
                 k = f"+{r['n_better']} -{r['n_worse']} ={r['n_tied']}"
-                for lst, x in zip(want, (e, c, k, p_cell(r, reach[("reposcan", r["pooled"])]))):
+                cells = (e, c, k, p_cell(r, reach[("reposcan", r["pooled"])]))
+                for lst, x in zip(want, cells, strict=True):
                     lst.append(x)
             assert (l1[1:], l2[2:], l3, l4) == tuple(want), (a, b)
     r0 = d.loc[d.index[0]]                               # row 0 is a success row
@@ -780,7 +782,7 @@ def test_frame_takes_each_column_from_its_documented_place():
     odd["metrics"].pop("false_completion")
     odd["controller"] = {"name": "standard", "components": []}
     df = report.episodes_frame([base, own, bare, old, odd])
-    row = {k: r for k, r in zip(df["key"], df.to_dict("records"))}
+    row = {k: r for k, r in zip(df["key"], df.to_dict("records"), strict=True)}
     assert row[base["key"]]["steps_used"] == 20 and row["own"]["steps_used"] == 20
     assert row["bare"]["steps_used"] == 17
     assert row["own"]["budget"] == 70 and row[base["key"]]["budget"] == 40
@@ -821,7 +823,7 @@ def test_scored_drops_errors_and_tampered_lines_only():
     assert report.scored(df.iloc[:0]).empty
 
 
-# ----- the summary ----------------------------------------------------------------------------------
+# ----- the summary --------------------------------------------------------------------------------
 SUMMARY_MEANS = {  # summary column -> episode column whose mean over scored episodes it is
     "success_rate": "success", "mean_valid_count": "valid_count",
     "duplicate_submit_rate": "duplicate_submit_rate",
@@ -955,7 +957,7 @@ def test_pass_k_table_is_the_summarys_pass_columns_for_any_grouping():
         cells = g.groupby(["task_id", "instance"])["success"].agg(["sum", "size"])
         for k in (1, 2, 3):
             want = np.mean([math.comb(int(c), k) / math.comb(int(n), k)
-                            for c, n in zip(cells["sum"], cells["size"])])
+                            for c, n in zip(cells["sum"], cells["size"], strict=True)])
             assert by_ctrl.at[ctrl, f"pass^{k}"] == pytest.approx(want), (ctrl, k)
     assert report.pass_k_table(report.episodes_frame([])).columns.tolist() == GROUP
 
@@ -1208,7 +1210,7 @@ def test_printed_summary_headers_follow_each_tables_seed_count():
     assert gx[2].split()[4] == pct0(row["pass^2"])
 
 
-# ----- the defaults the signatures promise -----------------------------------------------------------
+# ----- the defaults the signatures promise --------------------------------------------------------
 def test_defaults_are_seed_0_9999_resamples_95_percent_sign_flip(tmp_path):
     from pushbench.analysis.deltas import delta_stats, delta_table
 

@@ -141,7 +141,9 @@ def test_repeat_search_reruns_a_page(repo_base):
 
 
 def test_misjudge_flips_judgements(repo_base):
-    first = lambda rec: set(next(c["args"]["ids"] for c in rec["calls"] if c["tool"] == "submit"))
+    def first(rec):
+        return set(next(c["args"]["ids"] for c in rec["calls"] if c["tool"] == "submit"))
+
     rec, _, _ = drive(REPO, "standard", {"misjudge": 1.0})
     assert first(rec).isdisjoint(first(repo_base[0]))
 
@@ -238,7 +240,7 @@ def test_simulated_agents_ignore_the_placebo(task):
 
 def test_presets_are_documented_combinations():
     for family, presets in PRESETS.items():
-        for name, values in presets.items():
+        for values in presets.values():
             assert set(values) <= set(MECHANISMS)
             assert all(family in MECHANISMS[k].families for k in values)
     rec = run_episode(DATA, "standard", "simulated-weak", 0)

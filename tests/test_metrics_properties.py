@@ -85,7 +85,8 @@ def test_metric_invariants(rec):
     steps = got["anytime_steps"]
     assert len(steps) == 4
     reached = [s for s in steps if s is not None]
-    assert steps[: len(reached)] == reached            # once a quartile is missed, so are later ones
+    # once a quartile is missed, so are later ones
+    assert steps[: len(reached)] == reached
     assert reached == sorted(reached)                  # non-decreasing
     assert all(1 <= s <= got["steps_used"] for s in reached)
     assert (steps[-1] is not None) == got["success"]

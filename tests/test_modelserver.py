@@ -15,18 +15,18 @@ import pytest
 
 pytest.importorskip("starlette", reason="the model server needs the 'modelserver' extra")
 
-import httpx  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from starlette.testclient import TestClient  # noqa: E402
+import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
 
-import pushbench  # noqa: E402
-from pushbench.blackbox.episode_prompt import episode_prompt  # noqa: E402
-from pushbench.modelserver import PolicyBackend, build_app  # noqa: E402
-from pushbench.modelserver import app as app_mod  # noqa: E402
-from pushbench.modelserver.app import RequestLog, check_loopback  # noqa: E402
-from pushbench.modelserver.core import MODEL, observation_from_result  # noqa: E402
-from pushbench.runner.episode import run_episode  # noqa: E402
+import pushbench
+from pushbench.blackbox.episode_prompt import episode_prompt
+from pushbench.modelserver import PolicyBackend, build_app
+from pushbench.modelserver import app as app_mod
+from pushbench.modelserver.app import RequestLog, check_loopback
+from pushbench.modelserver.core import MODEL, observation_from_result
+from pushbench.runner.episode import run_episode
 
 TASK = "RepoScan-requests-docstring-N10"
 TOOLS = ("search", "submit", "status", "final", "ask_user")

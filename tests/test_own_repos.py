@@ -29,9 +29,9 @@ import pushbench
 from pushbench import snapshots, sources, tasks, userdata
 from pushbench.families.reposcan import indexer, verifier
 from pushbench.families.reposcan.env import RepoScanIntegrityError
-from pushbench.runner import calibration
 from pushbench.families.reposcan.predicates import parse_predicate
 from pushbench.policies.reposcan.judge import property_from_objective
+from pushbench.runner import calibration
 from pushbench.runner.calibration import TaskCreationError, new_task
 
 STDLIB = Path(json.__file__).resolve().parent.parent
@@ -349,8 +349,8 @@ def test_tasks_new_end_to_end(email_snapshot, home):
         assert r.budget == round(10 + 1.5 * r.target) and r.headroom >= calibration.HEADROOM
         assert cal["per_target"][r.target]["steps"] == r.steps
     # registered like a built-in: make, Gymnasium id, the user suite
-    from gymnasium.utils.env_checker import check_env
     import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
 
     env = pushbench.make("RepoScan-em-docstring-N25")
     check_env(env.unwrapped, skip_render_check=True)

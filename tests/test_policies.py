@@ -34,8 +34,8 @@ def test_diligent_reads_only_observations():
     pol = make_policy("diligent", seed=0)
     first = json.dumps({"tool": "reset", "ok": True, "result": {
         "family": "reposcan",
-        "objective": "find definitions that has a docstring (its first statement is a string "
-                     "literal). at least 3",
+        "objective": "find definitions that has a docstring (its first statement is a "
+                     "string literal). at least 3",
         "target": 3, "budget": 10, "tools": []}})
     pol.reset(first)
     assert pol.act(first) == {"tool": "search", "query": "", "page": 1}

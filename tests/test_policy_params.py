@@ -10,12 +10,18 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from pushbench.policies import (POLICIES, PolicyParamsError, UnsupportedFamily, make_policy,
-                                policy_class, validate_params)
+from pushbench.policies import (
+    POLICIES,
+    PolicyParamsError,
+    UnsupportedFamily,
+    make_policy,
+    policy_class,
+    validate_params,
+)
 from pushbench.policies.simulated import FAMILY_PRESETS
+from pushbench.runner.episode import run_episode
 
 DATAOPS_PRESETS, REPOSCAN_PRESETS = FAMILY_PRESETS["dataops"], FAMILY_PRESETS["reposcan"]
-from pushbench.runner.episode import run_episode
 
 
 @pytest.mark.parametrize("name", list(POLICIES))

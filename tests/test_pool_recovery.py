@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 
 import pytest
-
 from pool_faults import always_die, die_mid_episode
+
 from pushbench.runner.executors.local import InProcessExecutor, LocalPoolExecutor
 from pushbench.runner.experiment import expand, validate
-from pushbench.runner.sweep import run_experiment
 from pushbench.runner.rundir import read_lines
+from pushbench.runner.sweep import run_experiment
 
 # 8 episodes; with 2 workers and a window of 4, seed 5 is submitted only after earlier episodes
 # came back, so its death is not mistaken for workers that cannot start.
@@ -35,7 +35,7 @@ def _lines(run_dir: Path) -> dict[str, bytes]:
     raw = (run_dir / "episodes.jsonl").read_bytes().splitlines()
     keys = [json.loads(x)["key"] for x in raw]
     assert len(keys) == len(set(keys)), "a key was written twice"
-    return dict(zip(keys, raw))
+    return dict(zip(keys, raw, strict=True))
 
 
 @pytest.fixture(scope="module")

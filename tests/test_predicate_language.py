@@ -9,12 +9,16 @@ import textwrap
 from dataclasses import fields
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pushbench.families.reposcan import atoms
 from pushbench.families.reposcan.indexer import Definition, Facts, facts_in_source
-from pushbench.families.reposcan.predicates import (MAX_DEPTH, Predicate, PredicateError,
-                                                     parse_predicate)
+from pushbench.families.reposcan.predicates import (
+    MAX_DEPTH,
+    Predicate,
+    PredicateError,
+    parse_predicate,
+)
 
 PATH = "pkg/mod.py"
 
@@ -554,7 +558,7 @@ NAME_SETS = st.frozensets(NAMES, max_size=3)
 FACTS = st.builds(
     lambda b, name, params, star, decos, calls, lines: fact(
         name=name, params=tuple(params), star_params=tuple(star), decorators=tuple(decos),
-        calls=calls, lines=lines, **{f: v for f, v in zip(BOOL_ATOMS.values(), b)}),
+        calls=calls, lines=lines, **{f: v for f, v in zip(BOOL_ATOMS.values(), b, strict=True)}),
     st.lists(st.booleans(), min_size=len(BOOL_ATOMS), max_size=len(BOOL_ATOMS)),
     st.sampled_from(["f", "test_f", "testing", "Test"]), NAME_SETS, NAME_SETS, NAME_SETS,
     NAME_SETS, st.integers(0, 15))
@@ -680,7 +684,7 @@ def test_own_body_walk_matches_reference_on_the_pinned_snapshots(snapshot_roots)
             ref = []
             tree = ast.parse(src) if got else None
 
-            def visit(fn, qual, in_class):
+            def visit(fn, qual, in_class, ref=ref, rel=rel):  # bound now (B023)
                 r = _Reference()
                 for stmt in fn.body:
                     r.visit(stmt)

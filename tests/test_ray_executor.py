@@ -21,9 +21,9 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from pushbench.runner.executors.local import InProcessExecutor  # noqa: E402
-from pushbench.runner.registry import make_executor  # noqa: E402
-from pushbench.runner.experiment import EpisodeSpec, expand, validate  # noqa: E402
 from pushbench.runner.executors.ray import RayExecutor  # noqa: E402
+from pushbench.runner.experiment import EpisodeSpec, expand, validate  # noqa: E402
+from pushbench.runner.registry import make_executor  # noqa: E402
 from pushbench.runner.sweep import run_experiment  # noqa: E402
 
 pytestmark = pytest.mark.slow

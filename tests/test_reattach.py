@@ -16,13 +16,12 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-import anyio  # noqa: E402
-from mcp import Client  # noqa: E402
+import anyio
+from mcp import Client
+from test_mcp_server import _session, env_part, load, params, replay, server_args
 
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from pushbench.blackbox import audit, signing  # noqa: E402
-from test_mcp_server import (TASK, env_part, load, params, replay, server_args,  # noqa: E402
-                             _session)
+from pushbench.blackbox import audit, signing
+from pushbench.blackbox import evaluate as blackbox
 
 CALLS = [("search", {"query": "auth", "page": 1}), ("status", {}),
          ("search", {"query": "auth", "page": 2}), ("search", {"query": "session", "page": 1}),
@@ -183,7 +182,7 @@ def test_torn_last_trace_line_is_cut_and_the_run_continues(tmp_path):
 
 def test_oversized_call_is_replayed_by_its_size(tmp_path):
     """A call refused by its size alone (its text is not kept whole) still replays."""
-    from test_mcp_server import MAX_ACTION_BYTES  # noqa: F401 - the limit the env applies
+    from test_mcp_server import MAX_ACTION_BYTES  # the limit the env applies
 
     run_dir = tmp_path / "run"
     calls = [("search", {"query": "x" * (MAX_ACTION_BYTES + 10)}), ("status", {})]

@@ -16,8 +16,15 @@ import pytest
 
 from pushbench.runner import replay as R
 from pushbench.runner.episode import run_episode
-from pushbench.runner.replay_steps import (STAND_IN, Edit, Step, Steps, decode_edit,
-                                           record_edit, steps_from_record)
+from pushbench.runner.replay_steps import (
+    STAND_IN,
+    Edit,
+    Step,
+    Steps,
+    decode_edit,
+    record_edit,
+    steps_from_record,
+)
 
 REPOSCAN = "RepoScan-requests-docstring-N10"
 DATAOPS = "DataOps-b1-N3"

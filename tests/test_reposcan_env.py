@@ -15,14 +15,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import pushbench
-from pushbench.families.reposcan import indexer
 from pushbench.envs import actions
-from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.envs.spaces import MAX_ACTION_BYTES
-from pushbench.registration import gym_id
+from pushbench.families.reposcan import indexer
+from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.families.reposcan.search import tokenize
-from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, manifests
 from pushbench.families.reposcan.verifier import digest
+from pushbench.registration import gym_id
+from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, manifests
 
 INSTANCES = list(manifests()["reposcan"].instances)
 GYM_IDS = [i for i in gym.registry if i.startswith("PushBench/")]
@@ -446,7 +446,7 @@ BAD_INPUTS = [
     ("tuple-key", {"tool": "status", (1, 2): "x"}, "bad_value", "keys"),
     ("cycle-dict", (lambda d: (d.__setitem__("self", d), d)[1])({"tool": "status"}),
      "bad_value", "cycle"),
-    ("cycle-list", (lambda l: (l.append(l), {"tool": "submit", "ids": l})[1])([]),
+    ("cycle-list", (lambda lst: (lst.append(lst), {"tool": "submit", "ids": lst})[1])([]),
      "bad_value", "cycle"),
     ("deep-dict", (lambda: (lambda f: f(f, 40))(
         lambda f, n: {"tool": "status", "x": f(f, n - 1)} if n else 1))(), "too_deep", "nested"),

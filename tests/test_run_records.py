@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from pushbench.runner.executors.local import InProcessExecutor
 from pushbench.runner.experiment import validate
-from pushbench.runner.sweep import run_experiment
 from pushbench.runner.rundir import read_lines
+from pushbench.runner.sweep import run_experiment
 
 A, B, C = {"key": "a", "n": 1}, {"key": "b", "n": 2.5}, {"key": "c", "nested": {"x": [1, None]}}
 # Warnings name the line that called read_lines (stacklevel 2): the call in _read below. Under

@@ -13,11 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pushbench.runner.executors import base, local as ex
-from pushbench.runner.experiment import (ExperimentError, expand, load_experiment, parse_seeds,
-                                         validate)
-from pushbench.runner.sweep import SweepInterrupted, run_experiment
+from pushbench.runner.executors import base
+from pushbench.runner.executors import local as ex
+from pushbench.runner.experiment import (
+    ExperimentError,
+    expand,
+    load_experiment,
+    parse_seeds,
+    validate,
+)
 from pushbench.runner.rundir import RunDir, RunDirError, read_lines
+from pushbench.runner.sweep import SweepInterrupted, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -372,5 +378,6 @@ def test_make_executor_names_close_matches_for_an_unknown_name():
     from pushbench.errors import UnknownNameError
     from pushbench.runner.registry import make_executor
 
-    with pytest.raises(UnknownNameError, match=r"unknown executor 'procss'\. Did you mean: process"):
+    with pytest.raises(UnknownNameError,
+                       match=r"unknown executor 'procss'\. Did you mean: process"):
         make_executor("procss")

@@ -22,14 +22,24 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server needs the optional 'mcp' extra")
 
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from conftest import temporary_home
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_audit import (
+    DATAOPS,
+    REPOSCAN,
+    _flip_first,
+    diligent_run,
+    edit_record,
+    edit_trace,
+    evaluate,
+    resummarise,
+    scripted_run,
+    search_ids,
+)
 
-from conftest import temporary_home  # noqa: E402
-from pushbench.blackbox import audit, signing  # noqa: E402
-from pushbench.blackbox import evaluate as blackbox  # noqa: E402
-from test_audit import (DATAOPS, REPOSCAN, _flip_first, diligent_run, edit_record,  # noqa: E402
-                        edit_trace, evaluate, resummarise, scripted_run, search_ids)
+from pushbench.blackbox import audit, signing
+from pushbench.blackbox import evaluate as blackbox
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give files another owner")
 
@@ -248,6 +258,7 @@ def test_a_consistent_run_written_without_the_key_is_flagged(honest, tmp_path):
     """From scratch on this installation, without reading the key: ten valid ids 'accepted'
     in a fresh chain from the right genesis, every digest and summary recomputed."""
     from test_audit import fake_submit
+
     from pushbench.families.reposcan.env import _valid_set
 
     def forge(key):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pushbench.families.reposcan import indexer
 from pushbench import snapshots
+from pushbench.families.reposcan import indexer
 from pushbench.snapshots import SnapshotError
 
 

@@ -314,7 +314,8 @@ def test_calibration_sees_what_no_interval_can_cover():
 # One row at a time, in loops, from the module docstring's definition: resample k clusters
 # with the generator's own draws (one `integers` call of shape (1, B, k) for a one-row input),
 # t* = (mean* - mean) / se*; a resample with no spread (se* within 1e-9 x max(1, |mean|) of
-# zero) gets t* = 0 or +-inf by the sign of mean* - mean; linear-interpolation quantiles of the sorted t*,
+# zero) gets t* = 0 or +-inf by the sign of mean* - mean; linear-interpolation quantiles of the
+# sorted t*,
 # where two equal neighbours (also two infinities) give that value. A batch of rows draws
 # (rows, B, k) at once, which is the same stream as one row after another.
 
@@ -342,7 +343,7 @@ def reference_bootstrap_t(x, rng, n_resamples, confidence=0.95, bounds=None):
     tol = 1e-9 * max(1.0, abs(est))
     ses = [sd(r) / math.sqrt(k) for r in draws]
     ts = []
-    for r, s in zip(draws, ses):
+    for r, s in zip(draws, ses, strict=True):
         diff = sum(r) / k - est
         if s > tol:
             ts.append(diff / s)

@@ -20,8 +20,15 @@ from hypothesis import strategies as st
 from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.predicates import parse_predicate
 from pushbench.families.reposcan.synth import (
-    ATOMS, DEFAULT_DENSITY, GENERATOR_VERSION, DensityError, generate, parse_density, render,
-    tree_sha256)
+    ATOMS,
+    DEFAULT_DENSITY,
+    GENERATOR_VERSION,
+    DensityError,
+    generate,
+    parse_density,
+    render,
+    tree_sha256,
+)
 from pushbench.families.reposcan.synth.measure import measure, measure_files
 from pushbench.families.reposcan.synth.plan import target_count
 
@@ -255,7 +262,7 @@ def leak_report(names: list[str], labels: list[bool], min_count: int = 25,
     p = k / n
     counts: Counter = Counter()
     valid: Counter = Counter()
-    for name, label in zip(names, labels):
+    for name, label in zip(names, labels, strict=True):
         for tok in set(name_tokens(name)):
             counts[tok] += 1
             valid[tok] += label

@@ -24,14 +24,13 @@ import sys
 import tarfile
 import textwrap
 import zipfile
-import zlib
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pushbench import archives, snapshots, sources, tasks, userdata
+from pushbench import archives, snapshots, tasks, userdata
 from pushbench.archives import Limits, SourceError, safe_extract
 from pushbench.families.reposcan import indexer
 from pushbench.runner.experiment import ExperimentError, read_experiment_file
@@ -413,7 +412,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from pushbench.modelserver import PolicyBackend, build_app, running  # noqa: E402
-from pushbench.modelserver.app import MAX_BODY, RequestLog  # noqa: E402
+from pushbench.modelserver.app import RequestLog  # noqa: E402
 from pushbench.modelserver.core import MODEL  # noqa: E402
 
 API_PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses",
@@ -431,7 +430,7 @@ def api_shaped(path: str, resp) -> bool:
 
 def test_a_gzip_bomb_body_is_cut_at_the_limit_in_bounded_memory(tmp_path):
     """1 MiB of gzip that inflates to 1 GiB: 413 after at most MAX_BODY decompressed bytes."""
-    script = _PEAK + textwrap.dedent(f"""
+    script = _PEAK + textwrap.dedent("""
         import zlib, json
         from starlette.testclient import TestClient
         from pushbench.modelserver import PolicyBackend, build_app
@@ -439,7 +438,7 @@ def test_a_gzip_bomb_body_is_cut_at_the_limit_in_bounded_memory(tmp_path):
         block = bytes(1 << 20)
         body = b"".join(c.compress(block) for _ in range(1024)) + c.flush()
         r = TestClient(build_app(PolicyBackend("diligent"))).post(
-            "/v1/messages", content=body, headers={{"content-encoding": "gzip"}})
+            "/v1/messages", content=body, headers={"content-encoding": "gzip"})
         print(json.dumps([r.status_code, r.json(), len(body),
                           peak_rss_kib()]))
     """)

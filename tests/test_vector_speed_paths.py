@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import pushbench
 from pushbench.errors import NotResetError, PushBenchError
-from pushbench.policies import make_policy
 from pushbench.vector.batch import PushBenchSyncVectorEnv, place_batch
 from pushbench.vector.workers import PushBenchAsyncVectorEnv, _slices
 
@@ -28,7 +27,7 @@ def _loop_reference(task, controller, budget, seeds, actions_per_step):
     """Single envs in a loop with NEXT_STEP autoreset by hand: what the vector must equal."""
     envs = [pushbench.make(task, controller=controller, budget=budget) for _ in seeds]
     out = []
-    obs = [env.reset(seed=s) for env, s in zip(envs, seeds)]
+    obs = [env.reset(seed=s) for env, s in zip(envs, seeds, strict=True)]
     out.append(([o for o, _ in obs], None, None, None, [i for _, i in obs]))
     resetting = [False] * len(envs)
     for actions in actions_per_step:
@@ -42,7 +41,7 @@ def _loop_reference(task, controller, budget, seeds, actions_per_step):
                 o, r, te, tr, info = env.step(actions[i])
                 step.append((o, r, te, tr, info))
                 resetting[i] = te or tr
-        out.append(tuple(list(x) for x in zip(*step)))
+        out.append(tuple(list(x) for x in zip(*step, strict=True)))
     for env in envs:
         env.close()
     return out
@@ -128,7 +127,7 @@ def _stable(infos):
             elif kind == "dict" and kinds[k] == "dict":
                 sub = {}
                 for kk, vv in v.items():
-                    if kinds.setdefault((k, kk), type(vv)) == type(vv):
+                    if kinds.setdefault((k, kk), type(vv)) is type(vv):
                         sub[kk] = vv
                 ok[k] = sub
         out.append(ok)

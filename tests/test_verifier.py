@@ -1,6 +1,7 @@
 """The hidden verifier: identifier well-formedness at its edges, verdicts, digest, secrecy.
 
-These are the fast tests `experiments/mutation_score.py` runs against `pushbench/families/reposcan/verifier.py`;
+These are the fast tests `experiments/mutation_score.py` runs against
+`pushbench/families/reposcan/verifier.py`;
 each boundary here is one a mutant of the verifier moved (the length limit, the control
 character ranges, the path-trick checks, duplicate and acceptance bookkeeping).
 """
@@ -16,8 +17,16 @@ from hypothesis import strategies as st
 
 import pushbench
 from pushbench.families.reposcan import verifier
-from pushbench.families.reposcan.verifier import (ACCEPTED, DUPLICATE, MALFORMED, MAX_IDENT_LEN, REJECTED, Verifier,
-                                digest, is_well_formed)
+from pushbench.families.reposcan.verifier import (
+    ACCEPTED,
+    DUPLICATE,
+    MALFORMED,
+    MAX_IDENT_LEN,
+    REJECTED,
+    Verifier,
+    digest,
+    is_well_formed,
+)
 
 CONTROL = [chr(c) for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]]  # C0, DEL, C1
 # Where a character can sit in `<path>.py::<name>`: each is a separate branch of the pattern.

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
+from viewer_runs import HOSTILE, small_run
 
 from pushbench.analysis.failures import failure_class
 from pushbench.analysis.frame import episodes_frame, load_episodes
@@ -23,8 +24,6 @@ from pushbench.viewer import build_site
 from pushbench.viewer.data import file_stem
 from pushbench.viewer.serve import LOOPBACK, make_server
 from pushbench.viewer.site import js_payload
-
-from viewer_runs import HOSTILE, small_run
 
 
 def _payload(path: Path) -> tuple[str, object]:
@@ -49,7 +48,7 @@ def test_every_episode_gets_a_row_and_a_page_with_its_full_record(run, site):
     lines = load_episodes(run)
     _, listing = _payload(site / "data" / "episodes.js")
     cols = listing["columns"]
-    rows = [dict(zip(cols, r)) for r in listing["rows"]]
+    rows = [dict(zip(cols, r, strict=True)) for r in listing["rows"]]
     assert sorted(r["key"] for r in rows) == sorted(ln["key"] for ln in lines)
     for r in rows:
         name, page = _payload(site / "data" / "ep" / f"{r['file']}.js")
@@ -64,7 +63,7 @@ def test_outcomes_are_the_failure_classes_and_pairs_match_on_instance_target_see
     df = episodes_frame(load_episodes(run))
     expected = {r["key"]: failure_class(r) or "success" for _, r in df.iterrows()}
     _, listing = _payload(site / "data" / "episodes.js")
-    rows = [dict(zip(listing["columns"], r)) for r in listing["rows"]]
+    rows = [dict(zip(listing["columns"], r, strict=True)) for r in listing["rows"]]
     assert {r["key"]: r["outcome"] for r in rows} == expected
     assert "false_claim" in expected.values()  # the markup agent claimed 10 with 0 verified
     _, ov = _payload(site / "data" / "overview.js")
@@ -250,7 +249,7 @@ def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_pat
     assert {(r[at["condition_a"]], r[at["condition_b"]]) for r in cond["rows"]} \
         == {("checklist", "default")}
     _, listing = _payload(site / "data" / "episodes.js")
-    rows = [dict(zip(listing["columns"], r)) for r in listing["rows"]]
+    rows = [dict(zip(listing["columns"], r, strict=True)) for r in listing["rows"]]
     for r in rows:
         _, page = _payload(site / "data" / "ep" / f"{r['file']}.js")
         assert page["record"]["blackbox"]["run_dir"] and page["problem"] is None

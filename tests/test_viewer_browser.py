@@ -16,14 +16,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from viewer_runs import HOSTILE, small_run
 
 from pushbench.analysis.frame import episodes_frame, load_episodes
 from pushbench.viewer import build_site
 from pushbench.viewer.browser import chromium_path, headless_chromium
 from pushbench.viewer.data import file_stem
 from pushbench.viewer.serve import make_server
-
-from viewer_runs import HOSTILE, small_run
 
 pytestmark = pytest.mark.slow
 DOCS = Path(__file__).resolve().parent.parent / "docs"

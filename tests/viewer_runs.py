@@ -48,12 +48,12 @@ def small_run(out: Path, report: bool = False) -> Path:
     from rich.console import Console
 
     from pushbench.policies.llm.stub import StubServer
-    from pushbench.runner.episode import run_episode
     from pushbench.records import encode_trace, episode_line
-    from pushbench.runner.spec import EpisodeResult
+    from pushbench.runner.episode import run_episode
     from pushbench.runner.experiment import load_experiment
-    from pushbench.runner.sweep import report_and_plot, run_experiment
     from pushbench.runner.rundir import RunDir
+    from pushbench.runner.spec import EpisodeResult
+    from pushbench.runner.sweep import report_and_plot, run_experiment
 
     run_experiment(load_experiment(EXPERIMENT), out, progress=False)
     records = [run_episode(HOSTILE_TASK, "standard", MarkupInFinal(seed=0), seed=0)]

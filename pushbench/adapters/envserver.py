@@ -41,11 +41,15 @@ from dataclasses import dataclass, field, fields
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.serialization import deserialize_action, serialize_observation
-from openenv.core.env_server.types import (WSErrorCode, WSErrorResponse,
-                                           WSObservationResponse, WSStateResponse)
+from openenv.core.env_server.types import (
+    WSErrorCode,
+    WSErrorResponse,
+    WSObservationResponse,
+    WSStateResponse,
+)
 from pydantic import ValidationError
 
-from ..tasks import get_task
+from ..tasks import UnknownTaskError, get_task
 from .openenv_env import PushBenchAction, PushBenchEnvironment, PushBenchObservation
 
 # Families whose steps run on the event loop: RepoScan (in-memory work; a thread hop costs more
@@ -79,7 +83,7 @@ class ServerOptions:
                 else repr(self.idle_timeout)}
 
     @classmethod
-    def from_environ(cls) -> "ServerOptions":
+    def from_environ(cls) -> ServerOptions:
         raw = os.environ.get(ENV_PREFIX + "IDLE_TIMEOUT", "300")
         return cls(max_sessions=int(os.environ.get(ENV_PREFIX + "MAX_SESSIONS", "512")),
                    idle_timeout=float(raw) if raw else None)
@@ -142,7 +146,7 @@ class Session:
         concurrent."""
         try:
             inline = get_task(data.get("task", "RepoScan-N10")).family in INLINE_FAMILIES
-        except Exception:  # an unknown task: the environment's own reset says so
+        except (UnknownTaskError, TypeError, AttributeError):  # the env's own reset says so
             inline = False
         if not inline:
             return self.env.reset(**data)
@@ -194,7 +198,7 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
         while True:
             try:
                 raw = await asyncio.wait_for(websocket.receive_text(), opts.idle_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 idle = True
                 await websocket.send_text(_error(
                     f"session idle for more than {opts.idle_timeout:g} s: closed (open a new "
@@ -210,7 +214,7 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
             except ValidationError as e:
                 reply = _error("Invalid message", WSErrorCode.VALIDATION_ERROR,
                                errors=json.loads(e.json()))
-            except Exception as e:  # the environment's own refusal (bad task, no reset, ...)
+            except Exception as e:  # noqa: BLE001 - the env's own refusal (bad task, no reset)
                 reply = _error(str(e), WSErrorCode.EXECUTION_ERROR)
             if reply is None:
                 break

@@ -45,7 +45,7 @@ def action_stream(task: str, seed: int, n: int) -> list[dict]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _action_space(task: str):
     # building the env costs more than sampling a session's stream (512 sessions per row)
     env = make(task)

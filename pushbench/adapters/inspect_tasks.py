@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-from typing import Any
 
 import anyio
 from inspect_ai import Task, task
@@ -59,8 +58,8 @@ from ..controllers import components_of
 from ..envs.base import check_budget
 from ..policies.llm.config import LLMConfig
 from ..policies.llm.core import PLAIN_TEXT_NOTE, AgentCore, call_action, text_action
-from ..runner.episode import serialised
 from ..registration import make
+from ..runner.episode import serialised
 from ..tasks import get_task, manifests
 
 # Metric keys reported as Inspect metrics (every scalar of episode_metrics).
@@ -99,7 +98,8 @@ def _instances(spec, instance: str | list[str] | None) -> list[str | None]:
         return list(spec.instances)
     if instance == SUITE:
         return [None]
-    names = [i.strip() for i in instance.split(",")] if isinstance(instance, str) else list(instance)
+    names = ([i.strip() for i in instance.split(",")] if isinstance(instance, str)
+             else list(instance))
     bad = [i for i in names if i not in spec.instances]
     if bad or not names:
         raise ValueError(f"{spec.task_id} has no instance(s) {bad or names}; choose from "
@@ -170,7 +170,7 @@ def _action(call: ToolCall) -> str | dict:
 def pushbench_agent() -> Solver:
     """Run one PushBench episode with the task's model (see the module docstring)."""
 
-    async def solve(state: TaskState, generate: Generate) -> TaskState:  # noqa: ARG001
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
         meta = state.metadata
         # Building and resetting fill shared caches on first use: off the event loop and one at
         # a time, as the runner's asyncio driver does it.
@@ -242,7 +242,7 @@ def qgp_scorer():
     """Score a sample from its episode record only (the verifier's verdicts), never from the
     model's claims: ``episode_metrics`` of the record, key by key."""
 
-    async def score(state: TaskState, target: Target) -> Score:  # noqa: ARG001
+    async def score(state: TaskState, target: Target) -> Score:
         record = state.metadata.get("record")
         if record is None:
             raise RuntimeError("no PushBench episode record in the sample: the episode never "
@@ -300,5 +300,5 @@ def swelite(target: int = 3, instance: str | list[str] | None = None,
     return _task("swelite", target, instance, controller, seeds, budget)
 
 
-__all__ = ["reposcan", "dataops", "dataops_public", "swelite", "pushbench_agent", "qgp_scorer", "tool_info",
-           "pushbench_samples", "score_values", "SCORE_KEYS"]
+__all__ = ["reposcan", "dataops", "dataops_public", "swelite", "pushbench_agent", "qgp_scorer",
+           "tool_info", "pushbench_samples", "score_values", "SCORE_KEYS"]

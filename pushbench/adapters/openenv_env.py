@@ -69,7 +69,7 @@ class PushBenchAction(Action):
     text: str | None = Field(None, description="a reply without a tool call")
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "PushBenchAction":
+    def _one_kind(self) -> PushBenchAction:
         if (self.tool is None) == (self.text is None):
             raise ValueError("give exactly one of tool (a tool call) or text (a plain reply)")
         return self

@@ -9,9 +9,14 @@ The same figures are in ``summary.csv`` (``total_*`` and ``cost_per_success`` co
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import pandas as pd
 
 from .frame import scored, sort_frame
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 GROUP_BILL = ["policy", "controller", "target"]
 BILL_COLUMNS = ["policy", "controller", "target", "n_episodes", "prompt_tokens",
@@ -35,7 +40,7 @@ def bill_table(df: pd.DataFrame) -> pd.DataFrame:
     return sort_frame(out.reset_index(), GROUP_BILL)[BILL_COLUMNS]
 
 
-def totals(bill: pd.DataFrame, cost: dict | None = None) -> dict:
+def totals(bill: pd.DataFrame, cost: dict[str, Any] | None = None) -> dict[str, Any]:
     """Whole-run totals of ``bill`` plus the cut episodes and the cap from the run info's
     ``cost`` section (``capped_episodes``, ``capped_cost_usd``, ``cap_usd``)."""
     cost = cost or {}
@@ -52,15 +57,15 @@ def totals(bill: pd.DataFrame, cost: dict | None = None) -> dict:
             "cap_usd": cost.get("cap_usd")}
 
 
-def _money(v, missing: str = "unpriced") -> str:
+def _money(v: Any, missing: str = "unpriced") -> str:
     return missing if v is None or pd.isna(v) else f"${v:,.4f}"
 
 
-def _per_success(cost, wins) -> str:
+def _per_success(cost: Any, wins: Any) -> str:
     return "-" if not wins else _money(cost)
 
 
-def total_line(t: dict) -> str:
+def total_line(t: dict[str, Any]) -> str:
     """One sentence: total spend, its parts and the cap."""
     text = (f"Total ${t['total_cost_usd']:,.4f} for {t['prompt_tokens']:,} prompt + "
             f"{t['completion_tokens']:,} completion tokens in {t['episodes']} finished episodes")
@@ -74,7 +79,7 @@ def total_line(t: dict) -> str:
     return text + "."
 
 
-def bill_markdown(bill: pd.DataFrame, cost: dict | None) -> list[str]:
+def bill_markdown(bill: pd.DataFrame, cost: dict[str, Any] | None) -> list[str]:
     """The ``## Bill`` section of report.md (nothing when no episode recorded usage)."""
     if bill.empty:
         return []
@@ -89,7 +94,7 @@ def bill_markdown(bill: pd.DataFrame, cost: dict | None) -> list[str]:
     return out + ["", total_line(totals(bill, cost)), ""]
 
 
-def _tokens(v) -> str:
+def _tokens(v: Any) -> str:
     """Token counts for the terminal: exact below 100,000, then k / M (exact in report.md)."""
     v = int(v)
     if v < 100_000:
@@ -97,7 +102,7 @@ def _tokens(v) -> str:
     return f"{v / 1e6:.2f}M" if v >= 1_000_000 else f"{v / 1e3:.0f}k"
 
 
-def print_bill(bill: pd.DataFrame, console, cost: dict | None) -> None:
+def print_bill(bill: pd.DataFrame, console: Console, cost: dict[str, Any] | None) -> None:
     """The bill as terminal tables (one per policy label, whose name is a line of its own so
     the table fits 80 columns) and its total line."""
     if bill.empty:

@@ -58,8 +58,9 @@ class Scenario:
     sd_seed: float = 0.5
 
 
-def _expit(x):
-    return 1.0 / (1.0 + np.exp(-x))
+def _expit(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+    return out
 
 
 def true_delta(sc: Scenario, nodes: int = 40) -> float:
@@ -85,7 +86,8 @@ def simulate(sc: Scenario, reps: int, rng: np.random.Generator) -> np.ndarray:
     w = rng.normal(0, 1, (reps, k, s)) * sc.sd_seed
     yb = rng.random((reps, k, s)) < _expit(sc.b0 + u + w)
     ya = rng.random((reps, k, s)) < _expit(sc.b0 + sc.b1 + u + v + w)
-    return (ya.astype(float) - yb.astype(float)).mean(axis=-1)
+    means: np.ndarray = (ya.astype(float) - yb.astype(float)).mean(axis=-1)
+    return means
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ class Sparse:
         return round(self.p_affected * self.clusters)
 
 
-def truth_of(sc) -> float:
+def truth_of(sc: Scenario | Sparse) -> float:
     """The estimand of either kind of scenario."""
     if isinstance(sc, Sparse):
         share = sc.p_affected if sc.random_instances else sc.n_affected / sc.clusters
@@ -114,7 +116,7 @@ def truth_of(sc) -> float:
     return true_delta(sc)
 
 
-def simulate_any(sc, reps: int, rng: np.random.Generator) -> np.ndarray:
+def simulate_any(sc: Scenario | Sparse, reps: int, rng: np.random.Generator) -> np.ndarray:
     """``(reps, clusters)`` cluster means of either kind of scenario."""
     if not isinstance(sc, Sparse):
         return simulate(sc, reps, rng)
@@ -126,7 +128,8 @@ def simulate_any(sc, reps: int, rng: np.random.Generator) -> np.ndarray:
     u = rng.random((reps, k, s))
     d = np.where(u < sc.p_gain, 1.0, np.where(u < sc.p_gain + sc.p_loss, -1.0, 0.0)) * hit
     noise = (rng.random((reps, k, s)) < sc.p_noise) * rng.choice([-1.0, 1.0], (reps, k, s))
-    return np.where(d == 0, noise, d).mean(axis=-1)
+    means: np.ndarray = np.where(d == 0, noise, d).mean(axis=-1)
+    return means
 
 
 @dataclass(frozen=True)
@@ -140,8 +143,8 @@ class Calibration:
     reps: int
 
 
-def calibrate(sc, method: str, reps: int = 1000, seed: int = 0, n_resamples: int = 1999,
-              confidence: float = 0.95) -> Calibration:
+def calibrate(sc: Scenario | Sparse, method: str, reps: int = 1000, seed: int = 0,
+              n_resamples: int = 1999, confidence: float = 0.95) -> Calibration:
     """Coverage and median width of ``method``'s interval and the rejection rate of the
     sign-flip test on ``sc`` (:class:`Scenario` or :class:`Sparse`), bounds cut to [-1, 1] as
     the report cuts a difference of rates. A replication without bounds (every instance gave

@@ -7,13 +7,28 @@ Percentages are whole numbers here; the CSVs and report.md carry the decimals.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import pandas as pd
 
+from .format import (
+    CLIP_NOTE,
+    SIM_NOTE,
+    SIMULATED_LABEL,
+    counts_text,
+    delta_cell,
+    is_missing,
+    pct_points,
+)
 from .frame import labelled
-from .format import (CLIP_NOTE, SIMULATED_LABEL, SIM_NOTE, counts_text, delta_cell, is_missing,
-                     pct_points)
 
-_SUMMARY = (  # header, summary column, formatter
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+_SUMMARY: tuple[tuple[str, str | None, Callable[[Any], str] | None], ...] = (
+    # header, summary column, formatter
     ("N", "target", lambda v: str(int(v))),
     ("n", "n_episodes", lambda v: str(int(v))),
     ("succ", "success_rate", lambda v: _pct0(v)),
@@ -34,15 +49,15 @@ LEGEND = ("N target, n episodes, succ success %, pass^K % of instances where all
           "summary.csv, report.md.")
 
 
-def _pct0(v) -> str:
+def _pct0(v: Any) -> str:
     return "-" if is_missing(v) else f"{100 * v:.0f}"
 
 
-def _num(v, fmt: str) -> str:
+def _num(v: Any, fmt: str) -> str:
     return "-" if is_missing(v) else format(v, fmt)
 
 
-def _table(console, title: str, simulated: bool):
+def _table(console: Console, title: str, simulated: bool) -> Table:
     """A compact table; its title is printed as a line of its own first, so it wraps at the
     console's width (between words) rather than at the table's."""
     from rich.text import Text
@@ -50,10 +65,11 @@ def _table(console, title: str, simulated: bool):
     from .. import terminal
 
     console.print(Text(title, style="bold yellow" if simulated else "bold"))
-    return terminal.table(padding=0)
+    table: Table = terminal.table(padding=0)
+    return table
 
 
-def print_summary(summary: pd.DataFrame, console) -> None:
+def print_summary(summary: pd.DataFrame, console: Console) -> None:
     """One table per ``(family, policy)``: rows controller x target."""
     from .summary import pass_columns
 
@@ -87,7 +103,7 @@ def print_summary(summary: pd.DataFrame, console) -> None:
     console.print(LEGEND, style="dim", highlight=False)
 
 
-def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None:
+def print_deltas(deltas: pd.DataFrame, console: Console, metric: str = "success") -> None:
     """Paired ``metric`` deltas per ``(family, policy)``: rows controller pair, columns pooled
     (all targets) then each target; each cell the delta, its interval, the instances A is
     better / worse / tied on, and the p-value: Holm-adjusted (``H``) where the row's Holm family
@@ -111,7 +127,7 @@ def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None
         scopes = ([("all N", grp["pooled"])] if grp["pooled"].any() else []) + [
             (f"N={int(t)}", (~grp["pooled"]) & (grp["target"] == t))
             for t in sorted(grp.loc[~grp["pooled"], "target"].dropna().unique())]
-        cells = {}  # (pair, scope head) -> cell text
+        cells: dict[tuple[str, str, str], str] = {}  # (pair, scope head) -> cell text
         for head, mask in scopes:
             for a, b in pairs:
                 hit = grp[mask.fillna(False).astype(bool) & (grp["controller_a"] == a)
@@ -130,7 +146,8 @@ def print_deltas(deltas: pd.DataFrame, console, metric: str = "success") -> None
         console.print(DELTA_LEGEND, style="dim", highlight=False)
 
 
-def _fit(scopes, cells, name_width: int, total: int) -> list[list[str]]:
+def _fit(scopes: Sequence[tuple[str, Any]], cells: Mapping[tuple[str, str, str], str],
+         name_width: int, total: int) -> list[list[str]]:
     """The scope columns split into consecutive groups whose tables fit ``total`` columns (a
     table per group, each repeating the pair names), so no cell is cut."""
     groups: list[list[str]] = [[]]
@@ -153,7 +170,7 @@ DELTA_LEGEND = ("H: Holm-adjusted sign-flip p over instances (family: task famil
                 "for a 95% interval; " + CLIP_NOTE + ".")
 
 
-def _cell(r, metric: str, holm_shown: bool) -> str:
+def _cell(r: Any, metric: str, holm_shown: bool) -> str:
     est, ci = delta_cell(r, metric, short=True)
     if is_missing(r["p_value"]):
         ptxt = ""
@@ -166,14 +183,14 @@ def _cell(r, metric: str, holm_shown: bool) -> str:
     return "\n".join(x for x in (est, ci, counts_text(r, short=True), ptxt) if x)
 
 
-def _p(p) -> str:
+def _p(p: Any) -> str:
     """``=.031``: two significant digits without the leading zero (``<.001`` below 0.001)."""
     if is_missing(p):
         return "=-"
     return "<.001" if p < 0.001 else "=" + format(float(p), ".2g").removeprefix("0")
 
 
-def print_report(report: dict[str, pd.DataFrame], console=None) -> None:
+def print_report(report: dict[str, pd.DataFrame], console: Console | None = None) -> None:
     """Print the summary tables and the paired success deltas; simulated tables say so in their
     title, and a note follows them."""
     from rich.console import Console

@@ -14,6 +14,7 @@ also shows how much the trimmed arm actually lost.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -27,7 +28,7 @@ COLUMNS = ["family", "agent", "controller", "pooled", "target", "n_targets", "co
            "context_b", *STAT_COLUMNS]
 
 
-def context_of(ep: dict) -> str | None:
+def context_of(ep: dict[str, Any]) -> str | None:
     """``"full"``, the budget as text, or None for a line that is not an LLM episode."""
     llm = ep.get("llm")
     if not isinstance(llm, dict) or "context_tokens" not in llm:
@@ -35,14 +36,15 @@ def context_of(ep: dict) -> str | None:
     return FULL if llm["context_tokens"] is None else str(int(llm["context_tokens"]))
 
 
-def agent_of(ep: dict) -> str:
+def agent_of(ep: dict[str, Any]) -> str:
     """The policy's identity without its context budget (explicit labels are kept as given)."""
-    p = ep.get("policy") if isinstance(ep.get("policy"), dict) else {}
+    policy = ep.get("policy")
+    p: dict[str, Any] = policy if isinstance(policy, dict) else {}
     params = {k: v for k, v in (p.get("params") or {}).items() if k != "context_tokens"}
     return derived_label(str(p.get("name") or "unknown"), params)
 
 
-def context_frame(episodes: Iterable[dict]) -> pd.DataFrame:
+def context_frame(episodes: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """The LLM episodes as an episodes frame plus ``context``, ``agent``, ``dropped_turns``."""
     eps = [ep for ep in episodes if context_of(ep) is not None]
     if not eps:
@@ -57,7 +59,7 @@ def context_frame(episodes: Iterable[dict]) -> pd.DataFrame:
     return df
 
 
-def context_deltas(episodes: Iterable[dict], metrics: Sequence[str] = CONTEXT_METRICS,
+def context_deltas(episodes: Iterable[dict[str, Any]], metrics: Sequence[str] = CONTEXT_METRICS,
                    seed: int = 0, n_resamples: int = 9999) -> pd.DataFrame:
     """Rows ``trimmed - full`` (``context_a`` a budget, ``context_b`` ``"full"``); empty when no
     agent ran both a full and a trimmed arm."""

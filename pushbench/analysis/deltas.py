@@ -53,13 +53,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from . import stats
-from .frame import as_frame, controller_rank, family_labels, order_controllers, scored, \
-    versioned
+from .frame import as_frame, controller_rank, family_labels, order_controllers, scored, versioned
 
 DEFAULT_DELTA_METRICS = ("success", "valid_count", "duplicate_submit_rate", "valid_per_step")
 # Metrics whose values lie in [0, 1]: their differences lie in [-1, 1], where every interval of
@@ -99,7 +99,7 @@ def matched_means(df: pd.DataFrame, match: Sequence[str],
         shown = []
         for keys, g in bad.groupby(match, sort=True, dropna=False):
             ids = ", ".join(map(str, g["key"])) if "key" in g else f"{len(g)} rows"
-            shown.append(f"{dict(zip(match, map(str, keys)))} <- {ids}")
+            shown.append(f"{dict(zip(match, map(str, keys), strict=True))} <- {ids}")
         raise DuplicateEpisodesError(
             f"{len(shown)} match key(s) hold more than one episode; a paired delta needs one "
             "episode per key and side (were two runs or two differently parametrised agents "
@@ -114,7 +114,8 @@ def matched_means(df: pd.DataFrame, match: Sequence[str],
 def _cluster_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
     """Per-cluster means of ``values`` (clusters in sorted order)."""
     s = pd.Series(values).groupby(clusters, sort=True).mean()
-    return s.to_numpy(dtype=float)
+    means: np.ndarray = s.to_numpy(dtype=float)
+    return means
 
 
 def plausible_bounds(metric: str, diff: np.ndarray) -> tuple[float, float]:
@@ -127,7 +128,7 @@ def plausible_bounds(metric: str, diff: np.ndarray) -> tuple[float, float]:
 
 def delta_stats(va: np.ndarray, vb: np.ndarray, clusters: np.ndarray, *, metric: str,
                 rng: np.random.Generator, n_resamples: int, confidence: float,
-                method: str = stats.DEFAULT_METHOD) -> dict:
+                method: str = stats.DEFAULT_METHOD) -> dict[str, Any]:
     """The statistics of one row from the matched values of each side and their clusters
     (``p_holm`` and ``holm_rows`` are filled per family by :func:`delta_table`)."""
     ok = ~(np.isnan(va) | np.isnan(vb))
@@ -165,7 +166,7 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
                 pairs: Callable[[list[str]], list[tuple[str, str]]], metrics: Sequence[str],
                 seed: int = 0, n_resamples: int = 9999, confidence: float = 0.95,
                 a_col: str = "a", b_col: str = "b", method: str = stats.DEFAULT_METHOD,
-                extra: Callable[[pd.DataFrame], dict] | None = None) -> pd.DataFrame:
+                extra: Callable[[pd.DataFrame], dict[str, Any]] | None = None) -> pd.DataFrame:
     """The engine: rows ``A - B`` for each stratum, pair of ``side`` values, target and metric.
 
     ``df`` is an episodes frame (backend errors and tampered lines are dropped here);
@@ -176,11 +177,11 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
     :data:`STAT_COLUMNS`; Holm is applied per family of tests (see the module docstring).
     """
     df = scored(df)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     metrics = list(metrics)
     for ident, grp in df.groupby(list(strata), sort=True):
         ident = ident if isinstance(ident, tuple) else (ident,)
-        head = dict(zip(strata, ident))
+        head = dict(zip(strata, ident, strict=True))
         if extra is not None:
             head.update(extra(grp))
         per_side = {name: matched_means(g, MATCH, metrics)
@@ -192,7 +193,9 @@ def delta_table(df: pd.DataFrame, *, side: str, strata: Sequence[str],
                 continue
             targets = joined.index.get_level_values("target").to_numpy()
             clusters = joined.index.get_level_values("instance").astype(str).to_numpy()
-            scopes = [(int(t), targets == t) for t in sorted(set(targets))]
+            # (target, rows); None: pooled over the targets
+            scopes: list[tuple[int | None, np.ndarray]] = [(int(t), targets == t)
+                                                           for t in sorted(set(targets))]
             if len(scopes) > 1:
                 scopes.insert(0, (None, np.ones(len(joined), dtype=bool)))
             for target, mask in scopes:
@@ -252,7 +255,7 @@ def controller_pairs(names: Iterable[str]) -> list[tuple[str, str]]:
     return [(a, b) for j, b in enumerate(ordered) for a in ordered[j + 1:]]
 
 
-def paired_deltas(df: pd.DataFrame | Iterable[dict],
+def paired_deltas(df: pd.DataFrame | Iterable[dict[str, Any]],
                   metrics: Sequence[str] = DEFAULT_DELTA_METRICS, seed: int = 0,
                   n_resamples: int = 9999, confidence: float = 0.95,
                   method: str = stats.DEFAULT_METHOD) -> pd.DataFrame:

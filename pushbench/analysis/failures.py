@@ -18,6 +18,8 @@ them are classified from ``reported_count`` (a ``final`` without a count is an h
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ..metrics import SPEND_CUTS
@@ -26,7 +28,7 @@ FAILURE_CLASSES = ("tampered", "backend_error", "spend_cap", "incomplete", "fals
                    "honest_stop", "premature_stop", "budget_exhausted")
 
 
-def failure_class(row) -> str | None:
+def failure_class(row: Any) -> str | None:
     """The class of one frame row (``None`` for a success that counts)."""
     if row["tampered"]:
         return "tampered"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from .deltas import RATE_METRICS
 
@@ -12,7 +14,7 @@ SIM_NOTE = ("SIMULATED: scripted agents with simulated failure mechanisms, not l
 _DECIMALS = {"valid_count": 1, "valid_per_step": 3, "steps_used": 1}
 
 
-def is_missing(x) -> bool:
+def is_missing(x: Any) -> bool:
     if x is None:
         return True
     try:
@@ -53,7 +55,7 @@ CLIP_MARK = "*"
 CLIP_NOTE = "* bound cut to the plausible range ([-100, 100] points; counts: the instances' range)"
 
 
-def delta_cell(r, metric: str, short: bool = False) -> tuple[str, str]:
+def delta_cell(r: Mapping[str, Any], metric: str, short: bool = False) -> tuple[str, str]:
     """``(estimate, interval)`` texts of one delta row. A row without bounds says why: ``n/a
     (k<6)`` (too few instances for the test to reject anything) or, for the bootstrap options,
     that every instance gave the same difference; a bound cut to the plausible range is marked
@@ -74,7 +76,7 @@ def delta_cell(r, metric: str, short: bool = False) -> tuple[str, str]:
     return est, f"[{lo}, {hi}]"
 
 
-def counts_text(r, short: bool = False) -> str:
+def counts_text(r: Mapping[str, Any], short: bool = False) -> str:
     """Instances where A is better / worse than B (``5/9 better, 0 worse``; short ``+5 -0 =4``)."""
     if int(r["n_clusters"]) == 0:
         return ""
@@ -82,7 +84,7 @@ def counts_text(r, short: bool = False) -> str:
     return f"+{b} -{w} ={t}" if short else f"{b}/{b + w + t} better, {w} worse"
 
 
-def p_text(p) -> str:
+def p_text(p: Any) -> str:
     if is_missing(p):
         return "-"
     return "<0.001" if p < 0.001 else format(p, f".{decimals(p, 3)}f")

@@ -26,9 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import metrics as _metrics, records
-from ..metrics import NOT_AGENT_OUTCOMES
+from .. import metrics as _metrics
+from .. import records
 from ..controllers.catalogue import catalogue
+from ..metrics import NOT_AGENT_OUTCOMES
 from ..policies.identity import label_of
 
 # Baseline first: "none" (no controller), then the catalogue's order (controllers/*.yaml).
@@ -47,7 +48,8 @@ _METRIC_COLUMNS = (
 )
 EPISODE_COLUMNS = [
     "key", "family", "family_version", "policy", "policy_name", "simulated", "controller",
-    "components", "target", "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total", "steps_used",
+    "components", "target", "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total",
+    "steps_used",
     "budget", "terminated_by", "reported_count", *ANYTIME_COLUMNS, "tampered", "incomplete",
 ]
 BOOL_METRICS = ("success", "false_completion", "premature_stop", "budget_exhausted")
@@ -56,7 +58,7 @@ FLAG_METRICS = ("false_claim", "honest_stop")
 
 
 # ----- loading ----------------------------------------------------------------------------
-def load_episodes(path: str | Path) -> list[dict]:
+def load_episodes(path: str | Path) -> list[dict[str, Any]]:
     """Episode lines from ``path`` (a run directory holding ``episodes.jsonl``, or the file).
 
     Read by the run-folder rules (:func:`pushbench.records.read_lines`: blank lines ignored, an
@@ -73,21 +75,21 @@ def load_episodes(path: str | Path) -> list[dict]:
                                  key=lambda ep: ep.get("key") or fallback_key(ep))
 
 
-def fallback_key(ep: dict) -> str:
+def fallback_key(ep: dict[str, Any]) -> str:
     """A stable key for a line written without one."""
     raw = json.dumps([ep.get("task_id"), ep.get("instance"), controller_name(ep),
                       label_of(ep.get("policy")), ep.get("seed")])
     return "nokey-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def controller_name(ep: dict) -> str:
+def controller_name(ep: dict[str, Any]) -> str:
     c = ep.get("controller")
     if isinstance(c, dict):
         return str(c.get("name") or "none")
     return str(c) if c else "none"
 
 
-def policy_name(ep: dict) -> str:
+def policy_name(ep: dict[str, Any]) -> str:
     """The bare policy name of a line (not its identity: see :func:`label_of`)."""
     p = ep.get("policy")
     if isinstance(p, dict):
@@ -95,14 +97,14 @@ def policy_name(ep: dict) -> str:
     return str(p) if p else "unknown"
 
 
-def is_simulated(ep: dict) -> bool:
+def is_simulated(ep: dict[str, Any]) -> bool:
     if "simulated" in ep:
         return bool(ep["simulated"])
     p = ep.get("policy")
     return bool(p.get("simulated")) if isinstance(p, dict) else False
 
 
-def _anytime(met: dict) -> list:
+def _anytime(met: dict[str, Any]) -> list[Any]:
     steps = met.get("anytime_steps")
     if not isinstance(steps, (list, tuple)) or len(steps) != len(ANYTIME_COLUMNS):
         return [None] * len(ANYTIME_COLUMNS)
@@ -158,7 +160,7 @@ def version_note(df: pd.DataFrame) -> str | None:
 
 
 # ----- the flat episode table -------------------------------------------------------------
-def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
+def episodes_frame(episodes: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per episode with flat columns (:data:`EPISODE_COLUMNS`, plus ``progress``).
 
     Metrics come from the line's ``metrics`` (computed from ``calls`` when a full record
@@ -207,7 +209,7 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
         }
         for name in _METRIC_COLUMNS:
             row[name] = met.get(name)
-        row.update(zip(ANYTIME_COLUMNS, _anytime(met)))
+        row.update(zip(ANYTIME_COLUMNS, _anytime(met), strict=True))
         usage = ep.get("usage")
         if isinstance(usage, dict):
             usage_seen = True
@@ -233,7 +235,7 @@ def episodes_frame(episodes: Iterable[dict]) -> pd.DataFrame:
                            "seed", "key"])
 
 
-def _flag(v) -> bool:
+def _flag(v: Any) -> bool:
     return bool(v) if pd.notna(v) else False
 
 
@@ -256,7 +258,7 @@ def sort_frame(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return keyed.sort_values(by, kind="mergesort").drop(columns="_crank").reset_index(drop=True)
 
 
-def as_frame(data: pd.DataFrame | Iterable[dict]) -> pd.DataFrame:
+def as_frame(data: pd.DataFrame | Iterable[dict[str, Any]]) -> pd.DataFrame:
     return data if isinstance(data, pd.DataFrame) else episodes_frame(data)
 
 

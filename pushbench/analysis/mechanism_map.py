@@ -4,7 +4,8 @@ Rows come from the one paired-delta engine (:func:`pushbench.analysis.deltas.del
 for each ``(family, policy label)`` (a policy label names the mechanism and its strength) and
 each controller ``C``, the row ``C - standard`` on matched episodes, per target and pooled over
 targets, with the engine's interval, sign-flip p-value and Holm adjustment (one Holm family per
-task family, metric and scope over the testable rows, as in ``paired_deltas.csv``). :func:`heatmap` draws the pooled rows of one
+task family, metric and scope over the testable rows, as in ``paired_deltas.csv``). :func:`heatmap`
+draws the pooled rows of one
 metric as a mechanism x controller grid: the cell text is the delta, ``*`` marks a Holm-adjusted
 p < 0.05, ``+``/``-`` an interval that excludes zero without that, ``=`` a degenerate row (every
 instance equal: no interval). Every figure and table says the agents are simulated when they are.
@@ -12,7 +13,9 @@ instance equal: no interval). Every figure and table says the agents are simulat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,8 +27,8 @@ BASELINE = "standard"
 MAP_METRICS = ("success", "proposed_duplicate_rate", "steps_used", "valid_count")
 
 
-def mechanism_deltas(episodes, metrics=MAP_METRICS, seed: int = 0, n_resamples: int = 1999,
-                     baseline: str = BASELINE) -> pd.DataFrame:
+def mechanism_deltas(episodes: Any, metrics: Sequence[str] = MAP_METRICS, seed: int = 0,
+                     n_resamples: int = 1999, baseline: str = BASELINE) -> pd.DataFrame:
     """``controller - baseline`` rows for every policy label (see the module docstring)."""
     df = as_frame(episodes)
 
@@ -40,7 +43,7 @@ def mechanism_deltas(episodes, metrics=MAP_METRICS, seed: int = 0, n_resamples: 
                        extra=lambda g: {"simulated": bool(g["simulated"].any())})
 
 
-def mark(row) -> str:
+def mark(row: Any) -> str:
     """The significance mark of one delta row (see the module docstring)."""
     if row["degenerate"]:
         return "="
@@ -51,7 +54,8 @@ def mark(row) -> str:
     return ""
 
 
-def grid(table: pd.DataFrame, metric: str, family: str, policies: list[str] | None = None):
+def grid(table: pd.DataFrame, metric: str, family: str, policies: list[str] | None = None
+         ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Pooled ``metric`` rows of ``family`` as (delta frame, mark frame), policies x controllers."""
     t = table[(table["metric"] == metric) & table["pooled"] & (table["family"] == family)]
     if t.empty:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from ..metrics import SPEND_CUTS
 from ..policies.errors import CONTEXT_KIND, is_context_error
@@ -25,7 +26,7 @@ CAUSES = {CONTEXT_KIND: "context length exceeded", "api_unavailable": "server un
           "token_cap": "token cap", "cost_cap": "cost cap"}
 
 
-def error_cause(error) -> str:
+def error_cause(error: object) -> str:
     """The cause of one backend error record (``line["error"]``) in words."""
     if not isinstance(error, dict):
         return "unknown"
@@ -37,7 +38,7 @@ def error_cause(error) -> str:
     return CAUSES.get(kind, kind)
 
 
-def _counts(counter: Counter) -> str:
+def _counts(counter: Counter[str]) -> str:
     return ", ".join(f"{cause} ({n})" for cause, n in
                      sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -46,12 +47,12 @@ def _plural(n: int) -> str:
     return f"{n} episode" + ("" if n == 1 else "s")
 
 
-def outcome_lines(episodes: Iterable[dict], capped_episodes: int = 0) -> list[str]:
+def outcome_lines(episodes: Iterable[dict[str, Any]], capped_episodes: int = 0) -> list[str]:
     """At most three short lines: backend errors by cause, spend cuts by limit, context
     retries (none when nothing of the kind happened). ``capped_episodes``: cuts at the cost
     cap kept apart in ``capped.jsonl`` (not in the episode lines)."""
-    errors: Counter = Counter()
-    cuts: Counter = Counter()
+    errors: Counter[str] = Counter()
+    cuts: Counter[str] = Counter()
     retries = retried_eps = 0
     for ep in episodes:
         ended = ep.get("terminated_by")

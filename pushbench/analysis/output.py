@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -24,7 +25,8 @@ def to_csv_bytes(df: pd.DataFrame) -> bytes:
     for col in df.columns:
         if pd.api.types.is_float_dtype(df[col]):
             df[col] = df[col].round(6) + 0.0       # no "-0.000000" from rounding noise
-    return df.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n").encode()
+    text: str = df.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return text.encode()
 
 
 def existing_figures(out_dir: str | Path) -> list[str]:
@@ -32,9 +34,10 @@ def existing_figures(out_dir: str | Path) -> list[str]:
     return [name for name, _ in report_md.FIGURES if (Path(out_dir) / name).is_file()]
 
 
-def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, seed: int = 0,
+def write_report(episodes: pd.DataFrame | Iterable[dict[str, Any]], out_dir: str | Path,
+                 seed: int = 0,
                  n_resamples: int = 9999, metrics: Sequence[str] = DEFAULT_DELTA_METRICS,
-                 info: dict | None = None, run_dir: str | Path | None = None,
+                 info: dict[str, Any] | None = None, run_dir: str | Path | None = None,
                  figures: Sequence[str] | None = None, steps_reference: bool = True,
                  ci_method: str = DEFAULT_METHOD,
                  skipped_figures: Sequence[tuple[str, str]] = ()) -> dict[str, pd.DataFrame]:
@@ -75,7 +78,8 @@ def write_report(episodes: pd.DataFrame | Iterable[dict], out_dir: str | Path, s
     return frames
 
 
-def write_report_md(frames: dict, out_dir: str | Path, info: dict | None = None, *,
+def write_report_md(frames: dict[str, Any], out_dir: str | Path,
+                    info: dict[str, Any] | None = None, *,
                     seed: int = 0, n_resamples: int = 9999, run_dir: str | Path | None = None,
                     figures: Sequence[str] | None = None,
                     skipped_figures: Sequence[tuple[str, str]] = ()) -> str:

@@ -3,7 +3,8 @@
 Every figure has one panel per ``(family, policy label)``: different models or parameter sets
 are different panels. Controllers keep the same colour in every figure. Intervals are the
 report's 95% intervals over task instances (:func:`pushbench.analysis.stats.interval`: the
-inverted sign-flip test, no band with fewer than 6 instances), seeded, so figures are reproducible; where every instance gave
+inverted sign-flip test, no band with fewer than 6 instances), seeded, so figures are reproducible;
+where every instance gave
 the same value there is no band. Whenever a panel's data come from a simulated policy, its title
 says "(simulated agent)" and the figure title repeats it.
 """
@@ -13,15 +14,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from . import stats
 from .deltas import RATE_METRICS
-from .frame import (ABLATION_CONTROLLERS, CONTROLLER_ORDER, as_frame, family_labels,
-                    mixed_versions, order_controllers, scored)
+from .frame import (
+    ABLATION_CONTROLLERS,
+    CONTROLLER_ORDER,
+    as_frame,
+    family_labels,
+    mixed_versions,
+    order_controllers,
+    scored,
+)
 from .stats import row_rng
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 WORK_UNIT_FAMILIES = ("dataops", "swelite", "dataops_public")
 _N_RESAMPLES = 1999
@@ -31,7 +45,8 @@ _MIN_FIG_W = 8.5
 _MARKERS = "osD^vPX*<>"
 
 
-def _plt():
+def _plt() -> Any:
+    """matplotlib.pyplot on the Agg backend (imported on first use: it is slow to import)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -45,7 +60,7 @@ def _names(controllers: Iterable[str]) -> list[str]:
                                if c not in CONTROLLER_ORDER]
 
 
-def _colors(controllers: Iterable[str]) -> dict[str, tuple]:
+def _colors(controllers: Iterable[str]) -> dict[str, tuple[float, float, float, float]]:
     cmap = _plt().get_cmap("tab10")
     return {c: cmap(i % 10) for i, c in enumerate(_names(controllers))}
 
@@ -54,14 +69,14 @@ def _markers(controllers: Iterable[str]) -> dict[str, str]:
     return {c: _MARKERS[i % len(_MARKERS)] for i, c in enumerate(_names(controllers))}
 
 
-def _panels(df: pd.DataFrame):
+def _panels(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     # one panel per family version where the frame mixes versions (``reposcan v2``)
     fam = family_labels(df) if mixed_versions(df) else df["family"]
     return [(f, pol, g) for (f, pol), g in df.groupby([fam, "policy"], sort=True)]
 
 
 def _figure(n: int, title: str, simulated: bool, panel_w: float = _PANEL_W,
-            panel_h: float = _PANEL_H):
+            panel_h: float = _PANEL_H) -> tuple[Figure, list[Axes]]:
     plt = _plt()
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
@@ -76,24 +91,25 @@ def _figure(n: int, title: str, simulated: bool, panel_w: float = _PANEL_W,
     return fig, list(axes.flat[:n])
 
 
-def _panel_title(ax, family: str, policy: str, g: pd.DataFrame, extra: str = "") -> None:
+def _panel_title(ax: Axes, family: str, policy: str, g: pd.DataFrame, extra: str = "") -> None:
     sim = f" {_SIM}" if bool(g["simulated"].any()) else ""
     ax.set_title(f"{family} | {policy}{sim}{extra}", fontsize=10)
 
 
-def _save(fig, path: Path, rect=(0, 0, 1, 1)) -> Path:
+def _save(fig: Figure, path: Path, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
+          ) -> Path:
     fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110, metadata={"Software": None})
     _plt().close(fig)
     return path
 
 
-def _shared_legend(fig, axes) -> tuple:
+def _shared_legend(fig: Figure, axes: list[Axes]) -> tuple[float, float, float, float]:
     """One legend under all panels (controllers in baseline-first order); returns the
     tight_layout rect that leaves room for it."""
-    entries: dict[str, object] = {}
+    entries: dict[str, Artist] = {}
     for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels()):
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, h)
     ctrl = [k for k in order_controllers(k for k in entries if not k.startswith("target"))]
     labels = ctrl + [k for k in entries if k.startswith("target")]
@@ -108,12 +124,12 @@ def _shared_legend(fig, axes) -> tuple:
     return (0, min(0.4, (0.3 + 0.22 * rows) / height), 1, 1)
 
 
-def _no_data(ax) -> None:
+def _no_data(ax: Axes) -> None:
     ax.text(0.5, 0.5, "no data for this metric", transform=ax.transAxes, ha="center",
             va="center", color="dimgray", fontsize=9)
 
 
-def _ci(g: pd.DataFrame, col: str, *ident) -> tuple[float, float, float, int]:
+def _ci(g: pd.DataFrame, col: str, *ident: object) -> tuple[float, float, float, int]:
     """``(estimate, low, high, n_instances)``: the mean of instance means and its interval
     (``low == high == estimate`` where every instance gave the same value: no band; an
     unbounded side is drawn to the metric's range, or to the most extreme instance mean)."""
@@ -136,7 +152,7 @@ def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
     panels = _panels(df)
     colors, markers = _colors(df["controller"]), _markers(df["controller"])
     fig, axes = _figure(len(panels), title, bool(df["simulated"].any()))
-    for ax, (fam, pol, g) in zip(axes, panels):
+    for ax, (fam, pol, g) in zip(axes, panels, strict=True):
         targets = sorted(g["target"].unique())
         log_x = len(targets) > 1 and min(targets) > 0 and max(targets) / min(targets) >= 4
         ctrls = order_controllers(g["controller"])
@@ -204,7 +220,7 @@ def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = 
     colors = _colors(df["controller"])
     fig, axes = _figure(len(panels), "Anytime progress: verified count vs step",
                         bool(df["simulated"].any()))
-    for ax, (fam, pol, g) in zip(axes, panels):
+    for ax, (fam, pol, g) in zip(axes, panels, strict=True):
         t = target if target is not None and target in set(g["target"]) else int(g["target"].max())
         g = g[g["target"] == t]
         budget = pd.to_numeric(g["budget"], errors="coerce").max()
@@ -248,7 +264,7 @@ def _component_code(components: str) -> str:
 
 
 def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: bool,
-          controllers_of=None) -> Path:
+          controllers_of: Callable[[pd.DataFrame], list[str]] | None = None) -> Path:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -262,7 +278,7 @@ def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: 
                         panel_h=_PANEL_H + 0.6)
     scale = 100 if pct else 1
     top = 0.0
-    for ax, (fam, pol, g), ctrls in zip(axes, panels, chosen):
+    for ax, (fam, pol, g), ctrls in zip(axes, panels, chosen, strict=True):
         targets = sorted(g["target"].unique())
         width = 0.8 / max(len(targets), 1)
         shades = np.linspace(0.35, 1.0, len(targets)) if len(targets) > 1 else [1.0]
@@ -292,8 +308,9 @@ def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: 
         _panel_title(ax, fam, pol, g)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, axis="y")
-        handles = [Patch(facecolor="grey", alpha=shades[j], edgecolor="black", lw=0.5,
-                         label=f"N = {t}") for j, t in enumerate(targets)]
+        handles: list[Artist] = [Patch(facecolor="grey", alpha=shades[j], edgecolor="black",
+                                       lw=0.5, label=f"N = {t}")
+                                 for j, t in enumerate(targets)]
         handles.append(Line2D([], [], color="black", marker="_", ms=8, lw=1, label="95% CI"))
         ax.legend(handles=handles, fontsize=8, title="target (bar shade)", title_fontsize=8,
                   loc="upper left", ncol=min(len(handles), 5))
@@ -311,7 +328,7 @@ def plot_component_ablation(df: pd.DataFrame, out_dir: Path) -> Path:
     When STATEQGP ablation rows are present the panel shows ``stateqgp`` and its ablations
     (plus ``standard`` as the floor); otherwise every controller present.
     """
-    def pick(g):
+    def pick(g: pd.DataFrame) -> list[str]:
         present = set(g["controller"])
         if present & set(ABLATION_CONTROLLERS):
             keep = {"standard", "stateqgp", *ABLATION_CONTROLLERS}
@@ -330,13 +347,14 @@ def plot_verifier_recoveries(df: pd.DataFrame, out_dir: Path) -> Path:
                  "recovered units per episode (units)", pct=False)
 
 
-def planned_figures(df: pd.DataFrame, target: int | None = None) -> list[tuple[str, Callable]]:
+def planned_figures(df: pd.DataFrame, target: int | None = None
+                    ) -> list[tuple[str, Callable[[Path], Path]]]:
     """``(file name, draw(out_dir) -> path)`` of every figure that applies to the scored
     episodes of the frame ``df``, in the report's order (no matplotlib import)."""
     df = scored(df)  # backend failures and tampered lines are not agent outcomes
     if df.empty:
         return []
-    out: list[tuple[str, Callable]] = [
+    out: list[tuple[str, Callable[[Path], Path]]] = [
         ("target_scaling.png", lambda d: plot_target_scaling(df, d)),
         ("duplicate_rate.png", lambda d: plot_duplicate_rate(df, d))]
     if "progress" in df and df["progress"].map(lambda p: bool(len(p or []))).any():
@@ -348,7 +366,7 @@ def planned_figures(df: pd.DataFrame, target: int | None = None) -> list[tuple[s
     return out
 
 
-def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict], out_dir: str | Path,
+def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict[str, Any]], out_dir: str | Path,
                target: int | None = None,
                skipped: list[tuple[str, str]] | None = None) -> list[Path]:
     """Write every applicable figure into ``out_dir``; return the paths written.
@@ -377,7 +395,7 @@ def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict], out_dir: str | Pat
             continue
         try:
             paths.append(draw(out))
-        except Exception as e:  # one figure's failure must not cost the others
+        except Exception as e:  # noqa: BLE001 - one figure's failure must not cost the others
             _plt().close("all")
             (out / name).unlink(missing_ok=True)
             skipped.append((name, f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]))

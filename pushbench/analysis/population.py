@@ -16,7 +16,9 @@ component's effect becomes a distribution over the agents.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,7 +32,7 @@ EFFECT_METRICS = ("success", "steps_used", "proposed_duplicate_rate")
 _POINTS = {"success"}  # rates reported in points
 
 
-def agent_effects(episodes, metrics=EFFECT_METRICS) -> pd.DataFrame:
+def agent_effects(episodes: Any, metrics: Sequence[str] = EFFECT_METRICS) -> pd.DataFrame:
     """One row per family x agent x controller x metric (see the module docstring)."""
     df = scored(as_frame(episodes))
     cols = ["family", "policy", "controller", "metric", "effect", "cells", "simulated"]

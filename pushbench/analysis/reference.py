@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,12 @@ def diligent_steps(task_id: str, instance: str | None, seed: int, budget: int | 
         return None
     try:
         pol = make_policy(REFERENCE_POLICY, seed=seed)
-        options = env.unwrapped.reset_options(instance)
+        from ..envs.base import QGPEnv
+
+        base = env.unwrapped
+        if not isinstance(base, QGPEnv):  # every PushBench task is one
+            return None
+        options = base.reset_options(instance)
         obs, _ = env.reset(seed=seed, options=options)
         pol.reset(obs)
         done = False
@@ -78,7 +84,7 @@ def diligent_steps(task_id: str, instance: str | None, seed: int, budget: int | 
     return int(record["steps_used"]) if record["success"] else None
 
 
-def _cell(row) -> tuple:
+def _cell(row: Any) -> tuple[Any, Any, int, int | None]:
     return (row.task_id, row.instance, int(row.seed) if not pd.isna(row.seed) else 0,
             None if pd.isna(row.budget) else int(row.budget))
 
@@ -87,7 +93,7 @@ def reference_steps(df: pd.DataFrame, on_demand: bool = True) -> pd.Series:
     """The diligent reference steps per row of ``df`` (NaN where unavailable)."""
     if df.empty:
         return pd.Series([], dtype=float, index=df.index)
-    known: dict[tuple, float] = {}
+    known: dict[tuple[Any, Any, int, int | None], float] = {}
     ref = df[(df["policy"] == REFERENCE_POLICY) & (df["controller"] == REFERENCE_CONTROLLER)
              & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]]
     for row in ref.itertuples(index=False):

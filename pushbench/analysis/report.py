@@ -9,14 +9,31 @@ family) and :mod:`pushbench.analysis.summary` for the summary columns and pass^k
 from __future__ import annotations
 
 from .console import print_deltas, print_report, print_summary
-from .deltas import (DEFAULT_DELTA_METRICS, MATCH, PAIRED_COLUMNS, RATE_METRICS,
-                              DuplicateEpisodesError, controller_pairs, delta_stats, delta_table,
-                              matched_means, paired_deltas)
+from .deltas import (
+                              DEFAULT_DELTA_METRICS,
+                              MATCH,
+                              PAIRED_COLUMNS,
+                              RATE_METRICS,
+                              DuplicateEpisodesError,
+                              controller_pairs,
+                              delta_stats,
+                              delta_table,
+                              matched_means,
+                              paired_deltas,
+)
 from .failures import FAILURE_CLASSES, failure_class, failures
 from .format import SIM_NOTE, SIMULATED_LABEL
-from .frame import (ABLATION_CONTROLLERS, CONTROLLER_ORDER, EPISODE_COLUMNS,
-                             USAGE_COLUMNS, as_frame, episodes_frame, load_episodes,
-                             order_controllers, scored)
+from .frame import (
+                              ABLATION_CONTROLLERS,
+                              CONTROLLER_ORDER,
+                              EPISODE_COLUMNS,
+                              USAGE_COLUMNS,
+                              as_frame,
+                              episodes_frame,
+                              load_episodes,
+                              order_controllers,
+                              scored,
+)
 from .output import FLOAT_FORMAT, existing_figures, to_csv_bytes, write_report
 from .reference import steps_ratio
 from .stats import holm, interval, row_rng, sign_flip_p

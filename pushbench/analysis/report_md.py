@@ -8,15 +8,25 @@ times, paths or argv); figure and trace links are relative to the report's direc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
-from . import stats
 from ..metrics import SPEND_CUTS
+from . import stats
 from .bill import bill_markdown
 from .failures import FAILURE_CLASSES, failures
+from .format import (
+    CLIP_NOTE,
+    SIM_NOTE,
+    counts_text,
+    decimals,
+    delta_cell,
+    is_missing,
+    p_text,
+    pct_points,
+)
 from .frame import labelled, version_note
-from .format import CLIP_NOTE, SIM_NOTE, counts_text, decimals, delta_cell, is_missing, p_text, pct_points
 from .summary import pass_columns
 
 MAX_LISTED = 200  # missing or raised episodes listed one by one (the rest are counted)
@@ -41,7 +51,7 @@ _SUMMARY_COLUMNS = (  # header, column, kind
 )
 
 
-def _cell(v, kind: str) -> str:
+def _cell(v: Any, kind: str) -> str:
     if kind == "text":
         return _esc(str(v))
     if is_missing(v):
@@ -57,14 +67,15 @@ def _esc(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: Sequence[str], rows: list[Sequence[str]], right: Sequence[bool]) -> list[str]:
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
+           ) -> list[str]:
     out = ["| " + " | ".join(_esc(h) for h in header) + " |",
            "|" + "|".join("---:" if r else "---" for r in right) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return out + [""]
 
 
-def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
+def _what_ran(df: pd.DataFrame, info: dict[str, Any] | None, seed: int, n_resamples: int,
               confidence: float, methods: str) -> list[str]:
     out = ["## What ran", ""]
     finished = set(df["key"])
@@ -74,7 +85,7 @@ def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
     n_inc = int(df["incomplete"].sum())
     if info is None:
         out += ["No manifest.json: counts come from the episode lines alone.", ""]
-        counts = [("finished episodes (lines)", len(df))]
+        counts: list[tuple[str, object]] = [("finished episodes (lines)", len(df))]
     else:
         exp = info["experiment"]
         out.append(f"- Experiment: `{exp.get('name')}`"
@@ -144,7 +155,7 @@ def _what_ran(df: pd.DataFrame, info: dict | None, seed: int, n_resamples: int,
     return out
 
 
-def _last_line(text) -> str:
+def _last_line(text: object) -> str:
     lines = [x for x in str(text or "").strip().splitlines() if x.strip()]
     return lines[-1][:160] if lines else ""
 
@@ -156,7 +167,7 @@ def _summary(summary: pd.DataFrame) -> list[str]:
         sim = bool(grp["simulated"].any())
         out += [f"### {family} | {_esc(policy)}" + (" (SIMULATED agent)" if sim else ""), ""]
         passes = [c for c in pass_columns(grp) if grp[c].notna().any()]
-        cols = []
+        cols: list[tuple[str, str | None, str]] = []
         for head, col, kind in _SUMMARY_COLUMNS:
             if kind == "pass":
                 cols += [(f"{c} %", c, "pct") for c in passes]
@@ -262,7 +273,7 @@ def _reaching(grp: pd.DataFrame, fams: pd.DataFrame, alpha: float) -> pd.Series:
     return grp["family"].isin(ok)
 
 
-def _unreachable(grp, fams, alpha: float, holm: bool) -> list[str]:
+def _unreachable(grp: pd.DataFrame, fams: pd.DataFrame, alpha: float, holm: bool) -> list[str]:
     out = []
     for f in fams.itertuples(index=False):
         if f.floor < alpha:
@@ -326,7 +337,7 @@ def _failures(df: pd.DataFrame, trace_prefix: str) -> list[str]:
     return out
 
 
-def render(frames: dict[str, pd.DataFrame], info: dict | None = None, *, seed: int = 0,
+def render(frames: dict[str, pd.DataFrame], info: dict[str, Any] | None = None, *, seed: int = 0,
            n_resamples: int = 9999, figures: Sequence[str] = (),
            trace_prefix: str = "traces/",
            missing_figures: Sequence[tuple[str, str]] = ()) -> str:

@@ -53,9 +53,10 @@ import json
 import math
 import warnings
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 METHODS = ("sign-flip", "t", "studentized", "bca", "percentile")
 DEFAULT_METHOD = "sign-flip"
@@ -69,6 +70,8 @@ METHOD_HELP = ("interval method; 95% coverage, median / worst over the designs i
                "percentile (0.90 / 0.80)")
 MAX_EXACT_FLIPS = 16
 _TIE = 1e-9
+# (low, high, method used) per row: what each interval method returns
+_Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def row_rng(seed: int, *parts: Any) -> np.random.Generator:
@@ -82,7 +85,8 @@ def degenerate(means: np.ndarray) -> np.ndarray:
     """``True`` per row whose cluster means are all equal (one cluster included)."""
     m = np.asarray(means, dtype=float)
     span = m.max(axis=-1) - m.min(axis=-1)
-    return span <= _TIE * np.maximum(1.0, np.abs(m).max(axis=-1))
+    tied: np.ndarray = span <= _TIE * np.maximum(1.0, np.abs(m).max(axis=-1))
+    return tied
 
 
 def n_up_down(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +97,7 @@ def n_up_down(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (m > tol).sum(axis=-1), (m < -tol).sum(axis=-1)
 
 
-def min_p(n_differ) -> np.ndarray:
+def min_p(n_differ: npt.ArrayLike) -> np.ndarray:
     """Smallest attainable two-sided sign-flip p with ``n_differ`` clusters differing from 0."""
     return np.minimum(1.0, 2.0 / 2.0 ** np.asarray(n_differ, dtype=float))
 
@@ -146,7 +150,8 @@ def interval(means: np.ndarray, *, rng: np.random.Generator, method: str = DEFAU
     return low.reshape(lead), high.reshape(lead), used.reshape(lead)
 
 
-def clip(low, high, bounds) -> tuple[np.ndarray, ...]:
+def clip(low: npt.ArrayLike, high: npt.ArrayLike,
+         bounds: tuple[npt.ArrayLike, npt.ArrayLike]) -> tuple[np.ndarray, ...]:
     """``(low, high, low_cut, high_cut)``: bounds cut to ``bounds`` (elementwise pairs allowed);
     a NaN bound stays NaN and is not cut. A bound beyond its limit by rounding only (within
     the tie tolerance, e.g. a subset mean of -1 computed as -1.0000000000000002) is set to the
@@ -158,7 +163,8 @@ def clip(low, high, bounds) -> tuple[np.ndarray, ...]:
             high > b_hi + tol)
 
 
-def _scipy(x: np.ndarray, *, rng, confidence, n_resamples, method) -> tuple[np.ndarray, ...]:
+def _scipy(x: np.ndarray, *, rng: np.random.Generator, confidence: float, n_resamples: int,
+           method: Literal["percentile", "BCa"]) -> tuple[np.ndarray, ...]:
     from scipy import stats
 
     with warnings.catch_warnings():
@@ -171,13 +177,15 @@ def _scipy(x: np.ndarray, *, rng, confidence, n_resamples, method) -> tuple[np.n
             np.asarray(res.confidence_interval.high, dtype=float).reshape(len(x)))
 
 
-def _percentile(x, *, rng, confidence, n_resamples):
+def _percentile(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
+                n_resamples: int) -> _Interval:
     lo, hi = _scipy(x, rng=rng, confidence=confidence, n_resamples=n_resamples,
                     method="percentile")
     return lo, hi, np.full(len(x), "percentile cluster bootstrap", dtype=object)
 
 
-def _bca(x, *, rng, confidence, n_resamples):
+def _bca(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
+         n_resamples: int) -> _Interval:
     lo, hi = _scipy(x, rng=rng, confidence=confidence, n_resamples=n_resamples, method="BCa")
     names = np.full(len(x), "BCa cluster bootstrap", dtype=object)
     bad = np.isnan(lo) | np.isnan(hi)
@@ -189,7 +197,8 @@ def _bca(x, *, rng, confidence, n_resamples):
     return lo, hi, names
 
 
-def _t(x, *, rng, confidence, n_resamples):
+def _t(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
+       n_resamples: int) -> _Interval:
     from scipy import stats
 
     k = x.shape[-1]
@@ -199,7 +208,8 @@ def _t(x, *, rng, confidence, n_resamples):
     return est - q * se, est + q * se, np.full(len(x), "t interval over clusters", dtype=object)
 
 
-def _studentized(x, *, rng, confidence, n_resamples):
+def _studentized(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
+                 n_resamples: int) -> _Interval:
     k = x.shape[-1]
     est = x.mean(axis=-1)
     se = x.std(axis=-1, ddof=1) / math.sqrt(k)
@@ -325,7 +335,7 @@ def sign_flip_interval(means: np.ndarray, *, signs: np.ndarray,
     return low, np.minimum(np.where(np.abs(high) <= tol, 0.0, high), m.max(axis=-1))
 
 
-def holm(p_values) -> np.ndarray:
+def holm(p_values: npt.ArrayLike) -> np.ndarray:
     """Holm step-down adjusted p-values (same order; NaN stays NaN and is not counted)."""
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, math.nan)

@@ -20,10 +20,17 @@ from math import comb
 
 import pandas as pd
 
-from .frame import ANYTIME_COLUMNS, BOOL_METRICS, FLAG_METRICS, USAGE_COLUMNS, as_frame, \
-    sort_frame, versioned
-from .reference import steps_ratio
 from ..metrics import NOT_AGENT_OUTCOMES, SPEND_CUTS
+from .frame import (
+    ANYTIME_COLUMNS,
+    BOOL_METRICS,
+    FLAG_METRICS,
+    USAGE_COLUMNS,
+    as_frame,
+    sort_frame,
+    versioned,
+)
+from .reference import steps_ratio
 
 GROUP = ["family", "policy", "controller", "target"]
 
@@ -49,11 +56,11 @@ def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
         .agg(["sum", "size"]).reset_index()
     cols = [f"pass^{k}" for k in range(1, int(cells["size"].max()) + 1)]
     for k, col in enumerate(cols, start=1):
-        cells[col] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"])]
+        cells[col] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"], strict=True)]
     return cells.groupby(group, dropna=False)[cols].mean()
 
 
-def summary_table(df, steps_reference: bool = True) -> pd.DataFrame:
+def summary_table(df: pd.DataFrame, steps_reference: bool = True) -> pd.DataFrame:
     """Per ``(family, policy, controller, target)`` means over scored episodes (and per
     ``family_version`` after ``family`` when the episodes mix versions of a family:
     :func:`pushbench.analysis.frame.versioned`).

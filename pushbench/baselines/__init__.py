@@ -5,8 +5,17 @@ virtual environments under ``$PUSHBENCH_HOME/baselines/<name>``, never into Push
 venv and records what it installed; :data:`BASELINES` names the baselines and their program.
 """
 
-from .installer import (BASELINES, BaselineError, Pin, installed, list_baselines,
-                      install, parse_pin, read_pin, venv_dir)
+from .installer import (
+                      BASELINES,
+                      BaselineError,
+                      Pin,
+                      install,
+                      installed,
+                      list_baselines,
+                      parse_pin,
+                      read_pin,
+                      venv_dir,
+)
 
 __all__ = ["BASELINES", "BaselineError", "Pin", "install", "installed", "list_baselines",
            "parse_pin", "read_pin", "venv_dir"]

@@ -10,7 +10,8 @@ PushBench's). A baseline may add steps after pip (:data:`EXTRA_STEPS`: Letta's d
 migrations, which ship only in its sdist).
 
 Idempotence: the marker ``.pushbench-baseline.json`` (written last, after pip succeeded) holds
-the digest of the pin file's requirements, the constraints and the Python version; an install whose marker
+the digest of the pin file's requirements, the constraints and the Python version; an install whose
+marker
 matches is kept as it is, anything else (a half-finished venv, another pin, another Python) is
 removed and built again. A pip failure (the index cannot serve the pin, no network) removes the
 half-built venv and raises :class:`BaselineError` with one line quoting pip's last error.
@@ -25,9 +26,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import paths
 from ..errors import PushBenchError
@@ -55,13 +56,13 @@ arc.extractall(dest, members=want, filter='data')
 """
 
 
-def _letta_download(root: Path, pin: "Pin") -> list[str]:
+def _letta_download(root: Path, pin: Pin) -> list[str]:
     return [str(root / "bin" / "python"), "-m", "pip", "download", "--no-deps", "--no-binary",
             ":all:", "--no-input", "--disable-pip-version-check", "--quiet",
             "-d", str(root / "share" / "sdist"), f"letta=={pin.version_of('letta')}"]
 
 
-def _letta_unpack(root: Path, pin: "Pin") -> list[str]:
+def _letta_unpack(root: Path, pin: Pin) -> list[str]:
     sdist = root / "share" / "sdist" / f"letta-{pin.version_of('letta')}.tar.gz"
     return [str(root / "bin" / "python"), "-c", _UNPACK, str(sdist), str(root / MIGRATIONS)]
 

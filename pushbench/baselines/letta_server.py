@@ -33,10 +33,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..processes import stop_group
 from .installer import MIGRATIONS, BaselineError, require, venv_dir

@@ -7,7 +7,8 @@ The lock lives only in the archived server repository (branch ``archive`` of
 constraints file::
 
     git show archive:uv.lock > uv.lock
-    python -m pushbench.baselines.lockfile uv.lock --skip letta > pushbench/baselines/letta-constraints.txt
+    python -m pushbench.baselines.lockfile uv.lock --skip letta \\
+        > pushbench/baselines/letta-constraints.txt
 
 Contract of :func:`constraints`: one ``name==version`` line per registry package of the lock,
 sorted by name; packages from a path or git source (the project itself) and the names in

@@ -12,7 +12,8 @@ What is re-checked, per family:
   only successful ``submit`` calls carry verdicts; each call's ``valid_count`` and ``reward``
   follow from the accepted verdicts so far.
 * **RepoScan**: every id of every ``submit`` is replayed, in order, through a fresh
-  :class:`~pushbench.families.reposcan.verifier.Verifier` built from the instance's valid set; each stored verdict
+  :class:`~pushbench.families.reposcan.verifier.Verifier` built from the instance's valid set; each
+  stored verdict
   must equal the replayed one.
 * **DataOps-lite and SWE-lite**: a submit verdict depends on the workspace at that moment, which
   is gone, so consistency is checked instead: a unit is accepted at most once; ``duplicate``
@@ -121,7 +122,7 @@ def ledger_reasons(record: dict) -> list[str]:
 def _count_reasons(calls: list[dict], accepted_after: list[int]) -> list[str]:
     """Each call's stored ``valid_count`` and ``reward`` against the replayed counts."""
     prev = 0
-    for c, n in zip(calls, accepted_after):
+    for c, n in zip(calls, accepted_after, strict=True):
         if c.get("valid_count") != n:
             return [f"step {c.get('step')}: valid_count {c.get('valid_count')!r}, replay {n}"]
         if c.get("reward") != n - prev:
@@ -306,7 +307,8 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     short = facts["trace_missing_last"] and len(counted) == len(calls) - 1
     if len(counted) != len(calls) and not short:
         out.append(f"trace has {len(counted)} counted steps for {len(calls)} calls")
-    for line, call in zip(counted, calls):
+    # strict=False: a trace one short (missing last line) is allowed above
+    for line, call in zip(counted, calls, strict=False):
         if line.get("step") != call.get("step"):
             out.append(f"trace step {line.get('step')!r} vs call step {call.get('step')!r}")
             break

@@ -36,10 +36,10 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import audit, rundir_safety, signing
-from .prompts import PROMPTS, prompt_text  # noqa: F401  (the prompts of black-box runs)
 from .. import errors
 from ..records import dumps_line, encode_trace, episode_line
+from . import audit, rundir_safety, signing
+from .prompts import PROMPTS, prompt_text  # noqa: F401  (the prompts of black-box runs)
 
 # 2: trace.jsonl is a digest chain whose head episode.json records; 3: the run is signed
 # (run.json, episode.json and every trace line; the chain's genesis binds the configuration)
@@ -450,7 +450,8 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     try:
         from ..analysis import report
     except ImportError as e:  # pragma: no cover - the report module ships with the package
-        say(f"[yellow]pushbench.analysis.report is not available ({e})[/]: wrote episodes.jsonl only; "
+        say(f"[yellow]pushbench.analysis.report is not available ({e})[/]: "
+            "wrote episodes.jsonl only; "
             f"run `pushbench report {out_dir}` once it is")
         return {}
     frames = report.write_report(lines, out_dir, seed=seed, n_resamples=n_resamples)

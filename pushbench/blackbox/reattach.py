@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ def resume(session) -> Any:
     session.reset_result = json.loads(obs)["result"]
     session.tool_schemas = session.env.unwrapped.tool_schemas()
     head, after_end = signing.genesis(run), 0
-    for i, (raw, line) in enumerate(zip(lines, parsed), 1):
+    for i, (raw, line) in enumerate(zip(lines, parsed, strict=True), 1):
         if line.get("prev") != head:
             raise _setup_error(f"cannot re-attach to {run_dir}: its trace chain is broken at "
                                f"line {i}; use a new --run-dir (or --overwrite)")
@@ -147,7 +147,7 @@ def resume(session) -> Any:
     session.workspace_files = _workspace(session, run)
     session._start_watch()
     session._trace_fh = os.fdopen(paths.open_private(run_dir / TRACE_FILE), "ab")
-    attach = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    attach = {"time": datetime.now(UTC).isoformat(timespec="seconds"),
               "pid": os.getpid(), "replayed_steps": session.base.steps_used,
               "dropped_unanswered": dropped}
     run["reattached"] = list(run.get("reattached") or []) + [attach]

@@ -25,17 +25,17 @@ import shutil
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-
 from .. import __version__, paths, records
-from . import audit, evaluate as blackbox, rundir_safety, signing
-from .evaluate import EPISODE_FILE, LOG_FILE, RUN_FILE, TRACE_FILE
-from .watch import WorkspaceWatch
 from ..envs.spaces import MAX_ACTION_BYTES
 from ..tasks import family_version
+from . import audit, rundir_safety, signing
+from . import evaluate as blackbox
+from .evaluate import EPISODE_FILE, LOG_FILE, RUN_FILE, TRACE_FILE
+from .watch import WorkspaceWatch
 
 log = logging.getLogger("pushbench.mcp")
 
@@ -49,7 +49,7 @@ _WORKSPACE_SKIP_FILES = re.compile(r"(^\.pushbench.*|\.py[co]$|\.json\.gz$|\.git
                                    r"|\.gitignore$|^\.coverage.*)")
 
 
-from .files import SetupError, write_json_atomic  # noqa: E402,F401  (one home; re-exported)
+from .files import SetupError, write_json_atomic  # noqa: E402  (one home; re-exported)
 
 
 def _inside(a: Path, b: Path) -> bool:
@@ -159,7 +159,7 @@ class BlackBoxSession:
         self._pending_content: list[dict] = []
 
     # -- lifecycle --------------------------------------------------------------------------
-    def open(self) -> "BlackBoxSession":
+    def open(self) -> BlackBoxSession:
         if self.workspace is not None and (_inside(self.run_dir, self.workspace)
                                            or _inside(self.workspace, self.run_dir)):
             raise SetupError(f"the run dir {self.run_dir} and the workspace {self.workspace} "
@@ -211,7 +211,7 @@ class BlackBoxSession:
             self._closed = True  # the last record commits to the whole trace
             try:
                 self._persist()
-            except Exception:  # noqa: BLE001 - never lose the close itself
+            except Exception:  # never lose the close itself
                 log.exception("could not write the closing record")
         if self.env is not None:
             self.env.close()
@@ -227,14 +227,15 @@ class BlackBoxSession:
                 root.removeHandler(h)
                 h.close()
 
-    def __enter__(self) -> "BlackBoxSession":
+    def __enter__(self) -> BlackBoxSession:
         return self.open()
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def _setup_logging(self) -> None:
-        os.close(paths.open_private(self.run_dir / LOG_FILE))  # created 0600 before logging opens it
+        # created 0600 before logging opens it
+        os.close(paths.open_private(self.run_dir / LOG_FILE))
         handler = logging.FileHandler(self.run_dir / LOG_FILE, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler._pushbench_run = self.run_id  # type: ignore[attr-defined]
@@ -293,7 +294,7 @@ class BlackBoxSession:
             "agent": self.agent, "policy": blackbox.policy_name(self.condition, self.agent),
             "workspace": str(self.workspace) if self.workspace else None,
             "snapshot": self.reset_result.get("snapshot"),
-            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "pid": os.getpid(), "argv": self.argv,
             "versions": {"pushbench": __version__, "mcp": records.package_version("mcp"),
                          "python": platform.python_version()},
@@ -429,7 +430,7 @@ class BlackBoxSession:
                           seal=self.sealer(signing.RECORD))
 
     def _trace(self, entry: dict, t0: float) -> None:
-        entry["time"] = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        entry["time"] = datetime.now(UTC).isoformat(timespec="milliseconds")
         entry["server_ms"] = round(1000 * (time.perf_counter() - t0), 3)
         entry["prev"] = self._trace_head
         if self._pending_out_of_band:  # also in the chained trace: a record cannot hide them

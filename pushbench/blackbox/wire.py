@@ -197,10 +197,10 @@ def _first_line(e: Exception) -> str:
 class ScreenedStdin:
     """Async line iterator: the lines of ``inner`` after :class:`WireScreen`, answering the rest."""
 
-    def __init__(self, inner, screen: WireScreen, writer: "LineWriter") -> None:
+    def __init__(self, inner, screen: WireScreen, writer: LineWriter) -> None:
         self.inner, self.screen, self.writer = inner, screen, writer
 
-    def __aiter__(self) -> "ScreenedStdin":
+    def __aiter__(self) -> ScreenedStdin:
         return self
 
     async def __anext__(self) -> str:
@@ -336,7 +336,7 @@ class BoundedStdin:
         self._size = 0
         self._eof = False
 
-    def __aiter__(self) -> "BoundedStdin":
+    def __aiter__(self) -> BoundedStdin:
         return self
 
     async def __anext__(self) -> str:

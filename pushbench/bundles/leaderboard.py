@@ -25,13 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlencode
 
-
 from .. import paths
-from ..sources import sha256_file
 from ..analysis.frame import episodes_frame, load_episodes, scored
 from ..analysis.stats import DEFAULT_METHOD, interval, row_rng
 from ..analysis.summary import summary_table
 from ..errors import PushBenchError
+from ..sources import sha256_file
 from ..viewer import build_site
 from ..viewer.site import OutDirError, install_assets, js_payload, static_bytes
 from .archive import BundleError

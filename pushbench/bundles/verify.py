@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths, tasks
-from ..sources import sha256_file
 from ..records import dumps_line, encode_trace, episode_line
 from ..runner import outdir
+from ..sources import sha256_file
 from .archive import BundleError, extract_bundle, member_json, read_manifest
 
 VERIFICATION = "verification.json"

@@ -35,8 +35,16 @@ from ..blackbox import evaluate as bb
 from ..records import git_revision, package_versions, version_of
 from ..runner import outdir
 from ..runner.rundir import TRACES
-from .archive import KIND, MANIFEST, SCHEMA_VERSION, SUFFIX, BundleError, dumps, sha256, \
-    write_archive
+from .archive import (
+    KIND,
+    MANIFEST,
+    SCHEMA_VERSION,
+    SUFFIX,
+    BundleError,
+    dumps,
+    sha256,
+    write_archive,
+)
 
 BLACKBOX_FILES = (bb.RUN_FILE, bb.EPISODE_FILE, bb.TRACE_FILE)
 
@@ -45,7 +53,8 @@ def kind_of(run_dir: Path) -> str:
     """``run`` (a ``pushbench run`` folder) or ``blackbox`` (a ``pushbench mcp`` run folder);
     :class:`BundleError` saying what the folder is otherwise."""
     if not run_dir.is_dir():
-        raise BundleError(f"{run_dir} is not a folder ({'a file' if run_dir.exists() else 'not found'})")
+        what = "a file" if run_dir.exists() else "not found"
+        raise BundleError(f"{run_dir} is not a folder ({what})")
     if (run_dir / bb.RUN_FILE).is_file():
         return "blackbox"
     manifest = outdir.read_manifest(run_dir)

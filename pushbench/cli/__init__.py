@@ -22,8 +22,7 @@ The commands are registered here, in one list, because their order is the order 
 from __future__ import annotations
 
 from ..families.swelite.cli import swelite_app  # light: typer and rich only
-from . import (baselines, blackbox, bundles, envserver, modelserver, run, snapshots, tasks,
-               viewer)
+from . import baselines, blackbox, bundles, envserver, modelserver, run, snapshots, tasks, viewer
 from .common import app
 
 app.add_typer(snapshots.snap_app, name="snapshots")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -24,12 +23,12 @@ def mcp_cmd(
                                  "keep it out of the agent's reach)"),
     seed: int = typer.Option(0, min=0, help="reset seed (also picks a suite's instance)"),
     controller: str = typer.Option("standard", help="controller wrapping the environment"),
-    workspace: Optional[Path] = typer.Option(None, help="prepare a fresh copy of the snapshot "
+    workspace: Path | None = typer.Option(None, help="prepare a fresh copy of the snapshot "
                                              "here for the agent to read"),
     condition: str = typer.Option("default", help="prompt condition label: default | checklist"),
-    agent: Optional[str] = typer.Option(None, help="agent label for the report, e.g. claude-code"),
-    instance: Optional[str] = typer.Option(None, help="instance of a suite task"),
-    budget: Optional[int] = typer.Option(None, min=1, help="step-budget override"),
+    agent: str | None = typer.Option(None, help="agent label for the report, e.g. claude-code"),
+    instance: str | None = typer.Option(None, help="instance of a suite task"),
+    budget: int | None = typer.Option(None, min=1, help="step-budget override"),
     overwrite: bool = typer.Option(False, help="discard a run already in --run-dir"),
     allow_shared_cache: bool = typer.Option(False, "--allow-shared-cache", help="serve even if "
                                             "other users can read the cache or the run dir "
@@ -59,12 +58,12 @@ def mcp_cmd(
 
 def mcp_prompt_cmd(
     condition: str = typer.Argument("default", help="default | checklist"),
-    task: Optional[str] = typer.Option(None, help="append this task's first observation (the "
+    task: str | None = typer.Option(None, help="append this task's first observation (the "
                                        "episode `pushbench mcp` serves with the same options)"),
     seed: int = typer.Option(0, min=0, help="with --task: the episode's seed"),
     controller: str = typer.Option("standard", help="with --task: the episode's controller"),
-    instance: Optional[str] = typer.Option(None, help="with --task: instance of a suite task"),
-    budget: Optional[int] = typer.Option(None, min=1, help="with --task: step-budget override"),
+    instance: str | None = typer.Option(None, help="with --task: instance of a suite task"),
+    budget: int | None = typer.Option(None, min=1, help="with --task: step-budget override"),
 ) -> None:
     """Print the prompt to give a black-box agent under CONDITION."""
     from ..blackbox.prompts import PROMPTS
@@ -136,19 +135,19 @@ def blackbox_run_cmd(
     seeds: list[str] = typer.Option(["0"], "--seeds", help="seeds (repeat or comma-separate)"),
     condition: str = typer.Option("default", help="prompt condition: default | checklist"),
     out_dir: Path = typer.Option(..., "--out", help="batch folder (episodes, report)"),
-    policy: Optional[str] = typer.Option(None, "--model-server", help="drive the client with "
+    policy: str | None = typer.Option(None, "--model-server", help="drive the client with "
                                          "this offline policy behind a loopback model server"),
-    params: Optional[str] = typer.Option(None, "--params", help="policy parameters as JSON"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="a real model endpoint "
+    params: str | None = typer.Option(None, "--params", help="policy parameters as JSON"),
+    base_url: str | None = typer.Option(None, "--base-url", help="a real model endpoint "
                                            "instead of --model-server (no /v1)"),
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="with --base-url: "
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="with --base-url: "
                                               "the environment variable holding the key"),
-    model: Optional[str] = typer.Option(None, "--model", help="with --base-url: model name"),
+    model: str | None = typer.Option(None, "--model", help="with --base-url: model name"),
     controller: str = typer.Option("standard", help="controller wrapping the environment"),
-    budget: Optional[int] = typer.Option(None, min=1, help="step-budget override"),
+    budget: int | None = typer.Option(None, min=1, help="step-budget override"),
     timeout: float = typer.Option(600.0, min=1, help="seconds per episode before the client "
                                   "is killed"),
-    client_bin: Optional[str] = typer.Option(None, "--client-bin", help="path of the client"),
+    client_bin: str | None = typer.Option(None, "--client-bin", help="path of the client"),
 ) -> None:
     """Run a batch of episodes through a real client headless, then evaluate it."""
     import json as _json

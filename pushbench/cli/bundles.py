@@ -1,9 +1,9 @@
-"""``pushbench bundle``, ``verify`` and ``leaderboard``: results that travel (:mod:`pushbench.bundles`)."""
+"""``pushbench bundle``, ``verify`` and ``leaderboard``: results that travel
+(:mod:`pushbench.bundles`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -32,7 +32,7 @@ def bundle_cmd(
 
 def verify_cmd(
     bundles: list[Path] = typer.Argument(..., help="bundles (NAME.pushbench.tar.gz)"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="where the replayed run folder "
+    out_dir: Path | None = typer.Option(None, "--out", help="where the replayed run folder "
                                            "goes (default: a folder beside the first bundle)"),
     overwrite: bool = typer.Option(False, help="discard what --out holds first"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),

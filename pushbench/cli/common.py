@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -102,14 +102,14 @@ def readable_file(path: Path, what: str) -> None:
         fail(f"{what} {path} is not readable (permission denied)")
 
 
-def split(values: Optional[list[str]]) -> Optional[list[str]]:
+def split(values: list[str] | None) -> list[str] | None:
     """Repeatable, comma-separated option values -> list (``None`` when not given)."""
     if not values:
         return None
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
-def use_tasks_dir(tasks_dir: Optional[Path]) -> None:
+def use_tasks_dir(tasks_dir: Path | None) -> None:
     """Make ``tasks_dir`` the ``$PUSHBENCH_TASKS`` folder of this process and its children."""
     if tasks_dir is None:
         return

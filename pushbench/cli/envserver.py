@@ -3,8 +3,6 @@ or as a Ray Serve deployment (a thin layer over :mod:`pushbench.adapters.envserv
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from .common import console, fail
@@ -24,7 +22,7 @@ def serve_env_cmd(
     ray: bool = typer.Option(False, "--ray", help="deploy on Ray Serve instead of local "
                              "workers"),
     replicas: int = typer.Option(2, "--replicas", min=1, help="Ray Serve replicas (with --ray)"),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join "
+    address: str | None = typer.Option(None, "--address", help="Ray cluster to join "
                                           "(auto | HOST:PORT | ray://HOST:PORT; with --ray; "
                                           "default: a private local Ray instance)"),
     replica_cpus: float = typer.Option(1.0, "--replica-cpus", min=0.0, help="CPUs reserved "

@@ -4,7 +4,6 @@ thin layer over :mod:`pushbench.modelserver`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,16 +15,16 @@ def model_server_cmd(
                                "random, simulated-weak|mid|strong; or oracle-edit (the "
                                "SWE-lite reference fixes as Aider edits: an oracle, never a "
                                "result)"),
-    params: Optional[str] = typer.Option(None, "--params", help="policy parameters as JSON"),
+    params: str | None = typer.Option(None, "--params", help="policy parameters as JSON"),
     seed: int = typer.Option(0, min=0, help="policy seed (same seed, same answers)"),
     port: int = typer.Option(..., "--port", min=0, max=65535, help="TCP port (0: any free)"),
     host: str = typer.Option("127.0.0.1", help="loopback address to bind"),
-    log_file: Optional[Path] = typer.Option(None, "--log", help="append one JSON line per "
+    log_file: Path | None = typer.Option(None, "--log", help="append one JSON line per "
                                             "request here"),
-    port_file: Optional[Path] = typer.Option(None, "--port-file", help="write the bound port "
+    port_file: Path | None = typer.Option(None, "--port-file", help="write the bound port "
                                              "here once listening"),
     server_name: str = typer.Option("pushbench", help="the MCP server name the client uses"),
-    models: Optional[list[str]] = typer.Option(None, "--model", help="a model name to serve "
+    models: list[str] | None = typer.Option(None, "--model", help="a model name to serve "
                                                "(repeat for more; default pushbench-policy); "
                                                "any other gets the API's model-not-found error"),
 ) -> None:

@@ -9,32 +9,40 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from .common import (TASKS_DIR_HELP, console, fail, out, readable_file, split, use_tasks_dir,
-                     writable_dir)
+from .common import (
+    TASKS_DIR_HELP,
+    console,
+    fail,
+    out,
+    readable_file,
+    split,
+    use_tasks_dir,
+    writable_dir,
+)
 
 
 def run_cmd(
     experiment: Path = typer.Argument(..., help="experiment YAML (see experiments/)"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="run directory (re-use it to "
+    out_dir: Path | None = typer.Option(None, "--out", help="run directory (re-use it to "
                                            "resume); required except for a plain --estimate"),
-    workers: Optional[int] = typer.Option(None, help="process-pool size (overrides the file)"),
-    seeds: Optional[str] = typer.Option(None, help="seeds, e.g. 0,1,2 or 0-4"),
-    controllers: Optional[list[str]] = typer.Option(None, help="controller names (comma/repeat)"),
-    policies: Optional[list[str]] = typer.Option(None, help="policy names (comma/repeat)"),
-    tasks: Optional[list[str]] = typer.Option(None, help="task ids or globs (comma/repeat)"),
-    executor: Optional[str] = typer.Option(None, help="auto | inprocess | process | async | ray"),
-    address: Optional[str] = typer.Option(
+    workers: int | None = typer.Option(None, help="process-pool size (overrides the file)"),
+    seeds: str | None = typer.Option(None, help="seeds, e.g. 0,1,2 or 0-4"),
+    controllers: list[str] | None = typer.Option(None, help="controller names (comma/repeat)"),
+    policies: list[str] | None = typer.Option(None, help="policy names (comma/repeat)"),
+    tasks: list[str] | None = typer.Option(None, help="task ids or globs (comma/repeat)"),
+    executor: str | None = typer.Option(None, help="auto | inprocess | process | async | ray"),
+    address: str | None = typer.Option(
         None, help="Ray cluster to join: auto | HOST:PORT | ray://HOST:PORT (implies --executor "
         "ray; without it --executor ray starts a local Ray instance)"),
-    budget: Optional[int] = typer.Option(None, help="step-budget override for every task"),
-    limit: Optional[int] = typer.Option(None, min=1, help="only the first N episodes (smoke run)"),
-    concurrency: Optional[int] = typer.Option(
-        None, min=1, help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
+    budget: int | None = typer.Option(None, help="step-budget override for every task"),
+    limit: int | None = typer.Option(None, min=1, help="only the first N episodes (smoke run)"),
+    concurrency: int | None = typer.Option(
+        None, min=1,
+        help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
     force: bool = typer.Option(False, help="append to a DIR holding a different experiment"),
     overwrite: bool = typer.Option(False, help="discard what DIR holds (its episodes, traces, "
                                    "report) and start afresh; needed for a folder another "
@@ -44,14 +52,14 @@ def run_cmd(
         0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"),
     report: bool = typer.Option(True, help="print and write the report after the sweep"),
     plot: bool = typer.Option(True, help="write the figures after the sweep"),
-    tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
+    tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
     estimate: bool = typer.Option(False, "--estimate", help="print the expected steps, tokens "
                                   "and cost per policy label instead of running (no model call "
                                   "without --pilot)"),
-    pilot: Optional[int] = typer.Option(None, min=1, help="with --estimate: first run K real "
+    pilot: int | None = typer.Option(None, min=1, help="with --estimate: first run K real "
                                         "episodes per label into --out (they count toward the "
                                         "run) and extrapolate from them"),
-    max_cost_usd: Optional[float] = typer.Option(
+    max_cost_usd: float | None = typer.Option(
         None, min=0.0, help="hard cap on the run folder's model spend in USD (overrides "
         "max_cost_usd in the file); re-run with a higher cap to continue"),
     allow_unpriced: bool = typer.Option(False, help="run models without a price under a cost "
@@ -108,8 +116,9 @@ def run_cmd(
         s = e.summary
         console.print(f"[bold yellow]interrupted[/]: {s['finished']}/{s['total']} episodes are "
                       f"saved in {out_dir}. Resume by re-running the same command:\n  "
-                      f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}", highlight=False)
-        raise typer.Exit(130)
+                      f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}",
+                      highlight=False)
+        raise typer.Exit(130) from None
     console.print(
         f"[green]done[/]: {summary['finished']}/{summary['total']} episodes in {out_dir} "
         f"({summary['ran']} run now, {summary['skipped']} already there; "
@@ -117,7 +126,8 @@ def run_cmd(
         highlight=False)
     if summary["errors"]:
         console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
-                      f"{out_dir / 'errors.jsonl'}; re-run the command to retry them", highlight=False)
+                      f"{out_dir / 'errors.jsonl'}; re-run the command to retry them",
+                      highlight=False)
     capped = summary["stopped_by_cap"] and summary["resume_cap_usd"] is not None
     if capped:
         console.print(
@@ -170,8 +180,8 @@ def _with_cap(argv: list[str], cap: float) -> list[str]:
     return [*out, "--max-cost-usd", f"{cap:.2f}"]
 
 
-def _estimate(exp, out_dir: Optional[Path], limit: Optional[int], pilot: Optional[int],
-              cap: Optional[float], allow_unpriced: bool, run_kwargs: dict) -> None:
+def _estimate(exp, out_dir: Path | None, limit: int | None, pilot: int | None,
+              cap: float | None, allow_unpriced: bool, run_kwargs: dict) -> None:
     """``run --estimate``: optionally run the pilot into ``out_dir``, then print the table."""
     from ..records import read_lines
     from ..runner.estimate import estimate_rows, pilot_keys, print_estimate
@@ -217,7 +227,7 @@ def _load_run(run_dir: Path) -> list:
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the CSVs and "
+    out_dir: Path | None = typer.Option(None, "--out", help="where to write the CSVs and "
                                            "report.md (default: RUN_DIR)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
     ci_method: str = typer.Option("sign-flip", help=(
@@ -244,9 +254,9 @@ def report_cmd(
 
 def plot_cmd(
     run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="where to write the PNGs "
+    out_dir: Path | None = typer.Option(None, "--out", help="where to write the PNGs "
                                            "(default: RUN_DIR)"),
-    target: Optional[int] = typer.Option(None, min=1, help="target N of the anytime-progress "
+    target: int | None = typer.Option(None, min=1, help="target N of the anytime-progress "
                                          "figure (default: the largest)"),
 ) -> None:
     """Write the figures (PNG) and print their paths."""

@@ -9,13 +9,12 @@ files the indexer skipped; ``build`` reports a broken pin as one error line and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from ..archives import DEFAULT_LIMITS, FLAGS, Limits, human, parse_size
 from .. import terminal
+from ..archives import DEFAULT_LIMITS, FLAGS, Limits, human, parse_size
 from ..errors import PushBenchError
 from ..terminal import ident_column, short_path
 from .common import TASKS_DIR_HELP, console, error_line, fail, out, use_tasks_dir
@@ -36,8 +35,8 @@ MAX_DEPTH = typer.Option(None, FLAGS["depth"], min=1, help="parts of one relativ
                          f"(default {_D.depth})")
 
 
-def _limits(total: Optional[str], file: Optional[str], files: Optional[int],
-            ratio: Optional[int], path_length: Optional[int], depth: Optional[int]) -> Limits:
+def _limits(total: str | None, file: str | None, files: int | None,
+            ratio: int | None, path_length: int | None, depth: int | None) -> Limits:
     given = {"total_bytes": parse_size(total, FLAGS["total_bytes"]) if total else None,
              "file_bytes": parse_size(file, FLAGS["file_bytes"]) if file else None,
              "files": files, "ratio": ratio, "path_length": path_length, "depth": depth}
@@ -49,17 +48,17 @@ snap_app = typer.Typer(no_args_is_help=True, help="Build, list and verify reposi
 @snap_app.command("build")
 def snapshots_build(
     names: list[str] = typer.Argument(None, help="snapshots to build (default: all)"),
-    source: Optional[Path] = typer.Option(None, "--from", help="sdist file or folder holding it"),
+    source: Path | None = typer.Option(None, "--from", help="sdist file or folder holding it"),
     force: bool = typer.Option(False, help="rebuild even if cached"),
-    max_total_bytes: Optional[str] = MAX_TOTAL, max_file_bytes: Optional[str] = MAX_FILE,
-    max_files: Optional[int] = MAX_FILES, max_ratio: Optional[int] = MAX_RATIO,
-    max_path_length: Optional[int] = MAX_PATH, max_depth: Optional[int] = MAX_DEPTH,
+    max_total_bytes: str | None = MAX_TOTAL, max_file_bytes: str | None = MAX_FILE,
+    max_files: int | None = MAX_FILES, max_ratio: int | None = MAX_RATIO,
+    max_path_length: int | None = MAX_PATH, max_depth: int | None = MAX_DEPTH,
 ) -> None:
     """Obtain, verify (sha256), extract and freeze the pinned sdists; then index them.
 
     A snapshot that cannot be built is one error line; the others are still built (exit 2)."""
-    from ..families.reposcan import indexer
     from .. import snapshots
+    from ..families.reposcan import indexer
 
     limits = _limits(max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length,
                      max_depth)
@@ -118,17 +117,17 @@ def snapshots_add(
     name: str = typer.Argument(..., help="snapshot name (not a built-in one)"),
     source: Path = typer.Option(..., "--from", help="an sdist archive (.tar.gz/.zip), a source "
                                 "folder, or a local git repository"),
-    rev: Optional[str] = typer.Option(None, help="git revision (default HEAD)"),
+    rev: str | None = typer.Option(None, help="git revision (default HEAD)"),
     working_tree: bool = typer.Option(False, help="take a git repository's files as they are "
                                       "(uncommitted changes included) instead of a commit"),
-    tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
+    tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
     replace: bool = typer.Option(False, help="re-pin an existing user snapshot to new content"),
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="leave out (and "
                                          "list) files and folders that cannot be read instead "
                                          "of refusing the source"),
-    max_total_bytes: Optional[str] = MAX_TOTAL, max_file_bytes: Optional[str] = MAX_FILE,
-    max_files: Optional[int] = MAX_FILES, max_ratio: Optional[int] = MAX_RATIO,
-    max_path_length: Optional[int] = MAX_PATH, max_depth: Optional[int] = MAX_DEPTH,
+    max_total_bytes: str | None = MAX_TOTAL, max_file_bytes: str | None = MAX_FILE,
+    max_files: int | None = MAX_FILES, max_ratio: int | None = MAX_RATIO,
+    max_path_length: int | None = MAX_PATH, max_depth: int | None = MAX_DEPTH,
 ) -> None:
     """Freeze your own source tree as a snapshot, index it and pin it in a user pins file.
 
@@ -181,7 +180,7 @@ def snapshots_synth(
     defs: int = typer.Option(300, min=1, help="definitions in RepoScan's universe (exact)"),
     density: str = typer.Option("", help="ATOM=FRACTION,... (e.g. docstring=0.3,raises=0.1); "
                                 "unset atoms keep the defaults (docs/synthetic.md)"),
-    tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
+    tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
 ) -> None:
     """Generate a seeded synthetic repository and add it as snapshot NAME (kind ``synth``).
 

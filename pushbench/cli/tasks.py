@@ -4,7 +4,6 @@ on a snapshot (a thin layer over :mod:`pushbench.runner.calibration`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from typer.core import TyperGroup
@@ -27,10 +26,10 @@ tasks_app = typer.Typer(cls=_TasksGroup, help="List task ids; create your own Re
 
 
 @tasks_app.command("list")
-def tasks_cmd(prefix: Optional[str] = typer.Argument(None, help="only ids with this prefix"),
-              kind: Optional[str] = typer.Option(None, help="only tasks of this kind: "
+def tasks_cmd(prefix: str | None = typer.Argument(None, help="only ids with this prefix"),
+              kind: str | None = typer.Option(None, help="only tasks of this kind: "
                                                  "instance, suite, synthetic or user"),
-              tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP)) -> None:
+              tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP)) -> None:
     """List task ids with kind, target and budget (built-in and user tasks)."""
     from ..tasks import all_tasks, list_tasks, task_kinds
 
@@ -64,8 +63,8 @@ def tasks_new(
     snapshot: str = typer.Option(..., help="snapshot name (`pushbench snapshots list`)"),
     predicate: str = typer.Option(..., help="the property, e.g. docstring or fixture:app"),
     targets: str = typer.Option("10,25,50,100", help="targets N, comma-separated"),
-    name: Optional[str] = typer.Option(None, help="instance id (default <snapshot>-<predicate>)"),
-    tasks_dir: Optional[Path] = typer.Option(None, help=TASKS_DIR_HELP),
+    name: str | None = typer.Option(None, help="instance id (default <snapshot>-<predicate>)"),
+    tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
     seed: int = typer.Option(0, help="seed of the calibration episodes"),
 ) -> None:
     """Create a RepoScan task: pin its valid set, calibrate its budget, show the floor."""

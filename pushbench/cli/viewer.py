@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -13,7 +12,7 @@ from .common import console, fail, out, readable_file, writable_dir
 
 def view_cmd(
     run_dir: Path = typer.Argument(..., help="run folder of `pushbench run` or `evaluate`"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="where the viewer's files go "
+    out_dir: Path | None = typer.Option(None, "--out", help="where the viewer's files go "
                                            "(default: RUN_DIR/view)"),
     serve_it: bool = typer.Option(False, "--serve", help="serve it on 127.0.0.1 until Ctrl-C"),
     port: int = typer.Option(8765, min=0, max=65535, help="port for --serve (0: any free port)"),

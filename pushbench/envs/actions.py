@@ -169,7 +169,7 @@ def escape_surrogates(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-# ----- text ----------------------------------------------------------------------------------------
+# ----- text ---------------------------------------------------------------------------------------
 def _text_of_bytes(data: bytes) -> str:
     if len(data) > MAX_ACTION_BYTES:
         raise ActionError("too_large", f"action is {len(data)} bytes; the limit is "
@@ -260,7 +260,7 @@ def _surrogate_message(call: dict) -> str:
     return f"{where}a string holds a lone surrogate (not valid Unicode)"
 
 
-# ----- dicts ---------------------------------------------------------------------------------------
+# ----- dicts --------------------------------------------------------------------------------------
 class _Budget:
     """A running lower bound of the action's UTF-8 JSON size, to stop early on bulk input."""
 
@@ -334,7 +334,7 @@ def _copy(value: Any, depth: int, path: set[int], budget: _Budget) -> Any:
                       "express")
 
 
-# ----- what records store about an action -----------------------------------------------------------
+# ----- what records store about an action ---------------------------------------------------------
 def preview(action: Any, limit: int = 2000) -> Any:
     """A bounded, JSON-serialisable stand-in of ``action`` for records (never raises).
 

@@ -39,7 +39,7 @@ from .. import metrics
 from ..errors import NotResetError
 from ..tasks import TaskSpec, get_task
 from . import actions
-from .actions import _CONTROL, ActionError  # noqa: F401  (ActionError: re-exported for the families)
+from .actions import _CONTROL, ActionError  # ActionError: re-exported for the families
 from .spaces import MAX_OBSERVATION_CHARS, ToolCallSpace, observation_space
 
 RECORD_SCHEMA_VERSION = 1
@@ -84,7 +84,8 @@ MAX_REPORTED_COUNT = 10**9  # the largest count a ``final`` may report
 
 
 class FinalArgs(ToolArgs):
-    reported_count: int = Field(ge=0, le=MAX_REPORTED_COUNT, description="how many valid items you believe "
+    reported_count: int = Field(ge=0, le=MAX_REPORTED_COUNT,
+                                description="how many valid items you believe "
                                 "the verifier has accepted")
     message: str = Field(default="", max_length=4000, description="a short closing message")
 

@@ -46,7 +46,7 @@ class Workspace:
         self.new_files = 0
 
     @classmethod
-    def create(cls, prefix: str = "pushbench-dataops-") -> "Workspace":
+    def create(cls, prefix: str = "pushbench-dataops-") -> Workspace:
         return cls(tempfile.mkdtemp(prefix=prefix))
 
     def remove(self) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import string
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -36,7 +37,7 @@ class ToolCallSpace(spaces.Text):
                          seed=seed)
         self._sampler = sampler
 
-    def sample(self, mask: Any = None, probability: Any = None) -> str:  # noqa: ARG002
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
         return json.dumps(self._sampler(self.np_random), ensure_ascii=True)
 
 

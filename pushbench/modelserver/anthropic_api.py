@@ -11,7 +11,7 @@ streamed as the documented event sequence ``message_start``, ``content_block_sta
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,13 +34,13 @@ class Block(_Loose):
     name: str | None = None
     input: Any = None
     tool_use_id: str | None = None
-    content: Union[str, list["Block"], None] = None
+    content: str | list[Block] | None = None
     is_error: bool | None = None
 
 
 class Message(_Loose):
     role: str
-    content: Union[str, list[Block]]
+    content: str | list[Block]
 
 
 class Tool(_Loose):
@@ -51,7 +51,7 @@ class MessagesRequest(_Loose):
     model: str = Field(min_length=1, max_length=256)
     messages: list[Message] = Field(min_length=1)
     max_tokens: int = Field(ge=1)
-    system: Union[str, list[Block], None] = None
+    system: str | list[Block] | None = None
     tools: list[Tool] | None = None
     stream: bool = False
 

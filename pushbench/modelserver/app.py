@@ -28,9 +28,9 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -195,7 +195,7 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
                              latency_ms=round(1000 * (time.perf_counter() - t0), 3))
                 rlog.write(entry)
                 return Response(payload, status_code=status, media_type="application/json")
-            except Exception as e:  # noqa: BLE001 - a server bug: answer in the API's shape
+            except Exception as e:  # a server bug: answer in the API's shape
                 log.exception("internal error answering %s", api)
                 payload = json.dumps(error("internal", f"internal error: {type(e).__name__}"))
                 entry.update(status=500, error=f"internal: {e!r}"[:300])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,23 +40,23 @@ class Part(_Loose):
 class InputItem(_Loose):
     type: str | None = None
     role: str | None = None
-    content: Union[str, list[Part], None] = None
+    content: str | list[Part] | None = None
     name: str | None = None
     namespace: str | None = None
     arguments: str | None = None
     call_id: str | None = None
-    output: Union[str, list[Part], None] = None
+    output: str | list[Part] | None = None
 
 
 class RTool(_Loose):
     type: str
     name: str | None = None
-    tools: list["RTool"] | None = None
+    tools: list[RTool] | None = None
 
 
 class ResponsesRequest(_Loose):
     model: str = Field(min_length=1, max_length=256)
-    input: Union[str, list[InputItem]]
+    input: str | list[InputItem]
     instructions: str | None = None
     tools: list[RTool] | None = None
     stream: bool = False
@@ -187,7 +187,7 @@ class ToolCall(_Loose):
 
 class ChatMessage(_Loose):
     role: str
-    content: Union[str, list[Part], None] = None
+    content: str | list[Part] | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
 

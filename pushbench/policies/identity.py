@@ -32,7 +32,8 @@ from functools import lru_cache
 from typing import Any
 
 MODEL_PARAMS = ("model", "base_url")
-BLACKBOX_PREFIX = "blackbox-mcp"  # pushbench.blackbox.evaluate.POLICY_PREFIX (that module sits above)
+# pushbench.blackbox.evaluate.POLICY_PREFIX (that module sits above)
+BLACKBOX_PREFIX = "blackbox-mcp"
 
 
 def _value(v: Any) -> str:

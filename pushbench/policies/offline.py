@@ -15,12 +15,14 @@ which never import it.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import Field
 
 from .base import NoParams, Policy, UnsupportedFamily, parse_observation
-from .dataops import agents as dataops_agents, floor as dataops_floor
+from .dataops import agents as dataops_agents
+from .dataops import floor as dataops_floor
 from .reposcan import diligent, exhaustive, random_policy
 from .swelite import agents as swelite_agents
 

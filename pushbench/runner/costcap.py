@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import ExperimentError
 from ..policies.identity import policy_label

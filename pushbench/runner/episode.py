@@ -19,7 +19,8 @@ import asyncio
 import hashlib
 import json
 import threading
-from typing import Any, AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 from .. import make, spend
 from ..policies import Policy, make_policy

@@ -142,7 +142,7 @@ class Planner:
         cost = None
         if price is not None:
             cost = tuple(_cost(p, q, price.input_per_mtok, price.output_per_mtok)
-                         for p, q in zip(prompt, completion))
+                         for p, q in zip(prompt, completion, strict=True))
             if cap is not None:
                 worst = cap * max(price.input_per_mtok, price.output_per_mtok) / 1e6
                 cost = (min(cost[0], worst), min(cost[1], worst), min(cost[2], worst))
@@ -199,7 +199,7 @@ def letta_bounds(spec: EpisodeSpec) -> Bounds:
     price = params.price()
     cost = None if price is None else tuple(
         _cost(p, q, price.input_per_mtok, price.output_per_mtok)
-        for p, q in zip(prompt, completion))
+        for p, q in zip(prompt, completion, strict=True))
     return Bounds(steps, prompt, completion, cost)
 
 
@@ -220,16 +220,17 @@ def pilot_bounds(base: Bounds, spec: EpisodeSpec, lines: list[dict]) -> Bounds:
     budget = base.steps[1]
     share = [int(x["steps_used"]) / int(x["budget"]) for x in runs]
     usage = [x.get("usage") or {} for x in runs]
-    tp = [int(u.get("prompt_tokens") or 0) / int(x["steps_used"]) for u, x in zip(usage, runs)]
+    tp = [int(u.get("prompt_tokens") or 0) / int(x["steps_used"])
+          for u, x in zip(usage, runs, strict=True)]
     tc = [int(u.get("completion_tokens") or 0) / int(x["steps_used"])
-          for u, x in zip(usage, runs)]
+          for u, x in zip(usage, runs, strict=True)]
     steps = (budget * min(share), budget * sum(share) / len(share), budget * max(share))
     prompt = (steps[0] * min(tp), steps[1] * sum(tp) / len(tp), steps[2] * max(tp))
     completion = (steps[0] * min(tc), steps[1] * sum(tc) / len(tc), steps[2] * max(tc))
     price = cfg.price()
     cost = None if price is None else tuple(
         _cost(p, q, price.input_per_mtok, price.output_per_mtok)
-        for p, q in zip(prompt, completion))
+        for p, q in zip(prompt, completion, strict=True))
     return replace(base, steps=steps, prompt=prompt, completion=completion, cost=cost)
 
 
@@ -247,7 +248,7 @@ def finished_bounds(line: dict) -> Bounds:
 def _add(a, b):
     if a is None or b is None:
         return None
-    return tuple(x + y for x, y in zip(a, b))
+    return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
 def estimate_rows(specs: list[EpisodeSpec], done: dict[str, dict], pilot: bool = False,

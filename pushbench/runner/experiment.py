@@ -60,8 +60,8 @@ from ..envs.base import MAX_BUDGET
 from ..errors import ExperimentError, did_you_mean
 from ..policies.identity import policy_key_id, policy_label
 from .episode import episode_key
+from .spec import EpisodeSpec  # an experiment expands into specs
 from .yamlfile import Refused, strict_yaml
-from .spec import EpisodeSpec  # noqa: F401  (an experiment expands into specs)
 
 EXPERIMENT_SCHEMA_VERSION = 1
 _GLOB_CHARS = "*?["
@@ -166,7 +166,7 @@ class Experiment(_Strict):
         return [v] if isinstance(v, (str, dict)) else v
 
     @model_validator(mode="after")
-    def _check_names(self) -> "Experiment":
+    def _check_names(self) -> Experiment:
         from ..controllers import catalogue
         from ..controllers.catalogue import scope_problem
         from ..policies import POLICIES, PolicyParamsError, validate_params

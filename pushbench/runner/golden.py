@@ -151,7 +151,9 @@ def _snippet(text: str, at: int) -> str:
 
 
 def _first_diff(a: str, b: str) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    # strict=False: a prefix of the other differs at the shorter length
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
 
 
 def compare(family: str, root: Path = ROOT) -> str | None:
@@ -178,7 +180,8 @@ def compare(family: str, root: Path = ROOT) -> str | None:
             return f"{head}episode {ep.name} has no golden ({file}).\n{_bump(family)}"
         stored = file.read_text(encoding="ascii").splitlines()
         observations, actions = run(ep)
-        for i, (old, new) in enumerate(zip(stored, observations)):
+        # strict=False: differing counts are reported after the shared ones
+        for i, (old, new) in enumerate(zip(stored, observations, strict=False)):
             if old != new:
                 at = _first_diff(old, new)
                 after = "the reset" if i == 0 else f"action {json.dumps(actions[i])}"

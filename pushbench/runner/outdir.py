@@ -25,7 +25,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import errors, paths
@@ -49,7 +49,7 @@ class OutputDirError(errors.RunDirError):
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def present(path: str | Path) -> list[str]:
@@ -62,7 +62,8 @@ def present(path: str | Path) -> list[str]:
 
 
 def read_manifest(path: str | Path) -> dict | None:
-    """``path/manifest.json`` as a dict (``None`` if absent); unreadable: :class:`OutputDirError`."""
+    """``path/manifest.json`` as a dict (``None`` if absent); unreadable:
+    :class:`OutputDirError`."""
     file = Path(path) / MANIFEST
     if not file.exists():
         return None

@@ -41,8 +41,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .. import metrics
 from ..errors import PushBenchError
@@ -221,7 +222,8 @@ def call_reasons(stored: Any, replayed: list[dict], steps: Sequence[Step]) -> li
     out: list[str] = []
     if len(stored) != len(replayed):
         out.append(f"{len(stored)} calls stored, {len(replayed)} replayed")
-    for i, (s, r) in enumerate(zip(stored, replayed)):
+    # strict=False: differing counts are reported above
+    for i, (s, r) in enumerate(zip(stored, replayed, strict=False)):
         s = s if isinstance(s, dict) else {}
         fields = STAND_IN_FIELDS if i < len(steps) and steps[i].stand_in else CALL_FIELDS
         bad = [k for k in fields if s.get(k) != r.get(k) or type(s.get(k)) is not type(r.get(k))]
@@ -298,7 +300,8 @@ def check_episode(record: dict, steps: Steps, *, task_id: str, controller: str |
         calls = calls[:len(calls) - tail_dropped]
     checked.reasons += call_reasons(calls, rep.record["calls"], steps.steps)
     _label_stand_ins(calls, rep.record["calls"], steps.steps)
-    for i, (want, got) in enumerate(zip(observations or (), rep.observations), 1):
+    # strict=False: a shorter side (dropped tail) is reported by call_reasons
+    for i, (want, got) in enumerate(zip(observations or (), rep.observations, strict=False), 1):
         if not steps.steps[i - 1].stand_in and want != got:
             checked.reasons.append(f"step {i}: the observation differs from the replay's")
             break

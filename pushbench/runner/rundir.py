@@ -38,13 +38,13 @@ import os
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import errors, paths, tasks
-from ..records import (dumps_line as _dumps, encode_trace, episode_line,  # noqa: F401
-                       git_revision, package_versions, read_lines)
 from ..policies.identity import policy_label
+from ..records import dumps_line as _dumps
+from ..records import git_revision, package_versions, read_lines
 from . import outdir
 from .spec import EpisodeResult, EpisodeSpec
 
@@ -98,7 +98,7 @@ def _syncfs(fd: int) -> bool:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class RunDir:
@@ -124,7 +124,7 @@ class RunDir:
 
     # ----- opening and resume ---------------------------------------------------------
     def open(self, experiment: dict, result_fields: dict, arguments: dict | None = None,
-             force: bool = False, overwrite: bool = False) -> "RunDir":
+             force: bool = False, overwrite: bool = False) -> RunDir:
         """Lock DIR, repair a torn last line, load finished keys, write/update the manifest.
 
         If DIR already holds a run of a *different* experiment (``result_fields`` differ),
@@ -287,7 +287,7 @@ class RunDir:
                 os.close(fd)  # closing the lock fd releases the flock
                 setattr(self, name, None)
 
-    def __enter__(self) -> "RunDir":
+    def __enter__(self) -> RunDir:
         return self
 
     def __exit__(self, *exc) -> None:

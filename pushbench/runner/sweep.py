@@ -16,16 +16,22 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from .. import spend
 from .costcap import CostGate, line_cost, worst_cases
 from .executors.base import Executor
 from .experiment import Experiment, expand
 from .registry import make_executor
-from .spec import EpisodeSpec
 from .rundir import RunDir
+from .spec import EpisodeSpec
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -213,7 +219,7 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
         try:
             frames = write_and_print_report(episodes, out_dir, out_dir, console=console, out=out,
                                             seed=seed, n_resamples=n_resamples, outcomes=False)
-        except Exception as e:  # raised after the figures, which do not depend on it
+        except Exception as e:  # noqa: BLE001 - raised after the figures (they do not need it)
             failed = e
             console.print(f"[bold red]report not written[/]: {type(e).__name__}: "
                           f"{escape(str(e))}", highlight=False)
@@ -252,7 +258,7 @@ def _draw_figures(episodes: list[dict], out_dir, console: Console,
         figures = list(plots.make_plots(episodes, out_dir, skipped=skipped))
     except OSError:
         raise
-    except Exception as e:  # the frame itself could not be built: no figure at all
+    except Exception as e:  # noqa: BLE001 - the frame could not be built: no figure at all
         skipped.append(("all figures", f"{type(e).__name__}: {e}"))
         figures = []
     for name, why in skipped:

@@ -58,4 +58,4 @@ StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yam
 
 def strict_yaml(text: str) -> Any:
     """The YAML document in ``text`` (safe types only), or :class:`Refused`."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass

@@ -26,7 +26,8 @@ import functools
 import multiprocessing as mp
 import os
 import pickle
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -49,7 +50,7 @@ def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
     # (a Python-level subclass) per message, which costs more than a small slice's pickle
     try:
         envs = PushBenchSyncVectorEnv(env_fns, autoreset_mode=mode)
-    except BaseException as e:  # reported to the parent, which raises it
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send_bytes(_dumps((False, _picklable(e))))
         return
     conn.send_bytes(_dumps((True, None)))
@@ -66,7 +67,7 @@ def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
                 break
             try:
                 reply = _dumps((True, ops[cmd](data)))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - sent to the parent, which raises it
                 reply = _dumps((False, _picklable(e)))
             conn.send_bytes(reply)
     finally:
@@ -99,7 +100,7 @@ class _CallerSlice:
             return True, None
         try:
             return True, self._ops[cmd](data)
-        except Exception as e:  # raised by the parent after every slice answered
+        except Exception as e:  # noqa: BLE001 - raised by the parent after every slice answered
             return False, e
 
     def poll(self, timeout: float | None = None) -> bool:
@@ -138,7 +139,7 @@ def _picklable(e: BaseException) -> BaseException:
     try:
         pickle.loads(pickle.dumps(e))
         return e
-    except Exception:
+    except Exception:  # noqa: BLE001 - any pickling failure: send a picklable stand-in
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
@@ -243,7 +244,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
     def _gather(self, parts: list[tuple], obs_only: bool = False):
         n = self.num_envs
         infos: dict[str, Any] = {}
-        for (start, stop), part in zip(self._slices, parts):
+        for (start, stop), part in zip(self._slices, parts, strict=True):
             self._obs[start:stop] = part[0]
             place_batch(infos, part[-1], start, n)
         return tuple(self._obs), infos
@@ -271,7 +272,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
             a, b = self._slices[w]
             opts = dict(options, reset_mask=mask[a:b]) if mask is not None else options
             self._send(w, "reset", {"seed": seeds[a:b], "options": opts or None})
-        parts = dict(zip(active, self._receive(active)))
+        parts = dict(zip(active, self._receive(active), strict=True))
         infos: dict[str, Any] = {}
         for w in active:
             a, b = self._slices[w]
@@ -298,7 +299,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         parts = self._receive(range(len(self._pipes)))
         if len(parts[0]) == 6:  # unbatched slices: batch here, all copies at once
             env_infos: list[dict[str, Any]] = []
-            for (start, stop), part in zip(self._slices, parts):
+            for (start, stop), part in zip(self._slices, parts, strict=True):
                 self._obs[start:stop] = part[0]
                 env_infos += part[4]
             infos = self._batch_infos(env_infos)
@@ -347,7 +348,7 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         self._receive(range(len(self._pipes)))
 
     def close_extras(self, timeout: float | None = 10, terminate: bool = False, **_: Any) -> None:
-        for pipe, proc in zip(self._pipes, self._procs):
+        for pipe, proc in zip(self._pipes, self._procs, strict=True):
             if pipe is None:  # construction failed before this slice was built
                 continue
             if proc is None:  # the caller's own slice

@@ -13,7 +13,7 @@ One data file per episode (``data/ep/<key>.js``) is loaded only when that episod
 the overview of a 10,000-episode run loads a few small files.
 """
 
-from .site import OutDirError, build_site
 from .serve import serve
+from .site import OutDirError, build_site
 
 __all__ = ["OutDirError", "build_site", "serve"]

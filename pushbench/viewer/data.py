@@ -121,7 +121,7 @@ def gather(run_dir: str | Path) -> tuple[dict, dict, list[dict], pd.DataFrame]:
                 for _, r in df[list(PAIR_KEY)].iterrows()]
     df = df.assign(pair=pair_ids)
     rows = []
-    for r, pid in zip(df.itertuples(index=False), pair_ids):
+    for r, pid in zip(df.itertuples(index=False), pair_ids, strict=True):
         rate, subs = r.duplicate_submit_rate, r.submissions
         dup = None if pd.isna(rate) or pd.isna(subs) else int(round(rate * subs))
         rows.append(plain([r.key, file_stem(r.key), r.family, r.policy, r.simulated,
@@ -143,10 +143,11 @@ def _overview(run_dir: Path, df: pd.DataFrame, lines: list[dict]) -> dict:
     classes = df["outcome"].value_counts()
     tampered = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
                  "reasons": ln.get("tamper_reasons") or []}
-                for k, ln in zip(df["key"], lines) if ln.get("tampered")]
+                for k, ln in zip(df["key"], lines, strict=True) if ln.get("tampered")]
     backend = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
                 "error": _error_text(ln.get("error"))}
-               for k, t, ln in zip(df["key"], df["terminated_by"], lines) if t == "error"]
+               for k, t, ln in zip(df["key"], df["terminated_by"], lines, strict=True)
+               if t == "error"]
     out: dict = {
         "run_dir": str(run_dir.resolve()),
         "n_episodes": len(df),

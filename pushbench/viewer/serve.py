@@ -22,7 +22,7 @@ LOOPBACK = "127.0.0.1"
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a page's few files share one connection
-    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
+    def log_message(self, format, *args):  # the stdlib's signature
         pass  # quiet: the command prints the URL once
 
     def __init__(self, *args, allowed: frozenset[str], **kwargs):

@@ -15,7 +15,8 @@ from disk may not ``fetch`` other local files; a ``<script>`` element may load t
 inside is ASCII with ``<``, ``>`` and ``&`` escaped, and the page renders every string as text
 (never as HTML), so what an agent wrote cannot become markup. A route names an episode by its
 file name, and the page loads ``data/ep/<name>.js`` only for a name listed in ``files.js``
-(the list's own string, never the URL's), so a crafted URL cannot load any other script. Files are private to the user
+(the list's own string, never the URL's), so a crafted URL cannot load any other script. Files are
+private to the user
 (0700 / 0600) like the run folder they come from.
 """
 
@@ -113,11 +114,11 @@ def _rank(controller: str) -> list:
 
 def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> None:
     siblings: dict[int, list[dict]] = {}
-    for key, ctrl, pid in zip(df["key"], df["controller"], df["pair"]):
+    for key, ctrl, pid in zip(df["key"], df["controller"], df["pair"], strict=True):
         siblings.setdefault(int(pid), []).append({"key": key, "file": file_stem(key),
                                                   "controller": ctrl, "rank": _rank(ctrl)})
     traces = run_dir / TRACES
-    for i, (line, row) in enumerate(zip(lines, df.itertuples(index=False)), 1):
+    for i, (line, row) in enumerate(zip(lines, df.itertuples(index=False), strict=True), 1):
         # A key that is not a plain file name never becomes a path (no reading outside traces/).
         safe = file_stem(row.key) == row.key
         has_trace = safe and (traces / f"{row.key}.json.gz").is_file()
@@ -125,7 +126,8 @@ def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> No
             record = load_trace(run_dir, row.key) if has_trace else line
             problem = None if has_trace else (
                 "no trace file: the page shows the episode line only" if safe else
-                "the key is not a plain file name, so no trace is read: the episode line only")
+                "the key is not a plain file name, so no trace is read: "
+                "the episode line only")
         except (OSError, ValueError, EOFError) as e:  # gzip raises EOFError when truncated
             record, problem = line, f"trace file unreadable ({e}): the episode line only"
         page = {"key": row.key, "outcome": row.outcome, "record": record, "problem": problem,

@@ -169,7 +169,8 @@ def build(rng: np.random.Generator) -> dict:
     mask = valid_mask(SCHEMAS[kind], records)
     text = dump(fmt, doc)
     return {"kind": kind, "format": fmt, "target": f"{kind}.{fmt}", "text": text, "doc": doc,
-            "schema": schema_doc(kind), "valid": [r for r, ok in zip(records, mask) if ok],
+            "schema": schema_doc(kind),
+            "valid": [r for r, ok in zip(records, mask, strict=True) if ok],
             "n_invalid": mask.count(False)}
 
 

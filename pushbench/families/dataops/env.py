@@ -75,8 +75,15 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, WithJsonSchema
 
-from ...envs.backlog import (PAGE_SIZE, EditArgs, ListUnitsArgs, ReadArgs, UnitArgs,
-                             UnitBacklogEnv, sandbox_error)
+from ...envs.backlog import (
+    PAGE_SIZE,
+    EditArgs,
+    ListUnitsArgs,
+    ReadArgs,
+    UnitArgs,
+    UnitBacklogEnv,
+    sandbox_error,
+)
 from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from ...envs.sandbox import MAX_FILE_BYTES, SandboxError, Workspace
 from ...tasks import instance_config

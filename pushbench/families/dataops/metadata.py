@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +51,7 @@ def pkg_info_headers(text: str) -> list[tuple[str, str]]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def facts(snapshot: str) -> dict:
     """Facts of ``snapshot`` plus the evidence texts: ``pkg_info`` and ``version_file``."""
     root = Path(snapshots.ensure(snapshot))

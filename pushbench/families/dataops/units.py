@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import artifacts, datasets, metadata
 from ...envs.sandbox import SandboxError, Workspace
+from . import artifacts, datasets, metadata
 
 KINDS = ("csv_check", "metadata_repair", "consistency", "artifact")
 EDIT_KINDS = frozenset({"metadata_repair", "artifact"})

@@ -38,7 +38,7 @@ function's body without the bodies of nested functions, classes and lambdas:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .indexer import Facts
 

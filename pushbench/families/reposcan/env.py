@@ -43,16 +43,16 @@ Version History
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import ClassVar
 
 from pydantic import Field
 
+from ...envs.base import QGPEnv, ToolArgs
+from ...tasks import instance_config
 from . import indexer, verifier
 from .predicates import objective_words, parse_predicate
 from .search import PAGE_SIZE, SearchIndex, search_feedback
-from ...tasks import instance_config
-from ...envs.base import QGPEnv, ToolArgs
 
 MAX_PAGE = 1000
 MAX_QUERY = 500
@@ -75,12 +75,12 @@ class RepoScanIntegrityError(RuntimeError):
     """The built snapshot or indexer no longer gives the valid set the manifest pins."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _search_index(snapshot: str) -> SearchIndex:
     return SearchIndex(indexer.load_index(snapshot))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _valid_set(instance: str) -> frozenset[str]:
     cfg = instance_config("reposcan", instance)
     pred = parse_predicate(cfg["predicate"])

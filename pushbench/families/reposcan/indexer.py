@@ -6,7 +6,8 @@ Two views of the same definitions, from one walk of each file's ``ast``:
   is the only thing written to disk (``$PUSHBENCH_HOME/index/*.json.gz``, private to the user).
 * :class:`Facts`: what the predicates read (docstring, assert, return, raise, yield, calls,
   decorators, parameters, annotations, size). Facts are **never written to disk**: a cache of
-  them would be an answer key (filtering it rebuilds every valid set). :func:`load_facts` re-parses the built snapshot's
+  them would be an answer key (filtering it rebuilds every valid set). :func:`load_facts` re-parses
+  the built snapshot's
   source the first time a process needs them and keeps them in memory only.
 
 Universe: every ``def`` / ``async def`` in a ``.py`` file under the snapshot root whose enclosing
@@ -35,8 +36,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ... import paths
-from .pyfiles import (MAX_PY_BYTES, SKIP_REASONS, Skipped,  # noqa: F401 (re-exported)
-                      parse_checked, py_files, read_bounded, skipped_summary)
+from .pyfiles import (  # noqa: F401 (re-exported)
+    MAX_PY_BYTES,
+    SKIP_REASONS,
+    Skipped,
+    parse_checked,
+    py_files,
+    read_bounded,
+    skipped_summary,
+)
 
 # v5: display fields only (predicate facts moved to memory; see the module docstring).
 INDEX_VERSION = 5
@@ -248,7 +256,7 @@ def _definitions(tree, source: str, relpath: str) -> list[Definition]:
         start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
         end = fn.end_lineno or fn.lineno
         snippet_end = min(end, start + SNIPPET_LINES - 1)
-        snippet = "\n".join(_clip(l) for l in lines[start - 1: snippet_end])
+        snippet = "\n".join(_clip(ln) for ln in lines[start - 1: snippet_end])
         out.append(Definition(
             ident=f"{relpath}::{qual}", path=relpath, qualname=qual, name=fn.name, kind=kind,
             line=fn.lineno, signature=_clip(lines[fn.lineno - 1].strip()), snippet=snippet))

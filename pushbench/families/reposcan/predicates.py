@@ -22,8 +22,8 @@ import difflib
 import keyword
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import atoms
 from .indexer import Facts
@@ -63,13 +63,13 @@ class Atom:
 
 @dataclass(frozen=True)
 class Not:
-    expr: "Node"
+    expr: Node
 
 
 @dataclass(frozen=True)
 class BoolOp:
     op: str  # "and" | "or"
-    items: tuple["Node", ...]
+    items: tuple[Node, ...]
 
 
 Node = Atom | Not | BoolOp

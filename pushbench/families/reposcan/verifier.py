@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Set as AbstractSet
+from typing import TypeGuard
 
 ACCEPTED, DUPLICATE, REJECTED, MALFORMED = "accepted", "duplicate", "rejected", "malformed"
 
@@ -18,7 +20,7 @@ _IDENT = re.compile(r"^[^/\\\x00-\x1f\x7f-\x9f][^\\\x00-\x1f\x7f-\x9f]*\.py::"
 MAX_IDENT_LEN = 512
 
 
-def is_well_formed(ident: object) -> bool:
+def is_well_formed(ident: object) -> TypeGuard[str]:
     """True if ``ident`` is a ``str`` of at most :data:`MAX_IDENT_LEN` characters with the
     identifier form, no control character (C0, DEL, C1) and no path trick (``..`` anywhere, a
     leading ``/``, any ``\\``)."""
@@ -26,7 +28,7 @@ def is_well_formed(ident: object) -> bool:
             and _IDENT.fullmatch(ident) is not None)
 
 
-def digest(valid: set[str]) -> str:
+def digest(valid: AbstractSet[str]) -> str:
     """sha256 of the newline-joined sorted identifiers: what task manifests pin."""
     return hashlib.sha256("\n".join(sorted(valid)).encode()).hexdigest()
 

@@ -75,12 +75,20 @@ from typing import ClassVar
 from pydantic import Field
 
 from ... import snapshots
-from ...envs.backlog import (PAGE_SIZE, EditArgs, ListUnitsArgs, ReadArgs, UnitArgs,
-                             UnitBacklogEnv, sandbox_error)
+from ...envs.backlog import (
+    PAGE_SIZE,
+    EditArgs,
+    ListUnitsArgs,
+    ReadArgs,
+    UnitArgs,
+    UnitBacklogEnv,
+    sandbox_error,
+)
 from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from ...envs.sandbox import SandboxError
 from ...tasks import instance_config
-from . import runner, units as U, venvs, workspace
+from . import runner, venvs, workspace
+from . import units as U
 
 SEARCH_PAGE = 30
 SEARCH_TIMEOUT = 10.0

@@ -33,7 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +65,7 @@ def recipe_path(recipe: str | Path | None = None) -> Path:
     return Path(recipe or os.environ.get(RECIPE_ENV) or default_recipe_path())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_recipe(path: str) -> dict:
     raw = yaml.safe_load(Path(path).read_text())
     if raw.get("schema_version") != 1:
@@ -193,9 +193,14 @@ class _Progress:
     def __init__(self, total: int, label: str, enabled: bool) -> None:
         self.bar = None
         if enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn)
             from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                 MofNCompleteColumn(), TimeElapsedColumn(),

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -45,7 +45,7 @@ class TestEnvSpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-@lru_cache(maxsize=None)
+@cache
 def specs() -> dict[str, TestEnvSpec]:
     raw = yaml.safe_load((paths.data_dir("tasks") / "swelite" / "venvs.yaml").read_text())
     return {name: TestEnvSpec(snapshot=name, **{k: tuple(v) for k, v in cfg.items()})

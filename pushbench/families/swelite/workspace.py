@@ -22,7 +22,8 @@ IGNORED = (".git", ".pushbench-snapshot.json", "__pycache__", "*.pyc", "*.pyo", 
 
 
 def copy_clean(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Copy the snapshot tree ``src`` to ``dest`` (which must not exist) without the ignored parts."""
+    """Copy the snapshot tree ``src`` to ``dest`` (which must not exist) without the ignored
+    parts."""
     shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*IGNORED),
                     copy_function=shutil.copyfile, symlinks=True)
     return Path(dest)

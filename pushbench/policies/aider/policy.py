@@ -38,7 +38,6 @@ block (version, edit format, endpoint, turns, requests, step charge) and a ``tra
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile

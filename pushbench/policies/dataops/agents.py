@@ -1,6 +1,7 @@
 """Offline DataOps-lite agents that the family-generic policies delegate to.
 
-API (what :mod:`pushbench.policies.offline` wires in; every agent has ``reset(first_observation)`` and
+API (what :mod:`pushbench.policies.offline` wires in; every agent has ``reset(first_observation)``
+and
 ``act(observation) -> dict``, observations being the env's JSON text or a decoded dict):
 
 * :func:`for_family(first_observation) -> bool`: the reset observation is a DataOps one.
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import json
 
-from . import solvers as S
 from ..base import FamilyAgent
+from . import solvers as S
 
 READ_LIMIT = 400
 

@@ -2,7 +2,8 @@
 
 Input: the unit as ``inspect`` showed it (``rules``, ``files``, ``mode``, ``answer_type``) and
 the texts of its files as ``read_file`` returned them. Output: ``{"answer": value}`` (list
-answers as comma-separated text) or ``{"write": (path, content)}``. These are written from the rule texts the agent sees, independently of the
+answers as comma-separated text) or ``{"write": (path, content)}``. These are written from the rule
+texts the agent sees, independently of the
 environment's generators and checkers, so a disagreement shows up as a failing verifier run.
 :func:`perturb` makes the plausible mistakes a less accurate agent makes.
 """

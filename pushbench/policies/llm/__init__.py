@@ -10,7 +10,8 @@ policy name              class                                      backend
 =======================  =========================================  ==========================
 
 All speak the OpenAI-compatible chat-completions API through the ``openai`` SDK; parameters
-are validated by :class:`.config.LLMConfig`. :mod:`pushbench.runner.episode` runs many episodes concurrently on
+are validated by :class:`.config.LLMConfig`. :mod:`pushbench.runner.episode` runs many episodes
+concurrently on
 one event loop. See ``docs/llm.md``.
 """
 

@@ -18,8 +18,9 @@ segments (see :mod:`.langgraph_agent`).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 

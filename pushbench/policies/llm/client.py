@@ -27,8 +27,8 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from ...envs.actions import escape_surrogates
 from ... import limits, spend
+from ...envs.actions import escape_surrogates
 from ..errors import ContextOverflow, PolicyError, SpendCut, is_context_error
 from .config import LLMConfig
 from .context import estimate_message_tokens, estimate_tokens
@@ -37,7 +37,7 @@ from .window import discover_window, overflow_numbers
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 _LOCK = threading.Lock()
 _SYNC_CLIENTS: dict[tuple, object] = {}
-_ASYNC_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
+_ASYNC_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = \
     weakref.WeakKeyDictionary()
 _PERMANENT_KIND = {400: "bad_request", 401: "auth", 403: "permission", 404: "not_found",
                    422: "unprocessable"}
@@ -94,7 +94,8 @@ class Usage:
         price = cfg.price()
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "calls": self.calls,
-                "cost_usd": price.cost(self.prompt_tokens, self.completion_tokens) if price else None,
+                "cost_usd": (price.cost(self.prompt_tokens, self.completion_tokens)
+                             if price else None),
                 "price": price.model_dump() if price else None,
                 "retries": self.retries, "estimated_calls": self.estimated_calls,
                 "transient_errors": dict(sorted(self.transient_errors.items()))}
@@ -106,7 +107,7 @@ class Usage:
                 "transient_errors": dict(self.transient_errors)}
 
     @classmethod
-    def from_state(cls, d: dict | None) -> "Usage":
+    def from_state(cls, d: dict | None) -> Usage:
         return cls(**(d or {}))
 
 
@@ -303,7 +304,7 @@ class ChatClient:
             delay = max(delay, min(after, cfg.backoff_max))
         return delay
 
-    def _failure(self, exc: Exception, usage: "Usage", attempt: int) -> float:
+    def _failure(self, exc: Exception, usage: Usage, attempt: int) -> float:
         """Account one failed attempt; return the delay before the next, or raise."""
         transient, kind, status = classify(exc)
         if not transient and is_context_error(status, str(exc), getattr(exc, "code", None)):

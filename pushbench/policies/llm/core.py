@@ -133,7 +133,7 @@ class Stats:
         return {**self.__dict__, "context_retry": [dict(e) for e in self.context_retry]}
 
     @classmethod
-    def from_state(cls, d: dict) -> "Stats":
+    def from_state(cls, d: dict) -> Stats:
         return cls(**d)
 
 

@@ -183,7 +183,7 @@ class LangGraphPolicy(Policy):
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
         ep = values["episode"]
-        for i, (action, sha) in enumerate(zip(ep["env_actions"], ep["obs_sha"])):
+        for i, (action, sha) in enumerate(zip(ep["env_actions"], ep["obs_sha"], strict=True)):
             obs = self._env.step(_restored(action))[0]
             if digest(obs) != sha:
                 raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "

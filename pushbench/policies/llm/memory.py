@@ -213,7 +213,8 @@ class MemGPTMemory(_Counts):
             raise ValueError("argument 'page' must be a positive integer")
         q = hash_embed([query])[0]
         ranked = sorted(range(len(self.archival)),
-                        key=lambda i: (-sum(a * b for a, b in zip(q, self._vectors[i])), i))
+                        key=lambda i: (-sum(a * b for a, b in zip(q, self._vectors[i],
+                                                                  strict=True)), i))
         start = (page - 1) * self.PAGE
         return {"results": [self.archival[i] for i in ranked[start:start + self.PAGE]],
                 "page": page, "total": len(self.archival),

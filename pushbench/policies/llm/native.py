@@ -4,7 +4,8 @@ One model reply may hold several function calls; they are executed in order, one
 step each (memory calls of the memory baselines run in the harness at no step), and the model is
 called again when every call of its last reply has been answered. ``act`` is the blocking form
 used by the process-pool runner, ``aact`` the asyncio form used by the concurrent driver
-(:func:`pushbench.runner.episode.arun_episode`); both run the same code around :class:`~.core.AgentCore`.
+(:func:`pushbench.runner.episode.arun_episode`); both run the same code around
+:class:`~.core.AgentCore`.
 
 Parameters (experiment ``params``): see :class:`~.config.LLMConfig`. Records gain ``usage``
 (tokens, calls, cost), ``llm`` (behaviour counts, context trimming), ``transcript`` (every model

@@ -74,7 +74,7 @@ class StubServer:
         self.port = 0
 
     # ----- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "StubServer":
+    def start(self) -> StubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,14 +85,14 @@ class StubServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - GET /v1/models (not a request)
+            def do_GET(self) -> None:  # GET /v1/models (not a request)
                 entry = {"id": "stub", "object": "model", "owned_by": "stub"}
                 if stub.window and stub.advertise_window:
                     entry["max_model_len"] = stub.window
                 self._send(200 if self.path.rstrip("/").endswith("/models") else 404, {},
                            {"object": "list", "data": [entry]})
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:  # http.server API
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 self._send(*stub.answer(self.path, body))
@@ -123,7 +123,7 @@ class StubServer:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -155,7 +155,8 @@ class StubServer:
             asked = int(body.get("max_tokens") or 0)
             if prompt + asked > self.window:
                 return 400, {}, {"error": {
-                    "message": f"This model's maximum context length is {self.window} tokens. "
+                    "message": "This model's maximum context length is "
+                               f"{self.window} tokens. "
                                f"However, you requested {prompt + asked} tokens ({prompt} in "
                                f"the messages, {asked} in the completion). Please reduce the "
                                "length of the messages or completion.",

@@ -129,7 +129,7 @@ class DataOpsAgent:
                     self._failed(uid)
             if bump is not None:
                 self.tally, self.verified = self.tally + bump, False
-            elif any(x[1] != v["verdict"] for x, v in zip(read, r["verdicts"])):
+            elif any(x[1] != v["verdict"] for x, v in zip(read, r["verdicts"], strict=True)):
                 self.tally += sum(v == "accepted" for _, v in read)
                 self.verified = False
             else:

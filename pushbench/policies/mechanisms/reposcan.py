@@ -1,7 +1,8 @@
 """The competent RepoScan base agent and the RepoScan-only mechanisms.
 
 **Base** (:class:`RepoScanAgent`): reads the property from the objective, works through its
-queries (:func:`~pushbench.policies.reposcan.judge.queries_for`) page by page, judges each hit from its
+queries (:func:`~pushbench.policies.reposcan.judge.queries_for`) page by page, judges each hit from
+its
 snippet (``yes``/``maybe`` are submitted), submits what a page gave (at most 10 ids a call),
 never resubmits an id it remembers sending, never re-reads a page it remembers, and keeps its
 tally at the verified count it reads in each result. It calls ``final`` once that tally reaches
@@ -73,14 +74,17 @@ class RepoScanAgent:
     def _read(self, obs: dict) -> None:
         result = obs.get("result") if obs.get("ok") else None
         last = self.last_action or {}
-        if isinstance(result, dict) and obs.get("tool") == "submit" and last.get("tool") == "submit":
+        if (isinstance(result, dict) and obs.get("tool") == "submit"
+                and last.get("tool") == "submit"):
             sent = len(last.get("ids", ()))
             bump = self.hooks.first("read_submit", self, sent, result["verdicts"])
             if bump is not None:
                 self.tally, self.verified = self.tally + bump, False
             else:
-                read = [(v["id"], self.hooks.read_verdict(v["verdict"])) for v in result["verdicts"]]
-                misread = [x for x, v in zip(read, result["verdicts"]) if x[1] != v["verdict"]]
+                read = [(v["id"], self.hooks.read_verdict(v["verdict"]))
+                        for v in result["verdicts"]]
+                misread = [x for x, v in zip(read, result["verdicts"], strict=True)
+                           if x[1] != v["verdict"]]
                 for ident, verdict in misread:
                     if verdict == "rejected":  # believes it did not go through: sends it again
                         self.scratch.append(ident)

@@ -12,7 +12,8 @@ success.
 
 DataOps-lite: "every candidate without judgement" has no direct analogue (a unit is accepted
 only when its checker passes), so the floor is the guessing agent of
-:mod:`pushbench.policies.dataops.floor`: every unit in list order, never reading a file, cheap answers through
+:mod:`pushbench.policies.dataops.floor`: every unit in list order, never reading a file, cheap
+answers through
 ``run_verifier`` and ``submit``. SWE-lite has no floor: a unit is kept only if its tests fail on
 the mutated code (checked when the unit set is built), so an agent that does not read and
 repair code cannot get a unit accepted; ``reset`` says so instead of running a meaningless row.

@@ -97,8 +97,8 @@ def queries_for(spec: str) -> list[str]:
 
 def _split(snippet: str) -> tuple[list[str], list[str], bool]:
     lines = snippet.split("\n")
-    start = next((i for i, l in enumerate(lines)
-                  if l.lstrip().startswith(("def ", "async def "))), 0)
+    start = next((i for i, ln in enumerate(lines)
+                  if ln.lstrip().startswith(("def ", "async def "))), 0)
     end = start
     while end < len(lines) - 1 and not lines[end].rstrip().endswith(":"):
         end += 1
@@ -112,7 +112,7 @@ def _old_atom(spec: str, hit: dict) -> str:
         return "yes" if head and head[0].lstrip().startswith("@") else "no"
     if spec.startswith("fixture:"):
         name = spec.split(":", 1)[1]
-        sig = " ".join(l.strip() for l in head)
+        sig = " ".join(ln.strip() for ln in head)
         fn = hit.get("id", "").rsplit(".", 1)[-1].rsplit("::", 1)[-1]
         if not fn.startswith("test"):
             return "no"
@@ -120,12 +120,12 @@ def _old_atom(spec: str, hit: dict) -> str:
             return "yes"
         return "maybe" if not head[-1].rstrip().endswith(":") else "no"
     if spec == "docstring":
-        first = next((l.strip() for l in body if l.strip()), None)
+        first = next((ln.strip() for ln in body if ln.strip()), None)
         if first is None:
             return "maybe" if maybe_cut else "no"
         return "yes" if re.match(r"^[rRuUbBfF]{0,2}('''|\"\"\"|'|\")", first) else "no"
     pattern = _PATTERNS[spec]
-    if any(pattern.search(l) for l in body):
+    if any(pattern.search(ln) for ln in body):
         return "yes"
     return "maybe" if maybe_cut else "no"
 
@@ -230,7 +230,7 @@ def _visible_function(hit: dict):
     it are never read, so every fact seen in the prefix is a fact of the real code.
     """
     lines = hit.get("snippet", "").split("\n")
-    usable = next((i for i, l in enumerate(lines) if _clipped(l)), len(lines))
+    usable = next((i for i, ln in enumerate(lines) if _clipped(ln)), len(lines))
     whole = usable == len(lines) and len(lines) < SNIPPET_LINES
     for end in range(usable, 0, -1):
         part = lines[:end]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from ..spec import EpisodeResult, EpisodeSpec
 from .base import Executor, arun_spec

@@ -21,7 +21,7 @@ or machines. Register a new executor in :data:`EXECUTORS` (name -> class taking 
 from __future__ import annotations
 
 import traceback
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ... import limits, spend
 from ...records import encode_trace, episode_line
@@ -81,7 +81,7 @@ class Executor:
             self.gate.settle(result)
         return result
 
-    def install_meter(self, meter: "spend.Meter | None") -> Callable[[], None]:
+    def install_meter(self, meter: spend.Meter | None) -> Callable[[], None]:
         """Make ``meter`` (the run's cost cap) govern the model calls of the episodes this
         executor runs; return the function that undoes it. In-process executors install it
         here (this default); others override it."""
@@ -113,7 +113,7 @@ class Executor:
         previous = limits.install(limits.LocalLimiter(caps))
         return lambda: limits.install(previous)
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ... import limits, spend
 from ..spec import EpisodeResult, EpisodeSpec
@@ -44,7 +44,8 @@ def _worker_init(parent_alive, env: dict[str, str | None] | None = None, meter_v
             os.environ[key] = value
     if meter_value is not None:  # the run's cost cap, shared by every worker
         spend.install(spend.SharedMeter(cap_usd, meter_value))
-    import pushbench  # noqa: F401  - registers the environments (user tasks too) in the worker
+    import pushbench  # registers the environments (user tasks too) in the worker
+
     from ... import tasks
 
     tasks.reload()  # a forkserver may have loaded the task lists under its own environment
@@ -214,7 +215,7 @@ class LocalPoolExecutor(Executor):
             p.join(timeout=5)
         self._close_pipe()
 
-    def install_meter(self, meter: "spend.Meter | None") -> Callable[[], None]:
+    def install_meter(self, meter: spend.Meter | None) -> Callable[[], None]:
         """Share ``meter``'s spend with every worker (a ``multiprocessing.Value`` handed to the
         workers as they start; an idle pool from an earlier sweep is restarted for it)."""
         if self._pool is not None and (meter is not None or self._pool_meter is not None):

@@ -4,7 +4,8 @@
 (install with ``pip install "pushbench[ray]"``). Without an address a private local Ray
 instance is started (``--workers N`` CPUs, default all) and stopped afterwards; with one, the
 driver joins that cluster. Results stream back as episodes finish (``ray.wait``) and this
-process writes them through the same atomic, resumable :class:`~pushbench.runner.rundir.RunDir` as every other
+process writes them through the same atomic, resumable :class:`~pushbench.runner.rundir.RunDir` as
+every other
 executor, so results land in the driver's ``--out`` directory and a restarted driver skips
 finished episodes.
 
@@ -34,7 +35,8 @@ import os
 import traceback
 import uuid
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

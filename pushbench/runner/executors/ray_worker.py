@@ -7,8 +7,9 @@ Kept apart from the driver side (:mod:`.ray`) so a worker imports only what an e
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Callable
+from typing import Any
 
 from ... import limits
 from .base import run_spec
@@ -49,7 +50,8 @@ class _RayLimiter:
 def episode_task(spec, limiter=None, fn: Callable | None = None):
     """Body of the episode task: ``run_spec(spec)`` (or ``fn``) under the endpoint caps.
 
-    Returns an :class:`~pushbench.runner.spec.EpisodeResult`; an episode's exception is already an error
+    Returns an :class:`~pushbench.runner.spec.EpisodeResult`; an episode's exception is already an
+    error
     result there, so anything raised here is a harness failure.
     """
     import ray

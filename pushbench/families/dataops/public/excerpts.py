@@ -14,7 +14,7 @@ import csv
 import hashlib
 import io
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -43,13 +43,13 @@ def folder() -> Path:
     return paths.data_dir("tasks") / "dataops" / "public"
 
 
-@lru_cache(maxsize=None)
+@cache
 def manifest() -> dict:
     """The provenance manifest: ``{"schema_version": 1, "excerpts": {name: entry}}``."""
     return yaml.safe_load((folder() / "manifest.yaml").read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def table(name: str) -> Table:
     """Excerpt ``name`` (``flights.csv``) as a text table, after its digest and licence check."""
     entry = manifest()["excerpts"].get(name)

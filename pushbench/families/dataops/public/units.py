@@ -35,9 +35,9 @@ import io
 import json
 import math
 
+from ....envs.sandbox import Workspace
 from ..datasets import to_csv
 from ..units import CheckResult, Unit, check_with, generate_backlog, list_text, put_files
-from ....envs.sandbox import Workspace
 from . import excerpts as X
 
 KINDS = ("field_check", "metadata_repair", "consistency")
@@ -323,7 +323,7 @@ def _check_clean(text: str, expected: list[list[str]]) -> CheckResult:
         return CheckResult(False, "header", "the header is not " + ",".join(CLEAN_HEADER))
     if len(got) - 1 != len(expected):
         return CheckResult(False, "rows", "the file does not have one row per raw row")
-    if any([c.strip() for c in g] != e for g, e in zip(got[1:], expected)):
+    if any([c.strip() for c in g] != e for g, e in zip(got[1:], expected, strict=True)):
         return CheckResult(False, "mapping", "at least one row does not follow the mapping")
     return CheckResult(True)
 

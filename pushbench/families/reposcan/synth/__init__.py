@@ -25,13 +25,20 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from .package import plan_package, render_init, render_module
-from .plan import (ATOMS, DEFAULT_DENSITY, DensityError, allocate, layout, normalise_density,
-                   parse_density)
+from .plan import (
+    ATOMS,
+    DEFAULT_DENSITY,
+    DensityError,
+    allocate,
+    layout,
+    normalise_density,
+    parse_density,
+)
 from .sigs import Namer
 from .testsuite import plan_tests, render_conftest, render_test_module
 from .vocab import DOMAINS, GENERIC_NOUNS, Draw

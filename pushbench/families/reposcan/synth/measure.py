@@ -1,7 +1,8 @@
 """Realised atom counts of a generated tree, read with the real RepoScan indexer and predicates.
 
 Used by the tests, the benchmark and the docs table to check :func:`generate`'s contract. Facts
-come from :func:`..indexer.facts_tree` and each atom is judged by :func:`..predicates.parse_predicate`.
+come from :func:`..indexer.facts_tree` and each atom is judged by
+:func:`..predicates.parse_predicate`.
 Where this checkout's predicate language lacks an atom, ``async`` and ``method`` fall back to
 the indexer's ``Definition.kind`` and ``test`` to the name rule; ``yields`` and ``annotated``
 then have no independent measurement and are reported as ``None``.
@@ -9,8 +10,8 @@ then have no independent measurement and are reported as ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from .. import indexer
 from ..predicates import parse_predicate
@@ -19,7 +20,8 @@ from . import ATOMS, atom_spec
 
 def measure(root: Path, primary_fixture: str) -> dict[str, int | None]:
     """``{"defs": universe size, atom: definitions under root satisfying it}`` (``None``: this
-    checkout cannot measure the atom), via :func:`indexer.facts_tree` / :func:`indexer.index_tree`."""
+    checkout cannot measure the atom), via :func:`indexer.facts_tree` /
+    :func:`indexer.index_tree`."""
     root = Path(root)
     return _count(indexer.facts_tree(root), [d.kind for d in indexer.index_tree(root)],
                   primary_fixture)

@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 from . import vocab
 from .bodies import Body, pkg_body, words
 from .plan import DefSpec
-from .sigs import FIELD_DEFAULTS, LITERALS, ClassPlan, Namer, Param, Scope, Sig, \
-    pkg_signature, render_signature
+from .sigs import (
+    FIELD_DEFAULTS,
+    LITERALS,
+    ClassPlan,
+    Namer,
+    Param,
+    Scope,
+    Sig,
+    pkg_signature,
+    render_signature,
+)
 from .vocab import Draw, camel, snake
 
 HEADER = """from __future__ import annotations
@@ -153,7 +162,8 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
 
     if mod.index == 0:
         chunks.append(f"class {pkg.error}(Exception):\n"
-                      f"    \"\"\"Raised when {words(namer.noun())} data cannot be processed.\"\"\"\n")
+                      f"    \"\"\"Raised when {words(namer.noun())} data cannot be "
+                      "processed.\"\"\"\n")
         for d in pkg.decorators:
             chunks.append("\n".join(body_of(d, "", [], [])) + "\n")
     shared = [(f, f.name) for f in [*local_funcs, *foreign]]
@@ -162,7 +172,8 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
             chunks.append("\n".join(body_of(item, "", [], shared)) + "\n")
             continue
         lines = ["@dataclass", f"class {item.name}:",
-                 f"    \"\"\"{words(namer.noun()).capitalize()} {words(namer.noun())} records.\"\"\"",
+                 f"    \"\"\"{words(namer.noun()).capitalize()} "
+                 f"{words(namer.noun())} records.\"\"\"",
                  ""]
         lines += [f"    {f.name}: {f.ann} = {f.default}" for f in item.fields]
         for m in item.methods:

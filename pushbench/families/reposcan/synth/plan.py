@@ -17,8 +17,8 @@ package module) and ``pkg`` (every other function or method of the package).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from .vocab import Draw
 

@@ -67,7 +67,9 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             plan.targets[s.idx] = target
             base = target[0].name if target else namer.noun()
             cscope = scope if s.group < 0 else groups.setdefault(s.group, [Scope()])[0]
-            name = cscope.claim(lambda a: snake("test", base) if a == 0 and draw.chance(0.4)
+            # claim() calls the namer at once; base is bound as a default all the same (B023)
+            name = cscope.claim(lambda a, base=base: snake("test", base)
+                                if a == 0 and draw.chance(0.4)
                                 else snake("test", base, draw.pick(vocab.SCENARIOS)) if a < 30
                                 else snake("test", base, draw.pick(vocab.SCENARIOS),
                                            draw.pick(vocab.SCENARIOS)))
@@ -97,7 +99,7 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             tests_in = groups[g][1:]
             first = plan.targets[tests_in[0].spec.idx]
             stem = first[1] or camel(first[0].name) if first else camel(namer.noun())
-            out.append((cls_scope.claim(lambda a: "Test" + stem if a == 0 else
+            out.append((cls_scope.claim(lambda a, stem=stem: "Test" + stem if a == 0 else
                                         "Test" + stem + camel(draw.pick(vocab.SCENARIOS))),
                         tests_in))
         plan.modules[m] = draw.shuffled(out)
@@ -216,7 +218,8 @@ def render_conftest(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan)
         b = Body(draw, namer, "    ", [p.name for p in sig.params])
         _fixture_body(b, sig, pkg, imports)
         chunks.append("\n".join(render_signature(sig, "") + b.lines) + "\n")
-    head = f'"""Shared fixtures for the {pkg.name} tests."""\n\nfrom __future__ import annotations\n\n'
+    head = (f'"""Shared fixtures for the {pkg.name} tests."""\n\n'
+            "from __future__ import annotations\n\n")
     return head + format_imports(imports, pkg.name) + "\n\n" + "\n\n".join(chunks)
 
 

@@ -10,7 +10,8 @@ this). Lists are tuples in a fixed order; nothing iterates a set.
 from __future__ import annotations
 
 import random
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -116,7 +117,7 @@ class Draw:
         the draws.
         """
         keyed = []
-        for pos, (item, w) in enumerate(zip(items, weights)):
+        for pos, (item, w) in enumerate(zip(items, weights, strict=True)):
             u = self._r.random()
             if w > 0:
                 keyed.append((u ** (1.0 / w), -pos, item))
