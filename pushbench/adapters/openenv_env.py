@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import metrics
 from ..policies.llm.core import call_action, text_action
+from ..envs.base import base_env
 from ..registration import make
 
 
@@ -127,7 +128,7 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         weights = RewardWeights.model_validate(reward_weights or {})
         env = make(task, controller=controller,
                    **({"budget": budget} if budget is not None else {}))
-        options = {env.unwrapped._instance_option: instance} if instance else None
+        options = {base_env(env)._instance_option: instance} if instance else None
         try:
             obs, info = env.reset(seed=seed, options=options)
         except BaseException:
@@ -137,9 +138,9 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         self._env, self._weights, self._last_qgp = env, weights, info["qgp"]
         self._state = PushBenchState(
             episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task,
-            instance=env.unwrapped.instance, seed=seed, controller=controller,
-            target=env.unwrapped.task.target)
-        return PushBenchObservation(text=obs, tools=env.unwrapped.tool_schemas(),
+            instance=base_env(env).instance, seed=seed, controller=controller,
+            target=base_env(env).task.target)
+        return PushBenchObservation(text=obs, tools=base_env(env).tool_schemas(),
                                     qgp=info["qgp"], reward=0.0, done=False)
 
     def step(self, action: PushBenchAction, timeout_s: float | None = None,

@@ -126,8 +126,8 @@ def _specs(experiment) -> tuple[dict, str | None]:
 def _label_reasons(record: dict, spec) -> list[str]:
     from ..policies.identity import policy_label
 
-    ctl = record.get("controller") if isinstance(record.get("controller"), dict) else {}
-    pol = record.get("policy") if isinstance(record.get("policy"), dict) else {}
+    ctl = got if isinstance(got := record.get("controller"), dict) else {}
+    pol = got if isinstance(got := record.get("policy"), dict) else {}
     want = {"task_id": (record.get("task_id"), spec.task_id),
             "seed": (record.get("seed"), spec.seed),
             "controller": (ctl.get("name"), spec.controller),
@@ -181,7 +181,7 @@ def _replay_blackbox(b: Bundle, run_dir: str, work: Path, out: Verified) -> None
     except RunDirError as e:  # not a readable run: the bundle cannot be judged as it is
         raise BundleError(f"bundle {b.path.name}: {run_dir} is not a readable black-box run "
                           f"({str(e).replace(str(folder), run_dir)})") from None
-    bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
+    bb = got if isinstance(got := record.get("blackbox"), dict) else {}
     bb["run_dir"] = f"{b.path.name}:{run_dir}"  # not the temporary folder
     record["blackbox"] = bb
     reasons = list(record.get("tamper_reasons") or [])

@@ -336,6 +336,6 @@ def adopt(record: dict, checked: Checked) -> dict:
               "steps_used", "terminated_by", "valid_count", "success", "reported_count",
               "final_message", "calls", "progress", "metrics"):
         out[k] = rep.get(k)
-    ctl = out.get("controller") if isinstance(out.get("controller"), dict) else {}
+    ctl = got if isinstance(got := out.get("controller"), dict) else {}
     out["controller"] = {**ctl, **rep["controller"]}
     return out

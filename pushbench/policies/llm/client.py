@@ -145,7 +145,7 @@ def _overflow(exc: Exception, status: int | None) -> ContextOverflow:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):  # llama.cpp's own server: {"n_ctx", "n_prompt_tokens"}
         body = body.get("error", body) if isinstance(body.get("error"), dict) else body
-        window = window or (body.get("n_ctx") if isinstance(body.get("n_ctx"), int) else None)
+        window = window or (got if isinstance(got := body.get("n_ctx"), int) else None)
         prompt = prompt or (body.get("n_prompt_tokens")
                             if isinstance(body.get("n_prompt_tokens"), int) else None)
     return ContextOverflow(f"{type(exc).__name__}: {exc}", status=status, window=window,
