@@ -316,16 +316,20 @@ class AgentCore:
 
     def run_memory(self, item: Item) -> dict:
         """Run a memory call in the harness (no step); return its tool message."""
-        name = item.call.name
+        call, memory = item.call, self.memory
+        if call is None or memory is None:  # items are memory calls only where both exist
+            raise ValueError("run_memory needs a memory call and a policy with a memory")
+        name = call.name
+        out: dict[str, Any]
         if item.args is None:
             out = {"tool": name, "ok": False, "error_type": "bad_json",
                    "error": f"{name}: arguments are not a JSON object"}
         else:
             try:
-                out = {"tool": name, "ok": True, "result": self.memory.call(name, item.args)}
+                out = {"tool": name, "ok": True, "result": memory.call(name, item.args)}
             except (TypeError, ValueError, KeyError) as e:
                 out = {"tool": name, "ok": False, "error_type": "bad_arguments",
                        "error": f"{name}: {e}"}
-        self.memory.note_call(name, out["ok"])
-        return {"role": "tool", "tool_call_id": item.call.id,
+        memory.note_call(name, out["ok"])
+        return {"role": "tool", "tool_call_id": call.id,
                 "content": json.dumps(out, ensure_ascii=True, separators=(",", ":"))}
