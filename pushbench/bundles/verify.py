@@ -32,6 +32,7 @@ import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import paths, tasks
@@ -216,7 +217,7 @@ def _line(record: dict) -> dict:
         else episode_line(record)
 
 
-def verify_bundles(bundles: list[str | Path], out: str | Path, overwrite: bool = False,
+def verify_bundles(bundles: Sequence[str | Path], out: str | Path, overwrite: bool = False,
                    seed: int = 0, n_resamples: int = 9999, console=None, printer=None,
                    arguments: dict | None = None) -> list[Verified]:
     """Verify ``bundles`` into ``out`` (see the module doc); return one :class:`Verified` each.

@@ -96,6 +96,7 @@ def run_cmd(
                       dict(progress=progress, force=force, arguments=arguments,
                            console=console, sync_interval=sync_interval))
             return
+        assert out_dir is not None  # required unless --estimate without --pilot (above)
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
                                  arguments=arguments, console=console,
                                  sync_interval=sync_interval, max_cost_usd=max_cost_usd,
@@ -164,12 +165,13 @@ def _estimate(exp, out_dir: Optional[Path], limit: Optional[int], pilot: Optiona
 
     specs = expand(exp, limit=limit)
     if pilot is not None:
+        assert out_dir is not None  # --pilot requires --out (run_cmd)
         keys = pilot_keys(specs, pilot)
         console.print(f"pilot: {len(keys)} episode(s) ({pilot} per policy label) into {out_dir}",
                       highlight=False)
         run_experiment(exp, out_dir, limit=limit, max_cost_usd=cap,
                        allow_unpriced=allow_unpriced, keys=keys, **run_kwargs)
-    done = {}
+    done: dict = {}
     if out_dir is not None:
         for line in read_lines(out_dir / "episodes.jsonl"):
             done.setdefault(line.get("key"), line)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from typing import Any, Iterable
 
 from .spec import EpisodeSpec
 
@@ -49,14 +50,17 @@ ASSUMPTIONS = (
 )
 
 
+Triple = tuple[float, float, float]  # low, expected, high
+
+
 @dataclass(frozen=True)
 class Bounds:
     """Low / expected / high figures of one episode (``math.inf``: unbounded)."""
 
-    steps: tuple[float, float, float]
-    prompt: tuple[float, float, float]
-    completion: tuple[float, float, float]
-    cost: tuple[float, float, float] | None  # None: calls a model without a price
+    steps: Triple
+    prompt: Triple
+    completion: Triple
+    cost: Triple | None  # None: calls a model without a price
     llm: bool = True
 
     @property
@@ -128,17 +132,17 @@ class Planner:
         steps_lo = min(target, budget) if target else budget
         calls_hi = budget * (1 + k) + k
         per_call = math.inf if cfg.context_tokens is None else cfg.context_tokens + tools
-        prompt = (steps_lo * (pinned + tools), budget * per_call, calls_hi * per_call)
-        completion = (steps_lo * min(c, COMPLETION_LOW), budget * min(c, COMPLETION_EXPECTED),
+        prompt: Triple = (steps_lo * (pinned + tools), budget * per_call, calls_hi * per_call)
+        completion: Triple = (steps_lo * min(c, COMPLETION_LOW), budget * min(c, COMPLETION_EXPECTED),
                       calls_hi * c)
         cap = spec.max_episode_tokens
         if cap is not None:
-            prompt = tuple(min(x, cap) for x in prompt)
-            completion = tuple(min(x, cap) for x in completion)
+            prompt = _triple(min(x, cap) for x in prompt)
+            completion = _triple(min(x, cap) for x in completion)
         price = cfg.price()
-        cost = None
+        cost: Triple | None = None
         if price is not None:
-            cost = tuple(_cost(p, q, price.input_per_mtok, price.output_per_mtok)
+            cost = _triple(_cost(p, q, price.input_per_mtok, price.output_per_mtok)
                          for p, q in zip(prompt, completion))
             if cap is not None:
                 worst = cap * max(price.input_per_mtok, price.output_per_mtok) / 1e6
@@ -165,8 +169,14 @@ def aider_bounds(spec: EpisodeSpec) -> Bounds:
     context = int(params.get("context", 32768))
     steps = (float(min(task.target, budget)), float(budget), float(budget))
     requests = (1.0, float(min(task.target, budget)), float(budget))
-    return Bounds(steps, tuple(r * context for r in requests),
-                  tuple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
+    return Bounds(steps, _triple(r * context for r in requests),
+                  _triple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
+
+
+def _triple(values: Iterable[float]) -> Triple:
+    """Three figures as a typed tuple (low, expected, high); ValueError if not three."""
+    low, expected, high = values
+    return low, expected, high
 
 
 def _cost(prompt: float, completion: float, pin: float, pout: float) -> float:
@@ -193,7 +203,7 @@ def pilot_bounds(base: Bounds, spec: EpisodeSpec, lines: list[dict]) -> Bounds:
     prompt = (steps[0] * min(tp), steps[1] * sum(tp) / len(tp), steps[2] * max(tp))
     completion = (steps[0] * min(tc), steps[1] * sum(tc) / len(tc), steps[2] * max(tc))
     price = cfg.price()
-    cost = None if price is None else tuple(
+    cost = None if price is None else _triple(
         _cost(p, q, price.input_per_mtok, price.output_per_mtok)
         for p, q in zip(prompt, completion))
     return replace(base, steps=steps, prompt=prompt, completion=completion, cost=cost)
@@ -232,7 +242,7 @@ def estimate_rows(specs: list[EpisodeSpec], done: dict[str, dict], pilot: bool =
     labels: dict[str, list[EpisodeSpec]] = {}
     for s in specs:
         labels.setdefault(policy_label(s.policy, s.policy_params, s.policy_label), []).append(s)
-    rows = []
+    rows: list[dict[str, Any]] = []
     zero = (0.0, 0.0, 0.0)
     for label, group in labels.items():
         finished = [done[s.key] for s in group if s.key in done]

@@ -143,7 +143,7 @@ def apply_edit(root: str, edit: Edit) -> str | None:
 def _make(task_id: str, controller: str | None, budget: int | None):
     from .. import make
 
-    kwargs = {"budget": budget} if budget is not None else {}
+    kwargs: dict[str, Any] = {"budget": budget} if budget is not None else {}
     if controller in (None, "none"):
         return make(task_id, **kwargs), False
     return make(task_id, controller=controller, **kwargs), True
@@ -173,10 +173,11 @@ def replay(task_id: str, controller: str | None, seed: int | None, steps: Sequen
                 if ws is None:
                     out.problems.append(f"step {i}: out-of-band edits for a family without "
                                         "a workspace")
-                for e in step.edits if ws is not None else ():
-                    why = apply_edit(ws, e)
-                    if why:
-                        out.problems.append(f"step {i}: {why}")
+                else:
+                    for edit in step.edits:
+                        why = apply_edit(ws, edit)
+                        if why:
+                            out.problems.append(f"step {i}: {why}")
             obs, *_ = env.step(step.action)
             out.observations.append(obs)
     except Exception as e:  # noqa: BLE001 - a harness failure (a snapshot or test venv missing
@@ -323,7 +324,7 @@ def adopt(record: dict, checked: Checked) -> dict:
     if checked.reasons or checked.unverifiable:
         out["claimed"] = {k: record.get(k) for k in CLAIM_FIELDS if k in record}
     if not rep:
-        empty = {"calls": [], "target": record.get("target"), "budget": record.get("budget"),
+        empty: dict[str, Any] = {"calls": [], "target": record.get("target"), "budget": record.get("budget"),
                  "terminated_by": None}
         try:
             m = metrics.episode_metrics(empty)

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 from collections import deque
+from multiprocessing.connection import Connection
 from typing import Callable, Iterable, Iterator
 
 from ... import limits, spend
@@ -42,7 +43,7 @@ def _worker_init(parent_alive, env: dict[str, str | None] | None = None, meter_v
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    if meter_value is not None:  # the run's cost cap, shared by every worker
+    if meter_value is not None and cap_usd is not None:  # the run's cost cap (both or none)
         spend.install(spend.SharedMeter(cap_usd, meter_value))
     import pushbench  # noqa: F401  - registers the environments (user tasks too) in the worker
     from ... import tasks
@@ -93,7 +94,9 @@ class LocalPoolExecutor(Executor):
         # inject worker deaths here, as they do for the Ray executor
         self.fn = fn or run_spec
         self._pool: cf.ProcessPoolExecutor | None = None
-        self._alive = self._reader = None  # the parent-alive pipe (write end never written)
+        # the parent-alive pipe (write end never written)
+        self._alive: Connection | None = None
+        self._reader: Connection | None = None
         # future -> (spec, the pool it went to, whether it ran alone in that pool)
         self._futures: dict[cf.Future, tuple[EpisodeSpec, cf.ProcessPoolExecutor, bool]] = {}
         self._suspects: deque[EpisodeSpec] = deque()  # lost with a broken pool: re-run alone
