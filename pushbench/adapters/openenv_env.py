@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
@@ -49,6 +49,9 @@ from .. import metrics
 from ..policies.llm.core import call_action, text_action
 from ..envs.base import base_env
 from ..registration import make
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 
 class RewardWeights(BaseModel):
@@ -81,6 +84,7 @@ class PushBenchAction(Action):
             return text_action(self.text)
         raw = self.arguments if isinstance(self.arguments, str) else json.dumps(
             self.arguments, ensure_ascii=True)
+        assert self.tool is not None  # the model's validator: a text or a tool call
         return call_action(self.tool, raw)
 
 
@@ -113,7 +117,7 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
 
     def __init__(self) -> None:
         super().__init__()
-        self._env = None
+        self._env: gym.Env | None = None
         self._weights = RewardWeights()
         self._state = PushBenchState()
         self._last_qgp: dict = {}

@@ -61,7 +61,7 @@ def chain_start(run: dict) -> str:
     """The first ``prev`` of ``run``'s trace: the configuration's genesis for a signed run."""
     from . import signing
 
-    return signing.genesis(run) if signing.is_signed(run) else genesis(run.get("run_id"))
+    return signing.genesis(run) if signing.is_signed(run) else genesis(str(run.get("run_id")))
 
 
 def line_digest(line: bytes) -> str:

@@ -188,6 +188,7 @@ def _apply_recorded_edits(session, run_dir: Path, i: int, line: dict) -> None:
                            f"line {i} cannot be redone ({why or 'their content is not recorded'}"
                            "); use a new --run-dir (or --overwrite)")
     for edit, _ in edits:
+        assert edit is not None  # why is None: every edit decoded
         problem = apply_edit(ws, edit)
         if problem:
             raise _setup_error(f"cannot re-attach to {run_dir}: {problem}; use a new --run-dir "

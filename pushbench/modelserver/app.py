@@ -197,10 +197,10 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
                 return Response(payload, status_code=status, media_type="application/json")
             except Exception as e:  # noqa: BLE001 - a server bug: answer in the API's shape
                 log.exception("internal error answering %s", api)
-                body = json.dumps(error("internal", f"internal error: {type(e).__name__}"))
+                err_text = json.dumps(error("internal", f"internal error: {type(e).__name__}"))
                 entry.update(status=500, error=f"internal: {e!r}"[:300])
                 rlog.write(entry)
-                return Response(body.encode(), status_code=500, media_type="application/json")
+                return Response(err_text.encode(), status_code=500, media_type="application/json")
             entry.update(status=status, bytes_out=sum(len(c) for c in chunks),
                          latency_ms=round(1000 * (time.perf_counter() - t0), 3))
             rlog.write(entry)

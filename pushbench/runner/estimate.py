@@ -133,7 +133,8 @@ class Planner:
         calls_hi = budget * (1 + k) + k
         per_call = math.inf if cfg.context_tokens is None else cfg.context_tokens + tools
         prompt: Triple = (steps_lo * (pinned + tools), budget * per_call, calls_hi * per_call)
-        completion: Triple = (steps_lo * min(c, COMPLETION_LOW), budget * min(c, COMPLETION_EXPECTED),
+        completion: Triple
+        completion = (steps_lo * min(c, COMPLETION_LOW), budget * min(c, COMPLETION_EXPECTED),
                       calls_hi * c)
         cap = spec.max_episode_tokens
         if cap is not None:

@@ -324,7 +324,8 @@ def adopt(record: dict, checked: Checked) -> dict:
     if checked.reasons or checked.unverifiable:
         out["claimed"] = {k: record.get(k) for k in CLAIM_FIELDS if k in record}
     if not rep:
-        empty: dict[str, Any] = {"calls": [], "target": record.get("target"), "budget": record.get("budget"),
+        empty: dict[str, Any]
+        empty = {"calls": [], "target": record.get("target"), "budget": record.get("budget"),
                  "terminated_by": None}
         try:
             m = metrics.episode_metrics(empty)

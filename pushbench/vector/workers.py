@@ -116,8 +116,10 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         ctx = mp.get_context(context)
         for start, stop in self._slices:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, env_fns[start:stop], autoreset_mode),
-                               name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
+            # Every concrete context has Process; typeshed types get_context(str) as the base.
+            proc = ctx.Process(  # type: ignore[attr-defined]
+                target=_worker, args=(child, env_fns[start:stop], autoreset_mode),
+                name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
             proc.start()
             child.close()
             self._pipes.append(parent)

@@ -98,7 +98,8 @@ _SCALAR_FIELDS = frozenset({"ctx", "op", "id", "attr", "arg", "name", "asname", 
                             "level", "names", "type_comment", "kind", "kwd_attrs", "rest",
                             "is_async", "simple", "conversion"})
 # AST class -> fields to walk. A local variable's annotation is never evaluated (PEP 526).
-_CHILDREN: dict[type[ast.AST], tuple[str, ...]] = {ast.Constant: (), ast.AnnAssign: ("target", "value")}
+_CHILDREN: dict[type[ast.AST], tuple[str, ...]] = {ast.Constant: (),
+                                                   ast.AnnAssign: ("target", "value")}
 
 
 def _children(kind: type[ast.AST]) -> tuple[str, ...]:

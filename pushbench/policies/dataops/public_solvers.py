@@ -96,7 +96,8 @@ def record_fix(unit: dict, files: dict[str, str], slip: bool = False) -> tuple[s
         key, _, value = line.partition(": ")
         source.setdefault(key.strip(), value)
     header, rows = _table(files[first["data"]])
-    doc: dict[str, Any] = {k: source[k] for k in ("dataset", "package", "version", "licence", "citation")}
+    doc: dict[str, Any]
+    doc = {k: source[k] for k in ("dataset", "package", "version", "licence", "citation")}
     doc.update(rows=len(rows) + (1 if slip else 0), columns=header)
     return first["record"], json.dumps(doc, indent=2) + "\n"
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from ...envs import actions
 from ..errors import ContextOverflow
@@ -56,7 +56,7 @@ MEMORY_LIMIT_NOTE = ("[harness] Too many replies in a row used only memory tools
 class Memory(Protocol):
     """A memory baseline's harness-side tools (see :mod:`.memory`)."""
 
-    kind: str
+    kind: ClassVar[str]
     tools: list[dict]
     names: frozenset[str]
 
@@ -64,6 +64,9 @@ class Memory(Protocol):
     def note_call(self, name: str, ok: bool) -> None: ...
     def context_block(self) -> str | None: ...
     def summary(self) -> dict: ...
+    def bind(self, store: Any) -> None: ...  # the LangGraph store (None-op without one)
+    def to_state(self) -> dict: ...
+    def load_state(self, d: dict) -> None: ...
 
 
 @dataclass

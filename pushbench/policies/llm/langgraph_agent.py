@@ -61,6 +61,7 @@ from .core import AgentCore, Memory, Stats, digest
 from .graph import AgentState, build_graph
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
+    import gymnasium as gym
     from langgraph.runtime import Runtime
 
 _GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability",
@@ -93,7 +94,7 @@ class LangGraphPolicy(Policy):
     """The LLM agent loop as a LangGraph ``StateGraph`` with a SQLite checkpointer."""
 
     name: ClassVar[str] = "llm-langgraph"
-    simulated: ClassVar[bool] = False
+    simulated = False
     backend: ClassVar[str] = "langgraph"
     Params = LangGraphConfig
 
@@ -115,9 +116,16 @@ class LangGraphPolicy(Policy):
         self._done = False
         self.client = ChatClient(self.cfg, seed)
         self.memory: Memory | None = None
-        self._env = None
+        self._env: gym.Env | None = None
         self.store = None
         self._window: int | None = None
+
+    @property
+    def _live_env(self) -> gym.Env:
+        """The environment drive() / adrive() is running."""
+        if self._env is None:
+            raise PolicyError("config", "the graph ran outside drive()")
+        return self._env
 
     # ----- hooks for the memory baseline --------------------------------------------------
     def make_memory(self) -> Memory | None:
@@ -173,7 +181,7 @@ class LangGraphPolicy(Policy):
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
         for i, (action, sha) in enumerate(zip(values["env_actions"], values["obs_sha"])):
-            obs = self._env.step(_restored(action))[0]
+            obs = self._live_env.step(_restored(action))[0]
             if digest(obs) != sha:
                 raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "
                                   "gave a different observation (the task, snapshot or "
@@ -328,7 +336,7 @@ class LangGraphPolicy(Policy):
                 messages.append(self.core.run_memory(item))
                 events.append(self.core.answer_event(None, messages[-1]))
                 continue
-            obs, _, terminated, truncated, _ = self._env.step(item.action)
+            obs, _, terminated, truncated, _ = self._live_env.step(item.action)
             stats.env_actions += 1
             actions.append(_storable(item.action))
             shas.append(digest(obs))
