@@ -9,7 +9,7 @@ The tools node ends the run at the episode's end (``done``) or at a segment's en
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Annotated, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
@@ -35,16 +35,17 @@ def _route(state: AgentState) -> str:
     return END if state["done"] or state.get("pause") else "model"
 
 
-# Nodes of the shared compiled graph: the policy of the run is LangGraph's run context.
-def _model_node(state: AgentState, runtime: Runtime) -> dict:
+# Nodes of the shared compiled graph: the policy of the run is LangGraph's run context
+# (Runtime[Any]: LangGraph bounds a context type to data classes, the policy is an object).
+def _model_node(state: AgentState, runtime: Runtime[Any]) -> dict:
     return runtime.context._model(state)
 
 
-async def _amodel_node(state: AgentState, runtime: Runtime) -> dict:
+async def _amodel_node(state: AgentState, runtime: Runtime[Any]) -> dict:
     return await runtime.context._amodel(state)
 
 
-def _tools_node(state: AgentState, runtime: Runtime) -> dict:
+def _tools_node(state: AgentState, runtime: Runtime[Any]) -> dict:
     return runtime.context._tools(state, runtime)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
@@ -39,7 +40,7 @@ MAX_NOTE_CHARS = 2000
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
-def hash_embed(texts: list[str], dims: int = EMBED_DIMS) -> list[list[float]]:
+def hash_embed(texts: Sequence[str], dims: int = EMBED_DIMS) -> list[list[float]]:
     """L2-normalised hashed bag of lower-cased word and identifier-part tokens."""
     out = []
     for text in texts:
