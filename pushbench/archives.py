@@ -228,7 +228,9 @@ class _Layout:
     """Names already extracted: refuses duplicates and a file where a folder is needed."""
 
     def __init__(self, where: str) -> None:
-        self.where, self.files, self.dirs = where, set(), set()
+        self.where = where
+        self.files: set[tuple[str, ...]] = set()
+        self.dirs: set[tuple[str, ...]] = set()
 
     def add(self, parts: tuple[str, ...], is_dir: bool, name: str) -> None:
         for k in range(1, len(parts)):

@@ -57,6 +57,8 @@ class Batch:
     client_bin: str | None = None
 
     def __post_init__(self) -> None:
+        if (self.policy is None) == (self.endpoint is None):
+            raise ValueError("a Batch needs exactly one of policy and endpoint")
         # Absolute, because each client starts in its episode's agent folder: a relative
         # --out would make the config paths it is given (--mcp-config, CODEX_HOME, --cd) and
         # the server's --run-dir name nothing there, and every client exits at once.
@@ -108,6 +110,7 @@ def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
             backend = kind(b.policy, b.params, seed)
             url = stack.enter_context(modelserver.running(backend, str(ep / "model-server.jsonl")))
             endpoint = clients.Endpoint(base_url=url)
+        assert endpoint is not None  # a Batch has a policy or an endpoint
         launch = (launcher or clients.LAUNCHERS[b.agent])(binary, ep, prompt, cmd, endpoint)
         result = _run_client(launch, ep, b.timeout)
     if b.agent == "letta":
@@ -136,7 +139,9 @@ def _letta_client(b: Batch, stack: ExitStack, log) -> tuple:
     from .baselines import installer, letta_server
 
     installer.require("letta")
-    version = f"{installer.installed('letta')['version']} (Letta server)"
+    mark = installer.installed("letta")
+    assert mark is not None  # require() checked it
+    version = f"{mark['version']} (Letta server)"
     data = b.out / b.agent / "server"
     data.mkdir(parents=True, exist_ok=True)
     if b.policy is not None:
@@ -144,6 +149,7 @@ def _letta_client(b: Batch, stack: ExitStack, log) -> tuple:
         llm = stack.enter_context(modelserver.running(backend, str(data / "models.jsonl")))
         key, offline = "pushbench-offline", True
     else:
+        assert b.endpoint is not None  # a Batch has a policy or an endpoint
         llm, key, offline = b.endpoint.base_url, b.endpoint.api_key, False
     server = stack.enter_context(letta_server.running(data, llm, key, offline, log=log))
     return server.url, version, clients.letta
@@ -208,6 +214,7 @@ def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
     """One row per episode pairing the in-process policy with the same policy via the client."""
     from .runner.episode import run_episode as in_process
 
+    assert b.policy is not None  # run_batch pairs only batches driven by a policy
     rows = []
     for rd in run_dirs:
         ep = rd.parent

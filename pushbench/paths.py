@@ -96,7 +96,7 @@ def _tighten(path: str | os.PathLike, st: os.stat_result | None = None) -> bool:
         return False  # removed meanwhile (temporary build folders) or not ours to change
 
 
-def tighten_tree(root: str | os.PathLike) -> int:
+def tighten_tree(root: str | os.PathLike[str]) -> int:
     """Remove group/other bits from ``root`` and everything under it; return how many changed.
 
     Owner bits are kept (an executable stays executable, so git sees no mode change); symlinks

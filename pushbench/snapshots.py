@@ -247,8 +247,9 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
         if log:
             log("not built yet; building it once into the cache")
         paths.private_dir(paths.home() / "snapshots")
-        with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots", prefix=".build-") as tmp:
-            tmp = Path(tmp)
+        with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots",
+                                         prefix=".build-") as tmp_name:
+            tmp = Path(tmp_name)
             sdist = _find_local_sdist(pin, source)
             if sdist is None:
                 if log:
@@ -282,7 +283,7 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
 def _install(pin: Pin, root: Path, commit: str) -> Path:
     """Mark the frozen ``root``, make it private and rename it to :func:`snapshot_dir`."""
     final = snapshot_dir(pin)
-    meta = {"name": pin.name, "package": pin.package, "version": pin.version,
+    meta: dict[str, Any] = {"name": pin.name, "package": pin.package, "version": pin.version,
             "sha256": pin.sha256, "commit": commit}
     if pin.kind != "sdist" or not pin.builtin:
         meta.update(kind=pin.kind, tree_sha256=pin.tree_sha256)
@@ -408,13 +409,16 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
         if not generator_name or params is None:
             raise SnapshotError("a synth snapshot needs generator_name and params")
         generator(generator_name)  # fail early on an unknown generator
-        params = json.loads(json.dumps(dict(params)))  # plain data, as the pin will hold it
+        pin_params = json.loads(json.dumps(dict(params)))  # plain data, as the pin holds it
     elif generator_name is not None or params is not None:
         raise SnapshotError("generator_name and params are for kind='synth' only")
+    else:
+        pin_params = None
     folder = userdata.target_dir(tasks_dir)
     pins_file = folder / userdata.PINS_FILE
     existing = load_pins().get(name)
-    if existing is not None and Path(existing.origin).resolve() != pins_file.resolve():
+    if existing is not None and (existing.origin is None  # built in (refused above)
+                                 or Path(existing.origin).resolve() != pins_file.resolve()):
         raise SnapshotError(f"snapshot {name!r} is already pinned in {existing.origin}")
     source = Path(source).expanduser().resolve()
     paths.private_dir(paths.home() / "snapshots")
@@ -425,8 +429,9 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
             m = sources.materialise(source, Path(tmp), rev=rev,
                                     kind="folder" if kind == "synth" else kind, limits=limits,
                                     skip_unreadable=skip_unreadable)
-            for rel in m.unreadable if log else ():
-                log(f"skipped (unreadable): {sources.escaped(rel)}")
+            if log:
+                for rel in m.unreadable:
+                    log(f"skipped (unreadable): {sources.escaped(rel)}")
             if check is not None:
                 check(m.root)
             if log:
@@ -437,7 +442,7 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
                       source=None if kind == "synth" else str(source), rev=rev,
                       source_commit=m.source_commit,
                       files=m.files, skipped=dict(m.skipped), generator=generator_name,
-                      params=params, origin=str(pins_file))
+                      params=pin_params, origin=str(pins_file))
             same = existing is not None and (existing.kind, existing.sha256, existing.commit) \
                 == (pin.kind, pin.sha256, pin.commit)
             if existing is not None and not same and not replace:
@@ -446,7 +451,7 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
                     f"(sha256 {existing.sha256[:12]}, now {pin.sha256[:12]}); choose another "
                     "name, or replace it deliberately (--replace: tasks pinned on it then fail "
                     "their valid-set check)")
-            if same:
+            if same and existing is not None:  # same implies an existing pin
                 pin = existing
             if not (snapshot_dir(pin) / _MARKER).is_file():
                 _install(pin, m.root, commit)
@@ -464,9 +469,13 @@ def _build_user(pin: Pin, source: str | os.PathLike | None, log,
         if (final / _MARKER).is_file():
             return final
         paths.private_dir(paths.home() / "snapshots")
-        with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots", prefix=".build-") as tmp:
-            tmp = Path(tmp)
+        with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots",
+                                         prefix=".build-") as tmp_name:
+            tmp = Path(tmp_name)
+            src: Path | None
             if pin.kind == "synth" and source is None:
+                if pin.generator is None:
+                    raise SnapshotError(f"synth snapshot {pin.name!r} pins no generator")
                 if log:
                     log(f"regenerating with {pin.generator} {pin.params} ...")
                 generator(pin.generator)(tmp / "generated", **(pin.params or {}))

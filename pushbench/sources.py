@@ -221,21 +221,22 @@ def export_git(repo_path: Path, rev: str | None, dest: Path,
     budget = Budget(limits, f"repository {repo_path} at {rev or 'HEAD'}")
     dest.mkdir(parents=True, exist_ok=True)
     for item in commit.tree.traverse():
-        parts = PurePosixPath(item.path).parts
-        if item.type == "tree":
+        if isinstance(item, git.Tree):
             continue
-        if item.type != "blob":  # a submodule (a commit inside the tree)
+        if not isinstance(item, git.Blob):  # a submodule (a commit inside the tree)
             skipped["special"] += 1
             continue
+        path = str(item.path)  # a str already; typed as a path-like by GitPython
+        parts = PurePosixPath(path).parts
         if _ignored(parts):
             skipped["ignored"] += 1
             continue
         if item.mode == 0o120000:
             skipped["symlinks"] += 1
             continue
-        budget.name(item.path)
+        budget.name(path)
         budget.entry()
-        budget.add(item.size, item.size, item.path)  # git's object sizes are exact
+        budget.add(item.size, item.size, path)  # git's object sizes are exact
         out = dest.joinpath(*parts)
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "wb") as fh:
@@ -283,7 +284,8 @@ def materialise(source: Path, work: Path, rev: str | None = None, kind: str | No
     if kind != detected and not (kind == "folder" and detected == "git" and rev is None) \
             and not (kind == "git" and detected == "folder"):
         raise SourceError(f"source {source} is a {detected}, not a {kind}")
-    commit, unreadable = None, []
+    commit = None
+    unreadable: list[str] = []
     if kind == "sdist":
         extract = work / "extract"
         safe_extract(source, extract, limits)

@@ -120,7 +120,7 @@ def check(episode_tokens: int, prompt_est: int, max_completion: int,
                            f"completion tokens) would take the episode's {episode_tokens} tokens "
                            f"past max_episode_tokens {cap}")
     meter = _meter
-    if meter is not None and price_in is not None:
+    if meter is not None and price_in is not None and price_out is not None:  # priced: both
         worst = (prompt_est * price_in + max_completion * price_out) / 1e6
         if meter.would_pass(worst):
             return COST_CAP, (f"the next call's worst case ${worst:.6f} would take the run's "

@@ -165,3 +165,18 @@ def test_mcp_prompt_with_task_ends_with_the_first_observation():
     assert r.output.startswith("You are connected") and "Keep this checklist" in r.output
     bad = CliRunner().invoke(app, ["mcp-prompt", "default", "--task", "RepoScan-nope-N10"])
     assert bad.exit_code == 2 and "RepoScan-nope-N10" in bad.output
+
+
+def test_a_batch_needs_exactly_one_of_policy_and_endpoint(tmp_path):
+    # Found by mypy (issue 34): a Batch with neither handed endpoint=None to the client
+    # launcher, which failed only when the first episode started.
+    from pushbench.blackbox import clients
+
+    common = dict(agent="codex", tasks=[TASK], seeds=[0], condition="default",
+                  out=tmp_path / "out")
+    with pytest.raises(ValueError, match="exactly one of policy and endpoint"):
+        blackbox_run.Batch(**common)
+    with pytest.raises(ValueError, match="exactly one of policy and endpoint"):
+        blackbox_run.Batch(**common, policy="diligent",
+                           endpoint=clients.Endpoint(base_url="http://127.0.0.1:1"))
+    assert blackbox_run.Batch(**common, policy="diligent").policy == "diligent"

@@ -222,6 +222,17 @@ def test_mcp_misuse(tmp_path, extra, needle):
     misuse(*args, *extra, needle=needle)
 
 
+@pytest.mark.parametrize("extra, needle", [
+    (["--tasks", ","], "--tasks: give at least one"),
+    (["--tasks", TASK, "--seeds", " , "], "--seeds: give at least one"),
+], ids=["no-task", "no-seed"])
+def test_blackbox_run_empty_lists(tmp_path, extra, needle):
+    # Found by mypy (issue 34): split() gave an empty or None list where Batch needs one, and
+    # the batch then ran no episode and still reported success.
+    misuse("blackbox", "run", "--agent", "codex", "--out", tmp_path / "b", "--model-server",
+           "random", *extra, needle=needle)
+
+
 def test_mcp_run_dir_is_a_file(files):
     misuse("mcp", "--task", TASK, "--run-dir", files["file"], needle="is a file")
 

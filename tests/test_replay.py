@@ -228,3 +228,12 @@ def test_every_edit_of_a_number_in_a_record_is_flagged(task, controller, policy)
             episode_line(R.adopt(forged, checked)) == honest, (path, new)
 
     edit()
+
+
+@pytest.mark.parametrize("reason", [["too_deep"], {"a": 1}, 7, None])
+def test_trace_action_with_an_odd_unreadable_reason_is_a_stand_in(reason):
+    # Found by mypy (issue 34): a recorded "unreadable" reason that is not a string (an edited
+    # or corrupt trace) reached dict.get, so a list or dict raised TypeError mid-replay.
+    from pushbench.runner.replay_steps import trace_action
+
+    assert trace_action({"tool": "search", "unreadable": reason}) == (STAND_IN, False)

@@ -133,7 +133,9 @@ class Session:
 
     async def reset(self, data: dict) -> PushBenchObservation:
         obs = await asyncio.to_thread(self._reset, data)
-        family = get_task(self.env.state.task_id).family
+        task_id = self.env.state.task_id
+        assert task_id is not None  # reset() sets it
+        family = get_task(task_id).family
         self.inline = family in INLINE_FAMILIES
         return obs
 

@@ -29,9 +29,10 @@ def deployment(opts: ServerOptions, replicas: int, replica_cpus: float = 1.0):
         return create_server_app(opts)
 
     cls = serve.ingress(build)()
-    dep = serve.deployment(cls, name="PushBenchEnvServer", num_replicas=replicas,
+    # The decorator form: Ray types serve.deployment(cls, ...) as returning the decorator.
+    dep = serve.deployment(name="PushBenchEnvServer", num_replicas=replicas,
                            max_ongoing_requests=opts.max_sessions,
-                           ray_actor_options={"num_cpus": replica_cpus})
+                           ray_actor_options={"num_cpus": replica_cpus})(cls)
     return dep.bind()
 
 

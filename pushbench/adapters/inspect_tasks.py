@@ -104,7 +104,8 @@ def _instances(spec, instance: str | list[str] | None) -> list[str | None]:
     if bad or not names:
         raise ValueError(f"{spec.task_id} has no instance(s) {bad or names}; choose from "
                          f"{', '.join(spec.instances)} or {SUITE!r}")
-    return names
+    out: list[str | None] = list(names)
+    return out
 
 
 def pushbench_samples(family: str, target: int, instance: str | list[str] | None = None,

@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
@@ -46,8 +46,12 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import metrics
+from ..envs.base import base_env
 from ..policies.llm.core import call_action, text_action
 from ..registration import make
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 
 class RewardWeights(BaseModel):
@@ -80,6 +84,7 @@ class PushBenchAction(Action):
             return text_action(self.text)
         raw = self.arguments if isinstance(self.arguments, str) else json.dumps(
             self.arguments, ensure_ascii=True)
+        assert self.tool is not None  # the model's validator: a text or a tool call
         return call_action(self.tool, raw)
 
 
@@ -112,7 +117,7 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
 
     def __init__(self) -> None:
         super().__init__()
-        self._env = None
+        self._env: gym.Env | None = None
         self._weights = RewardWeights()
         self._state = PushBenchState()
         self._last_qgp: dict = {}
@@ -127,7 +132,7 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         weights = RewardWeights.model_validate(reward_weights or {})
         env = make(task, controller=controller,
                    **({"budget": budget} if budget is not None else {}))
-        options = {env.unwrapped._instance_option: instance} if instance else None
+        options = {base_env(env)._instance_option: instance} if instance else None
         try:
             obs, info = env.reset(seed=seed, options=options)
         except BaseException:
@@ -137,9 +142,9 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         self._env, self._weights, self._last_qgp = env, weights, info["qgp"]
         self._state = PushBenchState(
             episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task,
-            instance=env.unwrapped.instance, seed=seed, controller=controller,
-            target=env.unwrapped.task.target)
-        return PushBenchObservation(text=obs, tools=env.unwrapped.tool_schemas(),
+            instance=base_env(env).instance, seed=seed, controller=controller,
+            target=base_env(env).task.target)
+        return PushBenchObservation(text=obs, tools=base_env(env).tool_schemas(),
                                     qgp=info["qgp"], reward=0.0, done=False)
 
     def step(self, action: PushBenchAction, timeout_s: float | None = None,

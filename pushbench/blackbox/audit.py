@@ -62,7 +62,7 @@ def chain_start(run: dict) -> str:
     """The first ``prev`` of ``run``'s trace: the configuration's genesis for a signed run."""
     from . import signing
 
-    return signing.genesis(run) if signing.is_signed(run) else genesis(run.get("run_id"))
+    return signing.genesis(run) if signing.is_signed(run) else genesis(str(run.get("run_id")))
 
 
 def line_digest(line: bytes) -> str:
@@ -177,7 +177,7 @@ def unit_reasons(record: dict) -> list[str]:
             uid = uid.strip()
             shown, verdict = (verdicts[0] + [None, None])[:2] if isinstance(verdicts[0], list) \
                 else (None, None)
-            check = c.get("check") if isinstance(c.get("check"), dict) else None
+            check = got if isinstance(got := c.get("check"), dict) else None
             well_formed = _UNIT_ID.fullmatch(uid) is not None
             problem = None
             if shown != uid[:64]:
@@ -229,7 +229,7 @@ def _obs(line: dict) -> dict:
 def _pair_reasons(line: dict, call: dict) -> str | None:
     obs = _obs(line)
     result = _d(obs.get("result"))
-    listed = result.get("verdicts") if isinstance(result.get("verdicts"), list) else []
+    listed = got if isinstance(got := result.get("verdicts"), list) else []
     verdicts = [[v.get("id"), v.get("verdict")] for v in listed
                 if isinstance(v, dict)] if obs.get("ok") else None
     qgp = _d(_d(line.get("info")).get("qgp"))
@@ -295,7 +295,7 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     oob = sum(ln.get("out_of_band_count") or 0 for ln in parsed
               if isinstance(ln.get("out_of_band_count"), int))
     stored_oob = bb.get("out_of_band_edits_count")
-    listed = bb.get("out_of_band_edits") if isinstance(bb.get("out_of_band_edits"), list) else []
+    listed = got if isinstance(got := bb.get("out_of_band_edits"), list) else []
     if stored_oob != oob and not (facts["trace_missing_last"] and isinstance(stored_oob, int)
                                   and stored_oob > oob):
         out.append(f"{stored_oob} out-of-band edits recorded, {oob} in the trace")

@@ -8,6 +8,8 @@ policy from the conversation alone. The observation is public (no verdict, nothi
 
 from __future__ import annotations
 
+from typing import Any
+
 from .prompts import prompt_text
 
 FIRST_OBSERVATION_HEADER = ("The episode's first observation (the JSON an in-process agent gets "
@@ -18,12 +20,13 @@ def first_observation(task: str, seed: int = 0, controller: str | None = "standa
                       instance: str | None = None, budget: int | None = None) -> str:
     """The reset observation text of the episode ``pushbench mcp`` serves with these options."""
     from .. import make
+    from ..envs.base import base_env
 
-    kwargs = {"budget": budget} if budget is not None else {}
+    kwargs: dict[str, Any] = {"budget": budget} if budget is not None else {}
     env = make(task, **kwargs) if controller in (None, "none") else \
         make(task, controller=controller, **kwargs)
     try:
-        options = {env.unwrapped._instance_option: instance} if instance else None
+        options = {base_env(env)._instance_option: instance} if instance else None
         obs, _ = env.reset(seed=seed, options=options)
     finally:
         env.close()

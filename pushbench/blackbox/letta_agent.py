@@ -38,6 +38,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 SERVER = "pushbench"
 MEMORY_TOOLS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "memory",
@@ -176,9 +177,10 @@ def drive(cfg: dict) -> dict:
     # loaded machine): no client-side limit, the episode timeout (the caller kills this
     # process) bounds it. 600 s cut a DataOps turn here.
     api = Api(cfg["url"], cfg.get("request_timeout", 86400))
-    summary = {"agent_id": None, "resumed": False, "prompt_resent": False, "turns": 0,
-               "stop_reasons": [], "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
-               "other_calls": 0, "memory_tools_used": {}, "memory_errors": 0, "error": None}
+    summary: dict[str, Any] = {
+        "agent_id": None, "resumed": False, "prompt_resent": False, "turns": 0,
+        "stop_reasons": [], "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
+        "other_calls": 0, "memory_tools_used": {}, "memory_errors": 0, "error": None}
     t0 = time.monotonic()
     try:
         tool_ids = register_tools(api, cfg)

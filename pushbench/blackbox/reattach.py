@@ -101,7 +101,7 @@ def resume(session) -> Any:
     run.pop("signature", None)  # re-sealed when run.json is written again below
     record = _read(run_dir / EPISODE_FILE) if (run_dir / EPISODE_FILE).exists() else {}
     record = record if isinstance(record, dict) else {}
-    bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
+    bb = got if isinstance(got := record.get("blackbox"), dict) else {}
     lines = _trace_lines(run_dir)
     parsed = [_line(run_dir, i, raw) for i, raw in enumerate(lines, 1)]
     session.run_id = run["run_id"]
@@ -139,7 +139,7 @@ def resume(session) -> Any:
         if isinstance(edits, list) else []
     session.out_of_band_count = sum(ln["out_of_band_count"] for ln in parsed
                                     if isinstance(ln.get("out_of_band_count"), int))
-    served = bb.get("mcp_calls") if isinstance(bb.get("mcp_calls"), int) else 0
+    served = got if isinstance(got := bb.get("mcp_calls"), int) else 0
     dropped = max(0, served - len(lines))
     if dropped:
         log.warning("re-attach: %d call(s) the previous server ran but never answered are not "
@@ -188,6 +188,7 @@ def _apply_recorded_edits(session, run_dir: Path, i: int, line: dict) -> None:
                            f"line {i} cannot be redone ({why or 'their content is not recorded'}"
                            "); use a new --run-dir (or --overwrite)")
     for edit, _ in edits:
+        assert edit is not None  # why is None: every edit decoded
         problem = apply_edit(ws, edit)
         if problem:
             raise _setup_error(f"cannot re-attach to {run_dir}: {problem}; use a new --run-dir "

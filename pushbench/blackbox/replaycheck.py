@@ -57,7 +57,7 @@ def check_run(record: dict, run: dict, trace_raw: bytes | None, facts: dict) -> 
     if trace_raw is None:
         return R.Checked(None, [], ["no trace.jsonl to replay"])
     steps = steps_from_trace(lines)
-    calls = record.get("calls") if isinstance(record.get("calls"), list) else []
+    calls = got if isinstance(got := record.get("calls"), list) else []
     tail = len(calls) - len(steps.steps)
     tail = 1 if facts.get("trace_missing_last") and tail == 1 else 0
     shown = [ln.get("observation") for ln in lines

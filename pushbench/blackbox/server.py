@@ -128,7 +128,11 @@ async def serve(session: BlackBoxSession) -> None:
     reader = ScreenedStdin(BoundedStdin(wire_fd, lambda h, t, n: stand_in_line(h, t, n, session)),
                            WireScreen(session), writer)
     try:
-        async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):
+        # The SDK types its streams as anyio files; it only iterates lines of stdin and calls
+        # write/flush on stdout, which these two wrappers provide (duck-typed on purpose).
+        async with stdio_server(stdin=reader,  # type: ignore[arg-type]
+                                stdout=writer) as (read_stream,  # type: ignore[arg-type]
+                                                   write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         os.dup2(wire_out, 1)

@@ -27,15 +27,19 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import __version__, paths, records
+from ..envs.base import QGPEnv, base_env
 from ..envs.spaces import MAX_ACTION_BYTES
 from ..tasks import family_version
 from . import audit, rundir_safety, signing
 from . import evaluate as blackbox
 from .evaluate import EPISODE_FILE, LOG_FILE, RUN_FILE, TRACE_FILE
 from .watch import WorkspaceWatch
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 log = logging.getLogger("pushbench.mcp")
 
@@ -143,8 +147,8 @@ class BlackBoxSession:
         self.sentinel = f"__pushbench_oversized_{secrets.token_hex(8)}"
         self._oversized: dict[str, tuple[str, int]] = {}
         self._stashed: dict[str, tuple[Any, dict]] = {}
-        self._lock_fh = None
-        self.env = None
+        self._lock_fh: IO[str] | None = None
+        self.env: gym.Env | None = None
         self.mcp_calls = 0
         self.after_end_calls = 0
         self._key: bytes | None = None  # this installation's signing key (set by open)
@@ -189,9 +193,9 @@ class BlackBoxSession:
         self._setup_logging()
         self.env, self.controller = self._make_env()
         obs, info = self.env.reset(seed=self.seed,
-                                   options=self.env.unwrapped.reset_options(self.instance_opt))
+                                   options=self.base.reset_options(self.instance_opt))
         self.reset_result = json.loads(obs)["result"]
-        self.tool_schemas = self.env.unwrapped.tool_schemas()
+        self.tool_schemas = self.base.tool_schemas()
         self.workspace_files = self._prepare_workspace() if self.workspace else None
         from .reattach import write_workspace_marker
 
@@ -250,14 +254,21 @@ class BlackBoxSession:
         except (ValueError, signing.SigningKeyError) as e:
             raise SetupError(str(e)) from None
 
+    @property
+    def _live_key(self) -> bytes:
+        """The signing key :meth:`open` loaded."""
+        if self._key is None:
+            raise SetupError("no signing key loaded (the session is not open)")
+        return self._key
+
     def sealer(self, domain: bytes):
         """What ``write_json_atomic`` applies to sign a file of kind ``domain``."""
-        return lambda data: signing.seal_json(self._key, domain, data)
+        return lambda data: signing.seal_json(self._live_key, domain, data)
 
-    def _make_env(self):
+    def _make_env(self) -> tuple[gym.Env, dict]:
         from .. import make
 
-        kwargs = {"budget": self.budget_opt} if self.budget_opt is not None else {}
+        kwargs: dict[str, Any] = {"budget": self.budget_opt} if self.budget_opt is not None else {}
         name = self.controller_opt
         if name in (None, "none"):  # the bare environment, no wrapper at all
             return make(self.task_id, **kwargs), {"name": "none", "components": []}
@@ -266,10 +277,12 @@ class BlackBoxSession:
         return env, {"name": name, "components": comps}
 
     def _prepare_workspace(self) -> int:
-        base = self.env.unwrapped
+        workspace = self.workspace
+        assert workspace is not None  # open() prepares one only where --workspace is given
+        base = self.base
         if hasattr(base, "prepare_workspace"):  # families with their own workspace (DataOps)
-            base.prepare_workspace(self.workspace)
-            return sum(1 for p in self.workspace.rglob("*") if p.is_file())
+            base.prepare_workspace(workspace)
+            return sum(1 for p in workspace.rglob("*") if p.is_file())
         snapshot = self.reset_result.get("snapshot")
         if not snapshot:
             raise SetupError(f"task {self.task_id} has no snapshot or workspace to copy; "
@@ -277,10 +290,10 @@ class BlackBoxSession:
         from .. import snapshots
 
         source = snapshots.ensure(snapshot).resolve()
-        if _inside(self.workspace, source) or _inside(source, self.workspace):
-            raise SetupError(f"the workspace {self.workspace} must lie outside the snapshot "
+        if _inside(workspace, source) or _inside(source, workspace):
+            raise SetupError(f"the workspace {workspace} must lie outside the snapshot "
                              f"cache {source}")
-        n = prepare_workspace(source, self.workspace)
+        n = prepare_workspace(source, workspace)
         log.info("workspace %s prepared from snapshot %s (%d files)", self.workspace, snapshot, n)
         return n
 
@@ -299,14 +312,21 @@ class BlackBoxSession:
             "versions": {"pushbench": __version__, "mcp": records.package_version("mcp"),
                          "python": platform.python_version()},
             "family_versions": {self.base.family: family_version(self.base.family)},
-            "signing": {"alg": signing.ALG, "key_id": signing.key_id(self._key)},
+            "signing": {"alg": signing.ALG, "key_id": signing.key_id(self._live_key)},
             "git_revision": (records.git_revision() or {}).get("commit"),
         }
 
     # -- texts the agent sees --------------------------------------------------------------
     @property
-    def base(self):
-        return self.env.unwrapped
+    def _live_env(self) -> gym.Env:
+        """The environment :meth:`open` (or a re-attach) made."""
+        if self.env is None:
+            raise SetupError("the session is not open")
+        return self.env
+
+    @property
+    def base(self) -> QGPEnv:
+        return base_env(self._live_env)
 
     def task_text(self) -> str:
         r = self.reset_result
@@ -386,7 +406,7 @@ class BlackBoxSession:
                          "proposed": proposed, "observation": obs, "is_error": True}, t0)
             return obs, True
 
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, terminated, truncated, info = self._live_env.step(action)
         decoded = json.loads(obs)
         is_error = not decoded.get("ok", False)
         self._persist()
@@ -404,7 +424,7 @@ class BlackBoxSession:
         """The full episode record, marked as a black-box run (what ``episode.json`` holds)."""
         from ..runner.episode import episode_key
 
-        rec = self.env.get_wrapper_attr("episode_record")()
+        rec = self._live_env.get_wrapper_attr("episode_record")()
         if not isinstance(rec.get("controller"), dict):
             rec["controller"] = {**self.controller, "steps": []}
         rec["condition"] = self.condition
@@ -439,7 +459,7 @@ class BlackBoxSession:
             entry["out_of_band_edits"] = self._pending_content  # what replay applies
             self._pending_out_of_band, self._pending_count = [], 0
             self._pending_content = []
-        data = signing.sign_line(self._key, json.dumps(
+        data = signing.sign_line(self._live_key, json.dumps(
             entry, ensure_ascii=True, separators=(",", ":"), default=repr).encode())
         self._trace_fh.write(data)
         self._trace_fh.flush()

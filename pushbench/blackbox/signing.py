@@ -153,7 +153,7 @@ def canonical(obj) -> bytes:
 
 def run_config(run: dict) -> dict:
     """What the genesis binds, taken from a ``run.json`` (or the manifest about to be one)."""
-    versions = run.get("versions") if isinstance(run.get("versions"), dict) else {}
+    versions = got if isinstance(got := run.get("versions"), dict) else {}
     return {"run_id": run.get("run_id"), **{k: run.get(k) for k in CONFIG_FIELDS},
             "pushbench": versions.get("pushbench"), "family_versions": run.get("family_versions")}
 
@@ -220,7 +220,7 @@ def verify_run(run: dict, run_raw: bytes, record: dict, record_raw: bytes,
             return "invalid", ["an unsigned (schema-2) run that carries signature fields (a "
                                "signed run relabelled as unsigned?)"]
         return "unsigned", []
-    block = run.get("signing") if isinstance(run.get("signing"), dict) else {}
+    block = got if isinstance(got := run.get("signing"), dict) else {}
     if block.get("alg") != ALG:
         return "invalid", [f"run.json has no {ALG} signing block"]
     if key is None:
@@ -235,7 +235,7 @@ def verify_run(run: dict, run_raw: bytes, record: dict, record_raw: bytes,
         ok = json_signature_ok(key, domain, raw)
         if not ok:
             out.append(f"{name} signature {'missing' if ok is None else 'invalid'}")
-    bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
+    bb = got if isinstance(got := record.get("blackbox"), dict) else {}
     if bb.get("run_id") != run.get("run_id"):
         out.append("episode.json belongs to another run than run.json")
     for i, line in enumerate((trace_raw or b"").splitlines(keepends=True), 1):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -90,7 +90,7 @@ def bundle_rows(run_dir: Path, digest: str, date: str | None, name: str, link: s
     return rows
 
 
-def build_leaderboard(bundles: list[str | Path], site: str | Path, seed: int = 0,
+def build_leaderboard(bundles: Sequence[str | Path], site: str | Path, seed: int = 0,
                       n_resamples: int = 9999,
                       log: Callable[[str], None] | None = None) -> dict:
     """Build the leaderboard of ``bundles`` into ``site``; return ``{"site", "rows",

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,8 +127,8 @@ def _specs(experiment) -> tuple[dict, str | None]:
 def _label_reasons(record: dict, spec) -> list[str]:
     from ..policies.identity import policy_label
 
-    ctl = record.get("controller") if isinstance(record.get("controller"), dict) else {}
-    pol = record.get("policy") if isinstance(record.get("policy"), dict) else {}
+    ctl = got if isinstance(got := record.get("controller"), dict) else {}
+    pol = got if isinstance(got := record.get("policy"), dict) else {}
     want = {"task_id": (record.get("task_id"), spec.task_id),
             "seed": (record.get("seed"), spec.seed),
             "controller": (ctl.get("name"), spec.controller),
@@ -181,7 +182,7 @@ def _replay_blackbox(b: Bundle, run_dir: str, work: Path, out: Verified) -> None
     except RunDirError as e:  # not a readable run: the bundle cannot be judged as it is
         raise BundleError(f"bundle {b.path.name}: {run_dir} is not a readable black-box run "
                           f"({str(e).replace(str(folder), run_dir)})") from None
-    bb = record.get("blackbox") if isinstance(record.get("blackbox"), dict) else {}
+    bb = got if isinstance(got := record.get("blackbox"), dict) else {}
     bb["run_dir"] = f"{b.path.name}:{run_dir}"  # not the temporary folder
     record["blackbox"] = bb
     reasons = list(record.get("tamper_reasons") or [])
@@ -216,7 +217,7 @@ def _line(record: dict) -> dict:
         else episode_line(record)
 
 
-def verify_bundles(bundles: list[str | Path], out: str | Path, overwrite: bool = False,
+def verify_bundles(bundles: Sequence[str | Path], out: str | Path, overwrite: bool = False,
                    seed: int = 0, n_resamples: int = 9999, console=None, printer=None,
                    arguments: dict | None = None) -> list[Verified]:
     """Verify ``bundles`` into ``out`` (see the module doc); return one :class:`Verified` each.

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gzip
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import tasks
@@ -73,7 +74,8 @@ def _first(manifest: dict, key: str):
     return (inv[0] if isinstance(inv[0], dict) else {}).get(key, manifest.get(key))
 
 
-def _run_members(run_dir: Path, prefix: str) -> tuple[dict, dict[str, bytes], list[str]]:
+def _run_members(run_dir: Path,
+                 prefix: str) -> tuple[dict, dict[str, bytes], list[str | None]]:
     """``(run.json, members, task ids)`` of a ``pushbench run`` folder."""
     manifest = outdir.read_manifest(run_dir) or {}
     with warnings.catch_warnings():
@@ -107,7 +109,8 @@ def _run_members(run_dir: Path, prefix: str) -> tuple[dict, dict[str, bytes], li
     return info, members, task_ids
 
 
-def _blackbox_members(run_dir: Path, prefix: str) -> tuple[dict, dict[str, bytes], list[str]]:
+def _blackbox_members(run_dir: Path,
+                      prefix: str) -> tuple[dict, dict[str, bytes], list[str | None]]:
     """``(run.json, members, task ids)`` of a ``pushbench mcp`` run folder."""
     members = {}
     for name in BLACKBOX_FILES:
@@ -140,7 +143,7 @@ def _same_version(family, version, where: str) -> None:
                           "task (bundle it where that version is current)")
 
 
-def _task_facts(task_ids: list, where: str) -> dict:
+def _task_facts(task_ids: list[str | None], where: str) -> dict:
     out = {}
     for tid in task_ids:
         if not isinstance(tid, str):
@@ -156,14 +159,16 @@ def _task_facts(task_ids: list, where: str) -> dict:
     return out
 
 
-def bundle_members(run_dirs: list[str | Path]) -> dict[str, bytes]:
+def bundle_members(run_dirs: Sequence[str | Path]) -> dict[str, bytes]:
     """Every member of the bundle of ``run_dirs`` (name -> bytes), ``bundle.json`` included."""
     if not run_dirs:
         raise BundleError("give at least one run folder")
     if len(run_dirs) > 999:
         raise BundleError(f"{len(run_dirs)} run folders: a bundle holds at most 999")
     members: dict[str, bytes] = {}
-    runs, task_facts, seen = [], {}, {}
+    runs: list[dict] = []
+    task_facts: dict[str, dict] = {}
+    seen: dict[Path, Path] = {}
     for i, d in enumerate(run_dirs):
         d = Path(d)
         real = d.resolve()
@@ -190,7 +195,7 @@ def bundle_members(run_dirs: list[str | Path]) -> dict[str, bytes]:
     return members
 
 
-def write_bundle(run_dirs: list[str | Path], out: str | Path) -> dict:
+def write_bundle(run_dirs: Sequence[str | Path], out: str | Path) -> dict:
     """Write the bundle of ``run_dirs`` to ``out`` (``NAME.pushbench.tar.gz``).
 
     Returns ``{"path", "sha256", "members", "episodes", "tasks"}``. Refuses (:class:`BundleError`)

@@ -162,8 +162,11 @@ def blackbox_run_cmd(
         fail(f"--condition {condition!r}: choose {' or '.join(PROMPTS)}")
     if (policy is None) == (base_url is None):
         fail("give exactly one of --model-server POLICY and --base-url URL")
+    # split() is None only for no values, and "--tasks ," gives none either: an empty batch
+    # would run nothing and still report success.
+    task_list = split(tasks) or fail("--tasks: give at least one task id")
     try:
-        seed_list = [int(x) for x in split(seeds)]
+        seed_list = [int(x) for x in split(seeds) or fail("--seeds: give at least one seed")]
     except ValueError:
         fail("--seeds takes integers")
     endpoint = None
@@ -175,6 +178,7 @@ def blackbox_run_cmd(
 
             PolicyBackend(policy, parsed, 0)  # validates name and params before any episode
         else:
+            assert base_url is not None  # exactly one of policy and base_url (checked above)
             key = os.environ.get(api_key_env or "", "") if api_key_env else ""
             if api_key_env and not key:
                 fail(f"--api-key-env {api_key_env}: the variable is not set")
@@ -183,7 +187,7 @@ def blackbox_run_cmd(
     except (KeyError, ValueError) as e:
         fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))
     writable_dir(out_dir, "--out")
-    batch = blackbox_run.Batch(agent=agent, tasks=split(tasks), seeds=seed_list,
+    batch = blackbox_run.Batch(agent=agent, tasks=task_list, seeds=seed_list,
                                condition=condition, out=out_dir, policy=policy, params=parsed,
                                endpoint=endpoint, controller=controller, budget=budget,
                                timeout=timeout, client_bin=client_bin)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,7 +23,8 @@ from ..errors import PushBenchError
 try:  # Typer >= 0.20 carries its own copy of click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older Typer uses click itself
-    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+    # mypy sees Typer's copy above: these are the same classes under click's own name.
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[assignment]
 
 console = Console(stderr=True)
 out = Console()
@@ -44,7 +46,10 @@ class OneLineErrors(TyperGroup):
     Everything else is Typer's own handling (help, ``--help``, exit codes of commands).
     """
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        extra["windows_expand_args"] = windows_expand_args  # the parent's, passed on as given
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:

@@ -34,6 +34,7 @@ def model_server_cmd(
 
     from ..modelserver import PolicyBackend, serve
     from ..modelserver.app import check_loopback
+    from ..modelserver.core import Backend
 
     try:
         parsed = _json.loads(params) if params else {}
@@ -44,7 +45,8 @@ def model_server_cmd(
 
             if parsed:
                 raise ValueError("oracle-edit takes no --params")
-            backend = OracleEditBackend(**({"models": tuple(models)} if models else {}))
+            backend: Backend = (OracleEditBackend(models=tuple(models)) if models
+                                else OracleEditBackend())
         else:
             backend = PolicyBackend(policy, parsed, seed, server_name,
                                     **({"models": tuple(models)} if models else {}))

@@ -104,6 +104,7 @@ def run_cmd(
                       dict(progress=progress, force=force, arguments=arguments,
                            console=console, sync_interval=sync_interval))
             return
+        assert out_dir is not None  # required unless --estimate without --pilot (above)
         _preflight(exp)
         summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
                                  arguments=arguments, console=console,
@@ -190,12 +191,13 @@ def _estimate(exp, out_dir: Path | None, limit: int | None, pilot: int | None,
 
     specs = expand(exp, limit=limit)
     if pilot is not None:
+        assert out_dir is not None  # --pilot requires --out (run_cmd)
         keys = pilot_keys(specs, pilot)
         console.print(f"pilot: {len(keys)} episode(s) ({pilot} per policy label) into {out_dir}",
                       highlight=False)
         run_experiment(exp, out_dir, limit=limit, max_cost_usd=cap,
                        allow_unpriced=allow_unpriced, keys=keys, **run_kwargs)
-    done = {}
+    done: dict = {}
     if out_dir is not None:
         for line in read_lines(out_dir / "episodes.jsonl"):
             done.setdefault(line.get("key"), line)

@@ -168,7 +168,7 @@ def snapshots_add(
     console.print(
         f"[green]ok[/] {name} ({pin.kind}): {pin.files} files (skipped: {skipped}), "
         f"{len(defs)} definitions, .py skipped: {indexer.skipped_summary(found['skipped'])}; "
-        f"sha256 {pin.sha256[:12]}, commit {pin.commit[:12]}; pinned in {pin.origin} "
+        f"sha256 {pin.sha256[:12]}, commit {(pin.commit or '')[:12]}; pinned in {pin.origin} "
         f"({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 

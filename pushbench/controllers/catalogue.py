@@ -64,7 +64,7 @@ def idle_components(components, family: str) -> list[str]:
     """The components of ``components`` that do not serve ``family`` (would do nothing there)."""
     reg = load_all()
     return [c for c in components
-            if reg[c].families is not None and family not in reg[c].families]
+            if (fams := reg[c].families) is not None and family not in fams]
 
 
 def scope_problem(name: str, components, family: str,
@@ -73,7 +73,7 @@ def scope_problem(name: str, components, family: str,
     idle = idle_components(components, family)
     if not idle or family_independent:
         return None
-    served = ", ".join(load_all()[idle[0]].families)
+    served = ", ".join(load_all()[idle[0]].families or ())  # idle: families is set
     others = [n for n, c in catalogue().items() if c.components
               and not idle_components(c.components, family) and c.ablation_of is None]
     more = f" ({len(idle) - 1} more: {', '.join(idle[1:])})" if len(idle) > 1 else ""

@@ -37,6 +37,7 @@ verified, and a repeated ``search_code`` (same pattern, glob and page) counts as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .components import Component, register
 
@@ -118,7 +119,7 @@ class UnitBook:
             return
         call = call if isinstance(call, dict) else {"tool": tool}
         uid = r.get("unit_id") or self.unit_of({**call, "path": r.get("path", call.get("path"))})
-        if tool == "inspect":
+        if tool == "inspect" and uid is not None:  # an inspect call always names its unit
             self._know(uid)
             for f in r.get("files", ()):
                 self.owner[f] = uid
@@ -163,7 +164,7 @@ class UnitBook:
         return missing[0] if missing else None
 
     def view(self) -> dict:
-        out = {s: self.with_status(s) for s in STATUSES}
+        out: dict[str, Any] = {s: self.with_status(s) for s in STATUSES}
         out["counts"] = {s: len(out[s]) for s in STATUSES}
         out["next_page"] = self.next_page()
         return out
@@ -213,7 +214,7 @@ class UnitRedirect(_UnitComponent):
         tool, uid = call.get("tool"), book.unit_of(call)
         if tool in ("final", "ask_user") and st.valid_count >= st.target:
             return call, [], None
-        if tool == "submit" and book.status.get(uid) == "accepted":
+        if tool == "submit" and uid is not None and book.status.get(uid) == "accepted":
             return self._move_on(book, uid, "unit_redirect_duplicate",
                                  f"{uid} was already accepted")
         passed = book.with_status("passed")
@@ -244,7 +245,8 @@ class UnitRedirect(_UnitComponent):
     def _move_on(book: UnitBook, uid: str, label: str, why: str):
         pending = book.with_status("pending")
         if pending:
-            nxt, what = {"tool": "inspect", "unit_id": pending[0]}, f"inspected {pending[0]}"
+            nxt: dict[str, Any] = {"tool": "inspect", "unit_id": pending[0]}
+            what = f"inspected {pending[0]}"
         elif book.next_page() is not None:
             page = book.next_page()
             nxt, what = {"tool": "list_units", "page": page}, f"listed page {page}"

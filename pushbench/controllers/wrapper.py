@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from ..envs import actions
+from ..envs.base import base_env
 from .catalogue import check_scope, idle_components
 from .intervention import describe, filtered_ids
 from .registry import REGISTRY, component_order
@@ -38,7 +39,7 @@ class Controller(gym.Wrapper):
 
     def __init__(self, env: gym.Env, name: str, components: tuple[str, ...],
                  family_independent: bool = False) -> None:
-        family = env.unwrapped.family
+        family = base_env(env).family
         # Refuse before wrapping: a component that does nothing here would be listed as if
         # it had run (ControllerScopeError names it).
         check_scope(name, components, family, family_independent)
@@ -100,7 +101,7 @@ class Controller(gym.Wrapper):
             filtered = filtered_ids(call, executed)
             reason = " | ".join(messages)
             entry.update(filtered=filtered, reason=reason)
-            entry.update(_proposal_fields(self.env.unwrapped.proposal(action)))
+            entry.update(_proposal_fields(base_env(self.env).proposal(action)))
             block = describe(labels, call, executed, filtered, reason)
         info = {**info, "controller": entry}
         if labels:
@@ -132,7 +133,7 @@ class Controller(gym.Wrapper):
         """The environment's record plus this controller's section and intervention counts."""
         from .. import metrics
 
-        record = self.env.unwrapped.episode_record()
+        record = base_env(self.env).episode_record()
         record["controller"] = {"name": self.name, "components": list(self.component_names),
                                 "steps": [dict(s) for s in self.steps]}
         record["metrics"] = metrics.episode_metrics(record)

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from ..errors import NotResetError
 from .actions import _CONTROL
 from .base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from .sandbox import MAX_FILE_BYTES, SandboxError, Workspace
@@ -75,7 +76,7 @@ class UnitBacklogEnv(QGPEnv):
                  budget: int | None = None) -> None:
         super().__init__(task_id, render_mode=render_mode, budget=budget)
         self._ws: Workspace | None = None
-        self._finalizer = None
+        self._finalizer: weakref.finalize | None = None
         self._units: dict[str, Any] = {}
         self._verified: dict[str, tuple[int, bool]] = {}  # uid -> (version, passed)
         self._accepted: set[str] = set()
@@ -85,6 +86,13 @@ class UnitBacklogEnv(QGPEnv):
         """Own ``ws`` for this episode: ``remove(ws)`` runs on close or garbage collection."""
         self._ws = ws
         self._finalizer = weakref.finalize(self, remove, ws)
+
+    @property
+    def _live_ws(self) -> Workspace:
+        """This episode's workspace; the tools and unit checks run only inside an episode."""
+        if self._ws is None:
+            raise NotResetError("no episode workspace: call reset() first")
+        return self._ws
 
     def _drop_workspace(self) -> None:
         if self._finalizer is not None:
@@ -188,11 +196,12 @@ class UnitBacklogEnv(QGPEnv):
     # ----- file tools ---------------------------------------------------------------------
     def _tool_read_file(self, args: ReadArgs) -> dict:
         try:
-            text = self._ws.read_text(args.path)
+            text = self._live_ws.read_text(args.path)
         except SandboxError as e:
             raise sandbox_error("read_file", e) from None
         lines = text.splitlines()
-        chunk, size = [], 0
+        chunk: list[str] = []
+        size = 0
         for ln in lines[args.offset: args.offset + args.limit]:
             ln = ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + "..."
             size += len(json.dumps(ln, ensure_ascii=True))
@@ -205,14 +214,14 @@ class UnitBacklogEnv(QGPEnv):
 
     def _tool_edit_file(self, args: EditArgs) -> dict:
         try:
-            text = self._ws.read_text(args.path)
+            text = self._live_ws.read_text(args.path)
             n = text.count(args.old)
             if n != 1:
                 raise ActionError("no_match" if n == 0 else "ambiguous",
                                   f"edit_file: `old` occurs {n} times in {args.path}; it must "
                                   "occur exactly once (copy it exactly, with more context if "
                                   "needed)", "edit_file")
-            size = self._ws.write_text(args.path, text.replace(args.old, args.new, 1))
+            size = self._live_ws.write_text(args.path, text.replace(args.old, args.new, 1))
         except SandboxError as e:
             raise sandbox_error("edit_file", e) from None
         self._touch(args.path)

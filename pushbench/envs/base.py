@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -105,7 +105,7 @@ def _describe_validation(tool: str, err: ValidationError) -> str:
 class QGPEnv(gym.Env):
     """Base environment (abstract); subclasses set ``family`` and ``TOOLS`` and implement tools."""
 
-    metadata: ClassVar[dict] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # gym.Env's type
     family: ClassVar[str] = ""
     # name -> (argument model, description); families extend this with their own tools.
     TOOLS: ClassVar[dict[str, tuple[type[ToolArgs], str]]] = {
@@ -358,7 +358,9 @@ class QGPEnv(gym.Env):
     # ----- state views ------------------------------------------------------------------
     def tool_schemas(self) -> list[dict]:
         """OpenAI-style function tool definitions (usable directly as ``tools=``)."""
-        return copy.deepcopy(_tool_schemas(type(self)))
+        # A class is hashable; mypy matches type[QGPEnv] against Hashable by the instance's
+        # __hash__ signature and refuses it (a false positive).
+        return copy.deepcopy(_tool_schemas(type(self)))  # type: ignore[arg-type]
 
     def _qgp(self) -> dict:
         vc = self._valid_count()
@@ -437,3 +439,13 @@ def _declare_long_bound(prop: dict) -> None:
         note = f"at most {n:,} characters; longer values are rejected"
         desc = prop.get("description")
         prop["description"] = f"{desc} ({note})" if desc else note
+
+
+def base_env(env: gym.Env) -> QGPEnv:
+    """The :class:`QGPEnv` under ``env``'s wrappers, typed as such.
+
+    Every environment :func:`pushbench.make` builds is one; gymnasium types ``unwrapped`` as a
+    plain ``Env``, so callers that use the QGP API (``reset_options``, ``tool_schemas``, ...)
+    reach it through here. No check at run time: behaviour is that of ``env.unwrapped``.
+    """
+    return cast(QGPEnv, env.unwrapped)

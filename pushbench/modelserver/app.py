@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import anthropic_api, openai_api
-from .core import Conversation, PolicyBackend, RequestProblem
+from .core import Backend, Conversation, RequestProblem
 
 log = logging.getLogger("pushbench.modelserver")
 MAX_BODY = 32 << 20  # bytes; a longer body is refused (413) without being read whole
@@ -130,7 +130,7 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def _check_model(backend: PolicyBackend, model: object) -> None:
+def _check_model(backend: Backend, model: object) -> None:
     if model not in backend.models:
         raise RequestProblem(f"model {str(model)[:100]!r} not found; this server serves "
                              f"{', '.join(backend.models)} (GET /v1/models)",
@@ -157,7 +157,7 @@ def _validation_message(e: ValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> Starlette:
+def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starlette:
     """The Starlette app answering all three APIs with ``backend``'s decisions."""
     rlog = request_log or RequestLog(None)
 
@@ -197,10 +197,10 @@ def build_app(backend: PolicyBackend, request_log: RequestLog | None = None) -> 
                 return Response(payload, status_code=status, media_type="application/json")
             except Exception as e:  # a server bug: answer in the API's shape
                 log.exception("internal error answering %s", api)
-                payload = json.dumps(error("internal", f"internal error: {type(e).__name__}"))
+                err_text = json.dumps(error("internal", f"internal error: {type(e).__name__}"))
                 entry.update(status=500, error=f"internal: {e!r}"[:300])
                 rlog.write(entry)
-                return Response(payload.encode(), status_code=500, media_type="application/json")
+                return Response(err_text.encode(), status_code=500, media_type="application/json")
             entry.update(status=status, bytes_out=sum(len(c) for c in chunks),
                          latency_ms=round(1000 * (time.perf_counter() - t0), 3))
             rlog.write(entry)
@@ -330,7 +330,7 @@ def _server(app, sock):
     return uvicorn.Server(config)
 
 
-def serve(backend: PolicyBackend, host: str = "127.0.0.1", port: int = 0,
+def serve(backend: Backend, host: str = "127.0.0.1", port: int = 0,
           log_path: str | None = None, port_file: str | None = None,
           on_ready: Callable[[str], None] | None = None) -> None:
     """Serve in the foreground until interrupted."""
@@ -344,7 +344,7 @@ def serve(backend: PolicyBackend, host: str = "127.0.0.1", port: int = 0,
 
 
 @contextmanager
-def running(backend: PolicyBackend, log_path: str | None = None) -> Iterator[str]:
+def running(backend: Backend, log_path: str | None = None) -> Iterator[str]:
     """Serve in a background thread on a free loopback port; yields the base URL."""
     sock = bind("127.0.0.1", 0)
     server = _server(build_app(backend, RequestLog(log_path)), sock)

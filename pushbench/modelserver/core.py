@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..policies import OFFLINE_POLICIES, make_policy, validate_params
 
@@ -130,6 +130,17 @@ def observation_from_result(name: str, text: str | None, is_error: bool) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
+class Backend(Protocol):
+    """What the HTTP app asks of a backend (:class:`PolicyBackend`, the oracle-edit one)."""
+
+    server_name: str
+    models: tuple[str, ...]
+
+    def describe(self) -> dict: ...
+
+    def decide(self, conv: Conversation) -> Decision: ...
+
+
 class PolicyBackend:
     """Answers conversations with the moves of offline policy ``name`` (seeded, stateless)."""
 
@@ -193,8 +204,8 @@ class PolicyBackend:
         pol.reset(first)
         budget = int(result.get("budget") or 0)
         obs = first
-        history = [(s, self._pushbench_tool(s.name, mapping)) for s in conv.steps]
-        history = [(s, t) for s, t in history if t is not None]
+        history = [(s, t) for s in conv.steps
+                   if (t := self._pushbench_tool(s.name, mapping)) is not None]
         decision = Decision()
         n = 0
         for s, tool in history:

@@ -28,7 +28,7 @@ _COUNTERS = ("step", "steps_used", "budget", "budget_left", "verified", "valid_c
 def note_text(n: int, tool: str, observation: str) -> str:
     """One line about PushBench call ``n``: its tool, ``ok`` and the counters it reported."""
     obs = json.loads(observation)
-    res = obs.get("result") if isinstance(obs.get("result"), dict) else {}
+    res = got if isinstance(got := obs.get("result"), dict) else {}
     seen = {k: res[k] for k in _COUNTERS if isinstance(res.get(k), (int, float, str))}
     extra = "".join(f" {k}={v}" for k, v in seen.items())
     status = "ok" if obs.get("ok") else f"failed ({obs.get('error_type') or 'error'})"

@@ -57,7 +57,7 @@ class Policy:
     """
 
     name: ClassVar[str] = "policy"
-    simulated: ClassVar[bool] = False
+    simulated: bool = False  # a class default; a policy may set it per instance (Aider)
     Params: ClassVar[type[BaseModel]] = NoParams
 
     def __init__(self, seed: int | None = None, **params: Any) -> None:

@@ -16,7 +16,7 @@ which never import it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -74,10 +74,21 @@ def _family(first_observation: str) -> str:
     return parse_observation(first_observation)["result"].get("family", "reposcan")
 
 
-class _PerFamily:
-    """Mixin over a RepoScan agent: on another family, play the table's agent instead."""
+class _Agent(Protocol):
+    """What a family agent of :data:`AGENTS` offers (each family module has its own classes)."""
 
-    _delegate = None
+    def reset(self, first_observation: str) -> None: ...
+
+    def act(self, observation: str) -> Any: ...
+
+
+class _PerFamily(Policy):
+    """Mixin over a RepoScan agent: on another family, play the table's agent instead.
+
+    (A Policy subclass only for the type checker: it comes first in the bases of classes that
+    are Policies already, so the method order is that of the plain mixin.)"""
+
+    _delegate: _Agent | None = None  # the family agent (:data:`AGENTS`)
 
     def _delegate_args(self) -> tuple[tuple, dict]:
         """Positional and keyword arguments (after ``rng``) of the family agent's factory."""
@@ -160,7 +171,8 @@ class DiligentOraclePolicy(Policy):
         if family != "swelite":
             # Other families have no reference fixes: behave exactly like ``diligent`` there
             # (the rows stay flagged oracle/simulated all the same).
-            self._agent = DiligentPolicy(seed=self.seed)
+            self._agent: DiligentPolicy | swelite_agents.SWELiteOracle = \
+                DiligentPolicy(seed=self.seed)
             self._agent.rng = self.rng
         else:
             self._agent = swelite_agents.SWELiteOracle(self.rng, **self.params)

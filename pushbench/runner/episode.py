@@ -28,7 +28,7 @@ from ..policies.errors import PolicyError, mark_policy_error
 from ..policies.identity import policy_key_id, policy_label
 
 
-def episode_key(task_id: str, controller: str, policy: str, seed: int,
+def episode_key(task_id: str, controller: str, policy: str, seed: int | None,
                 instance: str | None = None, params: dict | None = None,
                 label: str | None = None) -> str:
     """Stable id of an episode: what resume uses to skip finished work.

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .spec import EpisodeSpec
 
@@ -50,14 +52,17 @@ ASSUMPTIONS = (
 )
 
 
+Triple = tuple[float, float, float]  # low, expected, high
+
+
 @dataclass(frozen=True)
 class Bounds:
     """Low / expected / high figures of one episode (``math.inf``: unbounded)."""
 
-    steps: tuple[float, float, float]
-    prompt: tuple[float, float, float]
-    completion: tuple[float, float, float]
-    cost: tuple[float, float, float] | None  # None: calls a model without a price
+    steps: Triple
+    prompt: Triple
+    completion: Triple
+    cost: Triple | None  # None: calls a model without a price
     llm: bool = True
 
     @property
@@ -131,18 +136,19 @@ class Planner:
         steps_lo = min(target, budget) if target else budget
         calls_hi = budget * (1 + k) + k
         per_call = math.inf if cfg.context_tokens is None else cfg.context_tokens + tools
-        prompt = (steps_lo * (pinned + tools), budget * per_call, calls_hi * per_call)
+        prompt: Triple = (steps_lo * (pinned + tools), budget * per_call, calls_hi * per_call)
+        completion: Triple
         completion = (steps_lo * min(c, COMPLETION_LOW), budget * min(c, COMPLETION_EXPECTED),
                       calls_hi * c)
         cap = spec.max_episode_tokens
         if cap is not None:
-            prompt = tuple(min(x, cap) for x in prompt)
-            completion = tuple(min(x, cap) for x in completion)
+            prompt = _triple(min(x, cap) for x in prompt)
+            completion = _triple(min(x, cap) for x in completion)
         price = cfg.price()
-        cost = None
+        cost: Triple | None = None
         if price is not None:
-            cost = tuple(_cost(p, q, price.input_per_mtok, price.output_per_mtok)
-                         for p, q in zip(prompt, completion, strict=True))
+            cost = _triple(_cost(p, q, price.input_per_mtok, price.output_per_mtok)
+                           for p, q in zip(prompt, completion, strict=True))
             if cap is not None:
                 worst = cap * max(price.input_per_mtok, price.output_per_mtok) / 1e6
                 cost = (min(cost[0], worst), min(cost[1], worst), min(cost[2], worst))
@@ -168,8 +174,14 @@ def aider_bounds(spec: EpisodeSpec) -> Bounds:
     context = int(params.get("context", 32768))
     steps = (float(min(task.target, budget)), float(budget), float(budget))
     requests = (1.0, float(min(task.target, budget)), float(budget))
-    return Bounds(steps, tuple(r * context for r in requests),
-                  tuple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
+    return Bounds(steps, _triple(r * context for r in requests),
+                  _triple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
+
+
+def _triple(values: Iterable[float]) -> Triple:
+    """Three figures as a typed tuple (low, expected, high); ValueError if not three."""
+    low, expected, high = values
+    return low, expected, high
 
 
 def letta_bounds(spec: EpisodeSpec) -> Bounds:
@@ -197,7 +209,7 @@ def letta_bounds(spec: EpisodeSpec) -> Bounds:
                   requests[1] * min(L.MAX_TOKENS, COMPLETION_EXPECTED),
                   requests[2] * L.MAX_TOKENS)
     price = params.price()
-    cost = None if price is None else tuple(
+    cost = None if price is None else _triple(
         _cost(p, q, price.input_per_mtok, price.output_per_mtok)
         for p, q in zip(prompt, completion, strict=True))
     return Bounds(steps, prompt, completion, cost)
@@ -228,7 +240,7 @@ def pilot_bounds(base: Bounds, spec: EpisodeSpec, lines: list[dict]) -> Bounds:
     prompt = (steps[0] * min(tp), steps[1] * sum(tp) / len(tp), steps[2] * max(tp))
     completion = (steps[0] * min(tc), steps[1] * sum(tc) / len(tc), steps[2] * max(tc))
     price = cfg.price()
-    cost = None if price is None else tuple(
+    cost = None if price is None else _triple(
         _cost(p, q, price.input_per_mtok, price.output_per_mtok)
         for p, q in zip(prompt, completion, strict=True))
     return replace(base, steps=steps, prompt=prompt, completion=completion, cost=cost)
@@ -267,7 +279,7 @@ def estimate_rows(specs: list[EpisodeSpec], done: dict[str, dict], pilot: bool =
     labels: dict[str, list[EpisodeSpec]] = {}
     for s in specs:
         labels.setdefault(policy_label(s.policy, s.policy_params, s.policy_label), []).append(s)
-    rows = []
+    rows: list[dict[str, Any]] = []
     zero = (0.0, 0.0, 0.0)
     for label, group in labels.items():
         finished = [done[s.key] for s in group if s.key in done]

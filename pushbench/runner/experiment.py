@@ -63,7 +63,7 @@ from .episode import episode_key
 from .spec import EpisodeSpec  # an experiment expands into specs
 from .yamlfile import Refused, strict_yaml
 
-EXPERIMENT_SCHEMA_VERSION = 1
+EXPERIMENT_SCHEMA_VERSION: Literal[1] = 1
 _GLOB_CHARS = "*?["
 MAX_SEEDS = 10_000              # seeds per experiment
 MAX_SEED = 2**63 - 1            # seeds are non-negative (numpy and Gymnasium refuse others)
@@ -188,7 +188,7 @@ class Experiment(_Strict):
         for c in dict.fromkeys(self.controllers):  # a component that would do nothing: refused
             if c in known_ctl:
                 comp = catalogue()[c]
-                problems += [p for f in families if (p := scope_problem(
+                problems += [prob for f in families if (prob := scope_problem(
                     c, comp.components, f, comp.family_independent is not None))]
         for p in self.policies:
             if p.name not in POLICIES:

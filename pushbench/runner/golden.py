@@ -93,14 +93,15 @@ def tools_text(family: str) -> str:
     return json.dumps(schemas, ensure_ascii=True, sort_keys=True, indent=1) + "\n"
 
 
-def run(ep: Episode) -> tuple[list[str], list[dict | None]]:
+def run(ep: Episode) -> tuple[list[str], list[str | dict | None]]:
     """The observations of ``ep`` (reset first) and the action before each (None for reset)."""
     env = _make_env(ep.task, ep.controller, None)
     try:
         pol = _make_policy(ep.policy, ep.seed, None)
         obs, _ = env.reset(seed=ep.seed, options=env.unwrapped.reset_options(None))
         pol.reset(obs)
-        observations, actions, done = [obs], [None], False
+        observations, done = [obs], False
+        actions: list[str | dict | None] = [None]
         while not done and (ep.max_steps is None or len(actions) <= ep.max_steps):
             action = pol.act(obs)
             obs, done = _step(env, action)

@@ -53,8 +53,10 @@ class Dose(_Strict):
         if len(forms) != 1:
             raise ValueError(f"give exactly one of uniform, int_uniform, off_or_uniform "
                              f"(got {forms or 'none'})")
-        lo, hi = (self.off_or_uniform[1:] if self.off_or_uniform
-                  else self.uniform or self.int_uniform)
+        pair = (self.off_or_uniform[1:] if self.off_or_uniform
+                else self.uniform or self.int_uniform)
+        assert pair is not None  # exactly one form is set (checked above)
+        lo, hi = pair
         if not lo <= hi:
             raise ValueError(f"range [{lo}, {hi}] is inverted")
         if self.off_or_uniform and not 0.0 <= self.off_or_uniform[0] <= 1.0:
@@ -66,6 +68,7 @@ class Dose(_Strict):
             return int(rng.integers(self.int_uniform[0], self.int_uniform[1] + 1))
         if self.uniform:
             return round(float(rng.uniform(*self.uniform)), 4)
+        assert self.off_or_uniform is not None  # the one form left (the validator)
         p_off, lo, hi = self.off_or_uniform
         off = rng.random() < p_off
         value = rng.uniform(lo, hi)  # drawn either way, so one dose never shifts the next one
@@ -110,9 +113,17 @@ def load_prior(path: str | Path) -> Prior:
         raise ExperimentError(f"{path}: {where}: {first['msg']}") from None
 
 
+def _family_prior(prior: Prior, family: str) -> FamilyPrior:
+    """``prior.families[family]`` for a family name given as text (KeyError if absent)."""
+    for name, fp in prior.families.items():
+        if name == family:
+            return fp
+    raise KeyError(family)
+
+
 def draw_agents(prior: Prior, family: str) -> list[dict]:
     """The population of ``family``: experiment policy entries (see the module docstring)."""
-    fp = prior.families[family]
+    fp = _family_prior(prior, family)
     # keyed by the family's name, not its place in the file: reordering families keeps draws
     rng = np.random.default_rng(np.random.SeedSequence(prior.seed,
                                                        spawn_key=(zlib.crc32(family.encode()),)))
@@ -128,7 +139,7 @@ def draw_agents(prior: Prior, family: str) -> list[dict]:
 
 def population_experiment(prior: Prior, family: str, workers: int | None = None) -> Experiment:
     """The experiment of ``family``'s population (validated like any experiment file)."""
-    fp = prior.families[family]
+    fp = _family_prior(prior, family)
     data = {"schema_version": 1, "name": f"mechanism_population_{family}",
             "description": f"SIMULATED agents: {prior.agents_per_family} agents drawn from the "
                            f"dose prior (seed {prior.seed}) x {', '.join(fp.controllers)}",

@@ -144,7 +144,7 @@ def apply_edit(root: str, edit: Edit) -> str | None:
 def _make(task_id: str, controller: str | None, budget: int | None):
     from .. import make
 
-    kwargs = {"budget": budget} if budget is not None else {}
+    kwargs: dict[str, Any] = {"budget": budget} if budget is not None else {}
     if controller in (None, "none"):
         return make(task_id, **kwargs), False
     return make(task_id, controller=controller, **kwargs), True
@@ -174,10 +174,11 @@ def replay(task_id: str, controller: str | None, seed: int | None, steps: Sequen
                 if ws is None:
                     out.problems.append(f"step {i}: out-of-band edits for a family without "
                                         "a workspace")
-                for e in step.edits if ws is not None else ():
-                    why = apply_edit(ws, e)
-                    if why:
-                        out.problems.append(f"step {i}: {why}")
+                else:
+                    for edit in step.edits:
+                        why = apply_edit(ws, edit)
+                        if why:
+                            out.problems.append(f"step {i}: {why}")
             obs, *_ = env.step(step.action)
             out.observations.append(obs)
     except Exception as e:  # noqa: BLE001 - a harness failure (a snapshot or test venv missing
@@ -326,6 +327,7 @@ def adopt(record: dict, checked: Checked) -> dict:
     if checked.reasons or checked.unverifiable:
         out["claimed"] = {k: record.get(k) for k in CLAIM_FIELDS if k in record}
     if not rep:
+        empty: dict[str, Any]
         empty = {"calls": [], "target": record.get("target"), "budget": record.get("budget"),
                  "terminated_by": None}
         try:
@@ -339,6 +341,6 @@ def adopt(record: dict, checked: Checked) -> dict:
               "steps_used", "terminated_by", "valid_count", "success", "reported_count",
               "final_message", "calls", "progress", "metrics"):
         out[k] = rep.get(k)
-    ctl = out.get("controller") if isinstance(out.get("controller"), dict) else {}
+    ctl = got if isinstance(got := out.get("controller"), dict) else {}
     out["controller"] = {**ctl, **rep["controller"]}
     return out

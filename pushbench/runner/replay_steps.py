@@ -156,10 +156,10 @@ def trace_action(proposed: Any) -> tuple[Any, bool]:
     if not isinstance(proposed, dict):
         return STAND_IN, False
     if proposed.get("oversized"):  # refused by its size alone: any text past the limit will do
-        head = proposed.get("head") if isinstance(proposed.get("head"), str) else ""
+        head = got if isinstance(got := proposed.get("head"), str) else ""
         return head + " " * (MAX_ACTION_BYTES + 1), True
     if "unreadable" in proposed:  # the wire line the env refused for this reason
-        text = _UNREADABLE.get(proposed.get("unreadable"))
+        text = _UNREADABLE.get(str(proposed.get("unreadable")))
         return (text, True) if text else (STAND_IN, False)
     args = proposed.get("arguments")
     call: dict[str, Any] = {"tool": proposed.get("tool")}

@@ -230,32 +230,37 @@ class RunDir:
     # ----- writing --------------------------------------------------------------------
     def write(self, result: EpisodeResult) -> bool:
         """Persist one result; ``True`` if it became an episode line (not an error/duplicate)."""
-        if self._fd is None:
+        fd, err_fd, cap_fd = self._fd, self._err_fd, self._cap_fd
+        if fd is None or err_fd is None or cap_fd is None:  # open() sets all three
             raise RunDirError("RunDir.write before open()")
-        if not result.ok:
-            _append(self._err_fd, _dumps(error_line(result.spec, result.error)),
+        if result.error is not None:  # not result.ok
+            _append(err_fd, _dumps(error_line(result.spec, result.error)),
                     sync=self.sync_interval <= 0)
             return False
+        line, trace_gz = result.line, result.trace_gz
+        if line is None or trace_gz is None:
+            raise RunDirError(f"the result of {result.spec.key} has no error, so it needs a "
+                              "line and a trace")
         key = result.spec.key
         if key in self.done:
             return False
         strict = self.sync_interval <= 0
-        if result.line.get("terminated_by") == "cost_cap":  # not finished: billed, run again
+        if line.get("terminated_by") == "cost_cap":  # not finished: billed, run again
             paths.private_dir(self.traces / "capped")
-            paths.write_private(self.traces / "capped" / f"{key}.json.gz", result.trace_gz)
-            _append(self._cap_fd, _dumps(result.line), sync=strict)
-            self.capped.append(result.line)
+            paths.write_private(self.traces / "capped" / f"{key}.json.gz", trace_gz)
+            _append(cap_fd, _dumps(line), sync=strict)
+            self.capped.append(line)
             return False
         trace = self.traces / f"{key}.json.gz"
         tmp = trace.with_name(f".{key}.{os.getpid()}.tmp")
         with os.fdopen(paths.open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
-            f.write(result.trace_gz)
+            f.write(trace_gz)
             if strict:
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, trace)
-        _append(self._fd, _dumps(result.line), sync=strict)
-        self.done[key] = result.line
+        _append(fd, _dumps(line), sync=strict)
+        self.done[key] = line
         if not strict:
             self._pending.append(trace)
             if time.monotonic() - self._last_sync >= self.sync_interval:
@@ -273,9 +278,9 @@ class RunDir:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            for fd in (self._err_fd, self._cap_fd, self._fd):
-                if fd is not None:
-                    os.fsync(fd)
+            for open_fd in (self._err_fd, self._cap_fd, self._fd):
+                if open_fd is not None:
+                    os.fsync(open_fd)
         self._pending.clear()
         self._last_sync = time.monotonic()
 

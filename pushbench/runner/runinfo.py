@@ -76,8 +76,8 @@ def run_info(run_dir: str | Path) -> dict | None:
     first = invocations[0] if invocations else {}
     git = first.get("git", manifest.get("git"))
     commit = (git or {}).get("commit")
-    others = sorted({(inv.get("git") or {}).get("commit") for inv in invocations[1:]}
-                    - {commit, None})
+    others = sorted({c for inv in invocations[1:]
+                     if (c := (inv.get("git") or {}).get("commit")) is not None} - {commit})
     versions = first.get("family_versions")
     other_versions = [v for v in _distinct(inv.get("family_versions") for inv in invocations[1:])
                       if v is not None and v != versions]

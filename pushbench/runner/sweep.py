@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -117,7 +118,8 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
                                              **experiment.options_for_executor())
         uncap = executor.enforce_caps(experiment.max_inflight_per_endpoint)
         executor.gate = gate
-        unmeter = executor.install_meter(spend.Meter(cap, gate.spent_usd) if gate else None)
+        unmeter = executor.install_meter(spend.Meter(cap, gate.spent_usd)
+                                         if gate and cap is not None else None)
     except BaseException:
         if own_executor and executor is not None:
             executor.shutdown()
@@ -288,9 +290,10 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
     from .runinfo import run_info
 
     info = run_info(run_dir)
+    method: dict[str, Any] = {"ci_method": ci_method} if ci_method else {}
     frames = rep.write_report(episodes, out_dir, seed=seed, n_resamples=n_resamples, info=info,
                               run_dir=run_dir if Path(run_dir).is_dir() else Path(run_dir).parent,
-                              **({"ci_method": ci_method} if ci_method else {}))
+                              **method)
     rep.print_report(frames, console=out)
     from ..analysis.bill import print_bill
 

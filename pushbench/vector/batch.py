@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 
-class _BatchInfo:
+class _BatchInfo(VectorEnv):
     """Gymnasium's info batching (``VectorEnv._add_info``) with the same result, cheaper.
 
     Gymnasium's version builds a fresh mask array for every key of every copy on every step
@@ -27,13 +27,15 @@ class _BatchInfo:
             if key == "final_obs":  # same_step mode only: Gymnasium's own path
                 vector_infos = super()._add_info(vector_infos, {key: value}, env_num)
                 continue
+            array: np.ndarray | dict[str, Any]
             if type(value) is dict:
                 array = self._add_info(vector_infos.get(key, {}), value, env_num)
             else:
-                array = vector_infos.get(key)
-                if array is None:
-                    array = _empty_batch(value, n)
-                array[env_num] = value
+                batch = vector_infos.get(key)
+                if batch is None:
+                    batch = _empty_batch(value, n)
+                batch[env_num] = value
+                array = batch
             mask_key = "_" + key
             mask = vector_infos.get(mask_key)
             if mask is None:
@@ -73,6 +75,7 @@ def _batch_uniform(env: _BatchInfo, infos: list[dict[str, Any]],
         values = [i[key] for i in infos]
         kind = type(values[0])
         same = all(type(v) is kind for v in values)
+        array: Any  # a nested info dict or one array for the key
         if same and kind is dict and _uniform(values):
             array = _batch_uniform(env, values, {})
         elif same and kind in _FAST_KINDS:

@@ -94,6 +94,7 @@ class _CallerSlice:
         self._pending = message
 
     def recv(self) -> tuple[bool, Any]:
+        assert self._pending is not None, "recv() without send()"
         (cmd, data), self._pending = self._pending, None
         if cmd == "close":
             self.envs.close()
@@ -193,9 +194,10 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
                 if w == 0 and local:
                     continue  # built after the workers start: they need not inherit it
                 parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_worker,
-                                   args=(child, env_fns[start:stop], autoreset_mode),
-                                   name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
+                # Every concrete context has Process; typeshed types get_context(str) as the base.
+                proc = ctx.Process(  # type: ignore[attr-defined]
+                    target=_worker, args=(child, env_fns[start:stop], autoreset_mode),
+                    name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
                 proc.start()
                 child.close()
                 self._pipes[w], self._procs[w] = _Pipe(parent), proc

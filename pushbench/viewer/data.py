@@ -113,7 +113,7 @@ def gather(run_dir: str | Path) -> tuple[dict, dict, list[dict], pd.DataFrame]:
     lines = load_episodes(run_dir)
     df = episodes_frame(lines)
     by_key = {ln.get("key") or fallback_key(ln): ln for ln in lines}
-    ordered = [by_key.get(k) for k in df["key"]]
+    ordered = [by_key[k] for k in df["key"]]  # the frame's keys are these lines' keys
     outcomes = [outcome(r) for _, r in df.iterrows()]
     df = df.assign(outcome=outcomes)
     groups: dict[tuple, int] = {}

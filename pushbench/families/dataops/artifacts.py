@@ -19,11 +19,12 @@ import json
 import math
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import yaml
 
-SCHEMAS = {
+SCHEMAS: dict[str, dict[str, Any]] = {
     "stations": {
         "required": ["station_id", "name", "latitude", "longitude", "elevation_m", "active"],
         "properties": {
@@ -103,7 +104,8 @@ def record_problem(schema: dict, rec, seen: set) -> str | None:
 
 
 def valid_mask(schema: dict, records: list) -> list[bool]:
-    seen, out = set(), []
+    seen: set = set()
+    out: list[bool] = []
     for rec in records:
         ok = record_problem(schema, rec, seen) is None
         if ok:

@@ -77,7 +77,8 @@ def readings(rng: np.random.Generator, n: int):
 
 def inventory(rng: np.random.Generator, n: int):
     houses = ["WH-N", "WH-S", "WH-E", "WH-W"][: int(rng.integers(2, 5))]
-    rows, seen = [], set()
+    rows: list[list] = []
+    seen: set = set()
     while len(rows) < n:
         letters = "".join(_pick(rng, "ABCDEFGHKLMPRT") for _ in range(3))
         sku = f"{letters}-{rng.integers(1000, 9999)}"

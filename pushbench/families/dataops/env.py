@@ -141,7 +141,7 @@ class DataOpsEnv(UnitBacklogEnv):
         self._drop_workspace()
         self._adopt_workspace(Workspace.create(), Workspace.remove)
         cfg = instance_config(self.family, instance)
-        order = self._generate(cfg, self.task.target, self._ws)
+        order = self._generate(cfg, self.task.target, self._live_ws)
         self._units = {u.id: u for u in order}
         self._answers: dict[str, str | int] = {}
         self._version = {uid: 0 for uid in self._units}   # bumped by answers and edits
@@ -180,7 +180,7 @@ class DataOpsEnv(UnitBacklogEnv):
             self._version[owner] += 1
 
     def _check(self, unit: U.Unit) -> U.CheckResult:
-        return self._check_unit(unit, self._ws, self._answers.get(unit.id))
+        return self._check_unit(unit, self._live_ws, self._answers.get(unit.id))
 
     # ----- tools ------------------------------------------------------------------------
     def _tool_inspect(self, args: UnitArgs) -> dict:
@@ -188,7 +188,7 @@ class DataOpsEnv(UnitBacklogEnv):
 
     def _tool_write_file(self, args: WriteArgs) -> dict:
         try:
-            size = self._ws.write_text(args.path, args.content)
+            size = self._live_ws.write_text(args.path, args.content)
         except SandboxError as e:
             raise sandbox_error("write_file", e) from None
         self._touch(args.path)

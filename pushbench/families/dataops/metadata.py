@@ -57,7 +57,7 @@ def facts(snapshot: str) -> dict:
     root = Path(snapshots.ensure(snapshot))
     pkg_text = (root / "PKG-INFO").read_text(encoding="utf-8")
     headers = pkg_info_headers(pkg_text)
-    h = {}
+    h: dict[str, str] = {}
     for k, v in headers:
         h.setdefault(k, v)
     lic = h.get("License") or next(

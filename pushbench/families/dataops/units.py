@@ -98,8 +98,8 @@ def generate_backlog(cfg: dict, target: int, ws: Workspace, kinds_: tuple[str, .
     if key not in _BLUEPRINTS:
         if len(_BLUEPRINTS) >= _MAX_BLUEPRINTS:  # bounded: a long-lived process forgets
             _BLUEPRINTS.clear()
-        files, units = _blueprint(cfg, target, kinds_, builders)
-        _BLUEPRINTS[key] = files, pickle.dumps(units, protocol=pickle.HIGHEST_PROTOCOL)
+        files, built = _blueprint(cfg, target, kinds_, builders)
+        _BLUEPRINTS[key] = files, pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL)
     files, units = _BLUEPRINTS[key]
     for rel, text in files:
         ws.setup_write(rel, text)
@@ -307,7 +307,7 @@ def list_items(value) -> frozenset[str] | None:
     return frozenset(str(int(p)) if _INTEGER.fullmatch(p) and p[0] != "-" else p for p in parts)
 
 
-def _normalise(value, atype: str):
+def _normalise(value, atype: str | None):
     """The answer as the checker compares it; total (``None``: not a well-formed answer).
 
     A list answer is compared as a set (:func:`list_items`). An integer answer is an ``int``

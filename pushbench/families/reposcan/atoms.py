@@ -107,11 +107,15 @@ KNOWN = (*_PLAIN, *(f"{n}:X" for n in _WITH_ARG), f"{LINES}>=K")
 def test(name: str, arg: str | int | None) -> Callable[[Facts], bool]:
     """The test of atom ``name`` (``arg``: the X of ``name:X`` or the K of ``lines>=K``)."""
     if name == LINES:
+        if arg is None:
+            raise ValueError(f"{LINES}>=K needs its K")
         k = int(arg)
         return lambda f: f.lines >= k
     if name in _WITH_ARG:
-        fn = _WITH_ARG[name][0]
-        return lambda f: fn(f, arg)
+        if not isinstance(arg, str):
+            raise ValueError(f"{name}:X needs its X (a string), got {arg!r}")
+        fn, x = _WITH_ARG[name][0], arg
+        return lambda f: fn(f, x)
     return _PLAIN[name][0]
 
 
@@ -121,5 +125,7 @@ def describe(name: str, arg: str | int | None, negated: bool = False) -> str:
         return (f"spans {'fewer than' if negated else 'at least'} {arg} lines from its `def` "
                 "line to the last line of its body (decorators not counted)")
     if name in _WITH_ARG:
-        return _WITH_ARG[name][2 if negated else 1].format(x=arg)
-    return _PLAIN[name][2 if negated else 1]
+        _, says, denies = _WITH_ARG[name]
+        return (denies if negated else says).format(x=arg)
+    _, says, denies = _PLAIN[name]
+    return denies if negated else says

@@ -44,7 +44,7 @@ Version History
 from __future__ import annotations
 
 from functools import cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -140,7 +140,7 @@ class RepoScanEnv(QGPEnv):
         hits, has_more, total = self._index.page(args.query, args.page)
         if len(self._seen_ids) < 200:
             self._seen_ids.extend(h.ident for h in hits[:3])
-        out = {"query": args.query}
+        out: dict[str, Any] = {"query": args.query}
         ignored = search_feedback(args.query)  # a function of the query alone: hides nothing
         if ignored is not None:
             out["ignored"] = ignored

@@ -106,10 +106,11 @@ _SCALAR_FIELDS = frozenset({"ctx", "op", "id", "attr", "arg", "name", "asname", 
                             "level", "names", "type_comment", "kind", "kwd_attrs", "rest",
                             "is_async", "simple", "conversion"})
 # AST class -> fields to walk. A local variable's annotation is never evaluated (PEP 526).
-_CHILDREN: dict[type, tuple[str, ...]] = {ast.Constant: (), ast.AnnAssign: ("target", "value")}
+_CHILDREN: dict[type[ast.AST], tuple[str, ...]] = {ast.Constant: (),
+                                                   ast.AnnAssign: ("target", "value")}
 
 
-def _children(kind: type) -> tuple[str, ...]:
+def _children(kind: type[ast.AST]) -> tuple[str, ...]:
     names = _CHILDREN.get(kind)
     if names is None:
         names = _CHILDREN[kind] = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
@@ -146,7 +147,7 @@ def _own_body_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _OwnBody:
     ``return`` and ``raise`` are exactly the function's own statements.
     """
     facts = _OwnBody()
-    stack = list(fn.body)
+    stack: list[ast.AST] = list(fn.body)
     while stack:
         node = stack.pop()
         if node is None:  # ``None`` entries of lists (dict ``**`` keys, keyword-only defaults)
@@ -157,13 +158,13 @@ def _own_body_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _OwnBody:
             continue
         if kind is ast.Assert:
             facts.has_assert = True
-        elif kind is ast.Return:
+        elif isinstance(node, ast.Return):
             facts.returns_value = facts.returns_value or node.value is not None
         elif kind is ast.Raise:
             facts.raises = True
         elif kind is ast.Yield or kind is ast.YieldFrom:
             facts.yields = True
-        elif kind is ast.Call:
+        elif isinstance(node, ast.Call):
             name = _last_name(node.func)
             if name is not None:
                 facts.calls.add(name)

@@ -24,6 +24,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from . import atoms
 from .indexer import Facts
@@ -91,6 +92,7 @@ def _tokenize(spec: str) -> list[_Tok]:
             toks.append(_Tok("end", "", len(spec) + 1))
             return toks
         kind = m.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         col = m.start(kind) + 1
         if kind == "bad":
             raise PredicateError(spec, col, f"unexpected character {m.group(kind)!r}")
@@ -108,7 +110,7 @@ class _Parser:
     def tok(self) -> _Tok:
         return self.toks[self.i]
 
-    def fail(self, message: str, tok: _Tok | None = None):
+    def fail(self, message: str, tok: _Tok | None = None) -> NoReturn:
         raise PredicateError(self.spec, (tok or self.tok).col, message)
 
     def take(self) -> _Tok:
@@ -252,7 +254,7 @@ def _nnf(node: Node, negate: bool = False):
     if isinstance(node, Not):
         return _nnf(node.expr, not negate)
     op = {"and": "or", "or": "and"}[node.op] if negate else node.op
-    items = []
+    items: list[tuple] = []
     for n in node.items:
         sub = _nnf(n, negate)
         items.extend(sub[1] if sub[0] == op else [sub])

@@ -86,6 +86,7 @@ from ...envs.backlog import (
 )
 from ...envs.base import LEDGER_EXTRA, ActionError, QGPEnv, ToolArgs
 from ...envs.sandbox import SandboxError
+from ...errors import NotResetError
 from ...tasks import instance_config
 from . import runner, venvs, workspace
 from . import units as U
@@ -197,7 +198,7 @@ class SWELiteEnv(UnitBacklogEnv):
         except (re.error, OverflowError, RecursionError, ValueError) as e:  # a{99999999999}
             raise ActionError("bad_pattern", f"search_code: invalid regular expression ({e})",
                               "search_code") from None
-        req = json.dumps({"root": self._ws.root, "pattern": args.pattern,
+        req = json.dumps({"root": self._live_ws.root, "pattern": args.pattern,
                           "glob": args.path_glob, "skip": (args.page - 1) * SEARCH_PAGE,
                           "take": SEARCH_PAGE})
         try:
@@ -217,7 +218,7 @@ class SWELiteEnv(UnitBacklogEnv):
 
     def _tool_edit_file(self, args: EditArgs) -> dict:
         try:
-            parts = self._ws.parts(args.path)
+            parts = self._live_ws.parts(args.path)
         except SandboxError as e:
             raise sandbox_error("edit_file", e) from None
         rel = "/".join(parts)
@@ -229,7 +230,7 @@ class SWELiteEnv(UnitBacklogEnv):
         return super()._tool_edit_file(args)
 
     def _run(self, args: list[str], timeout: float) -> runner.RunResult:
-        return runner.run_pytest(self._python, self._ws.root, self._spec.source_dirs, args,
+        return runner.run_pytest(self._python, self._live_ws.root, self._spec.source_dirs, args,
                                  timeout=timeout, memory_mb=self.memory_mb)
 
     def _tool_run_verifier(self, args: UnitArgs) -> dict:
@@ -250,14 +251,17 @@ class SWELiteEnv(UnitBacklogEnv):
         return passed, reason, self._edits
 
     def _module_check(self, u: dict) -> tuple[bool, str | None]:
-        r = self._run(U.module_args(self._unit_set, u), self.submit_timeout)
+        unit_set = self._unit_set
+        if unit_set is None:  # tools run only inside an episode
+            raise NotResetError("no episode: call reset() first")
+        r = self._run(U.module_args(unit_set, u), self.submit_timeout)
         if r.timed_out:
             return False, f"timeout: the test run was killed after {self.submit_timeout:g} s"
         own = r.not_passed(u["tests"])
         if own:
             return False, (f"{len(own)} of the issue's {len(u['tests'])} tests fail (e.g. "
                            f"{own[0]}); run_verifier shows why")
-        rest = r.not_passed(U.module_expected(self._unit_set, u, self._backlog))
+        rest = r.not_passed(U.module_expected(unit_set, u, self._backlog))
         if rest:
             return False, (f"the issue's tests pass but {len(rest)} other test(s) of its module "
                            f"now fail (e.g. {rest[0]})")

@@ -83,6 +83,7 @@ def function_span(source: str, qualname: str) -> tuple[int, int]:
     """0-based [start, end) line span of the function, decorators included."""
     fn = find_function(ast.parse(source), qualname)
     start = min([fn.lineno] + [d.lineno for d in fn.decorator_list]) - 1
+    assert fn.end_lineno is not None  # ast.parse sets it on every statement
     return start, fn.end_lineno
 
 
@@ -107,6 +108,7 @@ class _Text:
 
 def _targets(fn, op: str, value: str | None) -> list:
     nodes = [n for n in ast.walk(fn) if n is not fn]
+    out: list[ast.AST]
     if op in ("compare_negate", "compare_boundary"):
         table = _NEGATE if op == "compare_negate" else _BOUNDARY
         out = [n for n in nodes if isinstance(n, ast.Compare) and len(n.ops) == 1

@@ -41,7 +41,7 @@ def apply_units(root: str | os.PathLike, units) -> None:
         path.write_text(text.replace(u["original_func"], u["mutated_func"], 1), encoding="utf-8")
 
 
-def freeze_times(root: str | os.PathLike) -> None:
+def freeze_times(root: str | os.PathLike[str]) -> None:
     for dirpath, dirs, files in os.walk(root, topdown=False):
         for name in files + dirs:
             os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME),

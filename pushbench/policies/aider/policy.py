@@ -43,7 +43,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -136,12 +136,12 @@ class AiderPolicy(Policy):
             version = P.aider_version(program)
             if self.oracle:
                 try:
-                    server = P.ModelServer(self.p.model_server, work)
+                    server = P.ModelServer(self.p.model_server or "", work)  # oracle: set
                 except RuntimeError as e:
                     raise PolicyError("model_server", str(e)) from None
                 url, key = server.url, "pushbench-offline"
             else:
-                url = self.p.base_url
+                url = self.p.base_url or ""  # params: exactly one of model_server, base_url
                 key = os.environ.get(self.p.api_key_env or "", "") or "none"
             self.info = {"version": version, "edit_format": self.p.edit_format,
                          "model": self.p.model, "endpoint": "model-server" if self.oracle
@@ -269,7 +269,7 @@ class AiderPolicy(Policy):
             (self.repo / path).parent.mkdir(parents=True, exist_ok=True)
             (self.repo / path).write_bytes(before[path])
         requests = P.count_requests(res.llm_history)
-        turn = {"turn": len(self.turns) + 1, "units": units, "rc": res.rc,
+        turn: dict[str, Any] = {"turn": len(self.turns) + 1, "units": units, "rc": res.rc,
                 "timed_out": res.timed_out, "seconds": res.seconds, "model_requests": requests,
                 "edit_calls": len(calls), "status_charged": max(0, requests - len(calls)),
                 "created_undone": created, "deleted_undone": deleted,

@@ -53,7 +53,7 @@ def _files_from(observations) -> dict[str, str]:
             continue
         r = obs.get("result") or {}
         if obs.get("tool") in ("write_file", "edit_file"):
-            chunks.pop(r.get("path"), None)
+            chunks.pop(r.get("path", ""), None)
         elif obs.get("tool") == "read_file":
             lines = r["content"].split("\n") if r["lines_returned"] else []
             chunks.setdefault(r["path"], {})[r["offset"]] = lines
@@ -183,7 +183,8 @@ class DataOpsRandom(FamilyAgent):
 
     def reset(self, first_observation) -> None:
         self.target = int(_decode(first_observation)["result"]["target"])
-        self.units, self.files = ["u01"], []
+        self.units: list[str] = ["u01"]
+        self.files: list[str] = []
 
     def act(self, observation) -> dict:
         obs = _decode(observation)

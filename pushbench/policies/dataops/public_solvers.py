@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 FIELD_OPS = frozenset({"rows_missing", "rows_out_of_range", "rows_date_after",
                        "rows_label_conflict"})
@@ -90,11 +91,12 @@ def clean_fix(unit: dict, files: dict[str, str], slip: bool = False) -> tuple[st
 def record_fix(unit: dict, files: dict[str, str], slip: bool = False) -> tuple[str, str]:
     """Rebuild the record from SOURCE.txt and the data file (``slip``: count the header)."""
     first = unit["rules"][0]
-    source = {}
+    source: dict[str, str] = {}
     for line in files[first["source"]].splitlines():
         key, _, value = line.partition(": ")
         source.setdefault(key.strip(), value)
     header, rows = _table(files[first["data"]])
+    doc: dict[str, Any]
     doc = {k: source[k] for k in ("dataset", "package", "version", "licence", "citation")}
     doc.update(rows=len(rows) + (1 if slip else 0), columns=header)
     return first["record"], json.dumps(doc, indent=2) + "\n"

@@ -78,7 +78,7 @@ def consistency_answer(rule: dict, files: dict[str, str]) -> str:
     op = rule["op"]
     if op == "ledger_mismatch_accounts":
         col, rows = _table(files[rule["ledger"]])
-        sums = Counter()
+        sums: Counter[str] = Counter()
         for r in rows:
             sums[r[col["account"]]] += int(r[col["amount_cents"]])
         totals = json.loads(files[rule["summary"]])["totals_cents"]
@@ -114,7 +114,7 @@ def metadata_fix(unit: dict, files: dict[str, str], skip: str | None = None) -> 
     target = unit["rules"][0]["file"]
     pkg = next(t for p, t in files.items() if p.endswith("PKG-INFO"))
     headers = pkg_info(pkg)
-    first = {}
+    first: dict[str, str] = {}
     for k, v in headers:
         first.setdefault(k, v)
     lines = files[target].splitlines()
@@ -172,7 +172,9 @@ def artifact_fix(unit: dict, files: dict[str, str], mistake: str | None = None):
 def _fixed_text(schema_text: str, fmt: str, text: str, mistake: str | None) -> str:
     schema = json.loads(schema_text)
     doc = json.loads(text) if fmt == "json" else yaml.safe_load(text)
-    seen, good, bad = set(), [], []
+    seen: set = set()
+    good: list = []
+    bad: list = []
     for rec in doc["records"]:
         if record_ok(schema, rec, seen):
             seen.add(rec[schema["x-unique"]])

@@ -53,7 +53,8 @@ class EpisodeSaver(SqliteSaver):
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
-            self.conn = None
+            # None: closed (this saver's own lazy state; SqliteSaver types conn as always open)
+            self.conn = None  # type: ignore[assignment]
 
     # ----- reads: no file, no checkpoint ---------------------------------------------------
     def get_tuple(self, config):

@@ -26,6 +26,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ... import limits, spend
 from ...envs.actions import escape_surrogates
@@ -34,9 +35,12 @@ from .config import LLMConfig
 from .context import estimate_message_tokens, estimate_tokens
 from .window import discover_window, overflow_numbers
 
+if TYPE_CHECKING:  # imported lazily at run time (an optional dependency)
+    import openai
+
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 _LOCK = threading.Lock()
-_SYNC_CLIENTS: dict[tuple, object] = {}
+_SYNC_CLIENTS: dict[tuple, openai.OpenAI] = {}
 _ASYNC_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = \
     weakref.WeakKeyDictionary()
 _PERMANENT_KIND = {400: "bad_request", 401: "auth", 403: "permission", 404: "not_found",
@@ -146,7 +150,7 @@ def _overflow(exc: Exception, status: int | None) -> ContextOverflow:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):  # llama.cpp's own server: {"n_ctx", "n_prompt_tokens"}
         body = body.get("error", body) if isinstance(body.get("error"), dict) else body
-        window = window or (body.get("n_ctx") if isinstance(body.get("n_ctx"), int) else None)
+        window = window or (got if isinstance(got := body.get("n_ctx"), int) else None)
         prompt = prompt or (body.get("n_prompt_tokens")
                             if isinstance(body.get("n_prompt_tokens"), int) else None)
     return ContextOverflow(f"{type(exc).__name__}: {exc}", status=status, window=window,
@@ -226,8 +230,8 @@ class ChatClient:
             self._key = key
         else:
             self._key = "not-needed"
-        self._sync = None
-        self._async = None
+        self._sync: openai.OpenAI | None = None
+        self._async: openai.AsyncOpenAI | None = None
         self._rng = random.Random(seed)
         self._price = cfg.price()
         self._tools_est: int | None = None  # estimated tokens of the tool definitions

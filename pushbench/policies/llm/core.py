@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from ...envs import actions
 from ..errors import ContextOverflow
@@ -56,7 +56,7 @@ MEMORY_LIMIT_NOTE = ("[harness] Too many replies in a row used only memory tools
 class Memory(Protocol):
     """A memory baseline's harness-side tools (see :mod:`.memory`)."""
 
-    kind: str
+    kind: ClassVar[str]
     tools: list[dict]
     names: frozenset[str]
 
@@ -64,6 +64,9 @@ class Memory(Protocol):
     def note_call(self, name: str, ok: bool) -> None: ...
     def context_block(self) -> str | None: ...
     def summary(self) -> dict: ...
+    def bind(self, store: Any) -> None: ...  # the LangGraph store (None-op without one)
+    def to_state(self) -> dict: ...
+    def load_state(self, d: dict) -> None: ...
 
 
 @dataclass
@@ -316,16 +319,20 @@ class AgentCore:
 
     def run_memory(self, item: Item) -> dict:
         """Run a memory call in the harness (no step); return its tool message."""
-        name = item.call.name
+        call, memory = item.call, self.memory
+        if call is None or memory is None:  # items are memory calls only where both exist
+            raise ValueError("run_memory needs a memory call and a policy with a memory")
+        name = call.name
+        out: dict[str, Any]
         if item.args is None:
             out = {"tool": name, "ok": False, "error_type": "bad_json",
                    "error": f"{name}: arguments are not a JSON object"}
         else:
             try:
-                out = {"tool": name, "ok": True, "result": self.memory.call(name, item.args)}
+                out = {"tool": name, "ok": True, "result": memory.call(name, item.args)}
             except (TypeError, ValueError, KeyError) as e:
                 out = {"tool": name, "ok": False, "error_type": "bad_arguments",
                        "error": f"{name}: {e}"}
-        self.memory.note_call(name, out["ok"])
-        return {"role": "tool", "tool_call_id": item.call.id,
+        memory.note_call(name, out["ok"])
+        return {"role": "tool", "tool_call_id": call.id,
                 "content": json.dumps(out, ensure_ascii=True, separators=(",", ":"))}

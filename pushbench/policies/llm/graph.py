@@ -18,7 +18,7 @@ orchestrate.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
@@ -53,12 +53,13 @@ def _route(state: AgentState) -> str:
     return END if ep["done"] or ep["pause"] else "turn"
 
 
-# The node of the shared compiled graph: the policy of the run is LangGraph's run context.
-def _turn_node(state: AgentState, runtime: Runtime) -> dict:
+# The node of the shared compiled graph: the policy of the run is LangGraph's run context
+# (Runtime[Any]: LangGraph bounds a context type to data classes, the policy is an object).
+def _turn_node(state: AgentState, runtime: Runtime[Any]) -> dict:
     return runtime.context._turn(state, runtime)
 
 
-async def _aturn_node(state: AgentState, runtime: Runtime) -> dict:
+async def _aturn_node(state: AgentState, runtime: Runtime[Any]) -> dict:
     return await runtime.context._aturn(state, runtime)
 
 

@@ -64,9 +64,10 @@ from ..errors import ContextOverflow, PolicyError
 from .client import ChatClient, Usage
 from .config import LangGraphConfig, LLMConfig
 from .core import AgentCore, Memory, Stats, digest
-from .graph import AgentState, build_graph
+from .graph import AgentState, Episode, build_graph
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
+    import gymnasium as gym
     from langgraph.runtime import Runtime
 
 _GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability",
@@ -102,7 +103,7 @@ class LangGraphPolicy(Policy):
     """The LLM agent loop as a LangGraph ``StateGraph`` with a SQLite checkpointer."""
 
     name: ClassVar[str] = "llm-langgraph"
-    simulated: ClassVar[bool] = False
+    simulated = False
     backend: ClassVar[str] = "langgraph"
     Params = LangGraphConfig
 
@@ -124,9 +125,16 @@ class LangGraphPolicy(Policy):
         self._done = False
         self.client = ChatClient(self.cfg, seed)
         self.memory: Memory | None = None
-        self._env = None
+        self._env: gym.Env | None = None
         self.store = None
         self._window: int | None = None
+
+    @property
+    def _live_env(self) -> gym.Env:
+        """The environment drive() / adrive() is running."""
+        if self._env is None:
+            raise PolicyError("config", "the graph ran outside drive()")
+        return self._env
 
     # ----- hooks for the memory baseline --------------------------------------------------
     def make_memory(self) -> Memory | None:
@@ -184,7 +192,7 @@ class LangGraphPolicy(Policy):
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
         ep = values["episode"]
         for i, (action, sha) in enumerate(zip(ep["env_actions"], ep["obs_sha"], strict=True)):
-            obs = self._env.step(_restored(action))[0]
+            obs = self._live_env.step(_restored(action))[0]
             if digest(obs) != sha:
                 raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "
                                   "gave a different observation (the task, snapshot or "
@@ -299,7 +307,7 @@ class LangGraphPolicy(Policy):
         return _COMPILED[key].copy(update={"checkpointer": saver, "store": self.store})
 
     # One agent turn = one superstep: the model call, then its reply's calls (see graph.py).
-    def _before_model(self, ep: dict) -> tuple[Stats, Usage]:
+    def _before_model(self, ep: Episode) -> tuple[Stats, Usage]:
         if ep["turns"] >= self.core.max_model_turns():  # unreachable by construction
             raise PolicyError("turn_limit", "model turn limit reached")
         stats, usage = Stats.from_state(ep["stats"]), Usage.from_state(ep["usage"])
@@ -333,7 +341,7 @@ class LangGraphPolicy(Policy):
         # The calls run inline, as the native asyncio loop steps its environment inline.
         return self._after_model(ep, kept, turn, stats, usage, runtime)
 
-    def _after_model(self, ep: dict, kept: list[dict], turn, stats: Stats, usage: Usage,
+    def _after_model(self, ep: Episode, kept: list[dict], turn, stats: Stats, usage: Usage,
                      runtime: Runtime) -> dict:
         """Execute the reply's calls (environment steps, memory calls through the graph's
         store) and return the turn's writes: the new history and the whole new episode."""
@@ -352,7 +360,7 @@ class LangGraphPolicy(Policy):
                 messages.append(self.core.run_memory(item))
                 events.append(self.core.answer_event(None, messages[-1]))
                 continue
-            obs, _, terminated, truncated, _ = self._env.step(item.action)
+            obs, _, terminated, truncated, _ = self._live_env.step(item.action)
             stats.env_actions += 1
             actions.append(_storable(item.action))
             shas.append(digest(obs))

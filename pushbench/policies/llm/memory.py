@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -31,12 +32,15 @@ from .config import MemGPTConfig
 from .langgraph_agent import LangGraphPolicy
 from .native import LLMPolicy
 
+if TYPE_CHECKING:  # an optional dependency, imported where a store is made
+    from langgraph.store.base import BaseStore
+
 EMBED_DIMS = 256
 MAX_NOTE_CHARS = 2000
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
-def hash_embed(texts: list[str], dims: int = EMBED_DIMS) -> list[list[float]]:
+def hash_embed(texts: Sequence[str], dims: int = EMBED_DIMS) -> list[list[float]]:
     """L2-normalised hashed bag of lower-cased word and identifier-part tokens."""
     out = []
     for text in texts:
@@ -109,18 +113,21 @@ class StoreMemory(_Counts):
     def __init__(self, namespace: tuple[str, ...] = ("pushbench", "notes")) -> None:
         super().__init__()
         self.namespace = namespace
-        self.store = None
+        self.store: BaseStore | None = None  # bound by the policy before the first call
         self.notes: list[list[str]] = []  # [key, text]: the log that rebuilds the store on resume
 
     def bind(self, store) -> None:
         self.store = store
 
     def call(self, name: str, args: dict) -> dict:
+        store = self.store
+        if store is None:
+            raise RuntimeError("StoreMemory.call before bind(store)")
         if name == "remember":
             _check_keys(args, {"note"})
             note = _text(args, "note")
             key = f"note-{len(self.notes) + 1:04d}"
-            self.store.put(self.namespace, key, {"text": note})
+            store.put(self.namespace, key, {"text": note})
             self.notes.append([key, note])
             return {"stored": key, "notes": len(self.notes)}
         _check_keys(args, {"query", "k"})
@@ -128,7 +135,7 @@ class StoreMemory(_Counts):
         k = args.get("k", 5)
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 10:
             raise ValueError("argument 'k' must be an integer from 1 to 10")
-        hits = self.store.search(self.namespace, query=query, limit=k)
+        hits = store.search(self.namespace, query=query, limit=k)
         return {"notes": [{"key": h.key, "text": h.value.get("text"),
                            "score": None if h.score is None else round(h.score, 4)}
                           for h in hits], "total_notes": len(self.notes)}
@@ -190,12 +197,12 @@ class MemGPTMemory(_Counts):
         if name == "core_memory_replace":
             _check_keys(args, {"old_content", "new_content"})
             old = _text(args, "old_content")
-            new = args.get("new_content")
-            if not isinstance(new, str):
+            replacement = args.get("new_content")
+            if not isinstance(replacement, str):
                 raise ValueError("argument 'new_content' must be a string")
             if old not in self.core:
                 raise ValueError("old_content does not occur in core memory")
-            updated = self.core.replace(old, new, 1)
+            updated = self.core.replace(old, replacement, 1)
             if len(updated) > self.core_chars:
                 raise ValueError(f"core memory would exceed {self.core_chars} characters")
             self.core = updated

@@ -31,7 +31,7 @@ class LLMPolicy(Policy):
     """Drive the environment with an OpenAI-compatible chat model (native loop)."""
 
     name: ClassVar[str] = "llm"
-    simulated: ClassVar[bool] = False
+    simulated = False
     backend: ClassVar[str] = "native"
     Params = LLMConfig
 

@@ -86,7 +86,7 @@ class StubServer:
                 pass
 
             def do_GET(self) -> None:  # GET /v1/models (not a request)
-                entry = {"id": "stub", "object": "model", "owned_by": "stub"}
+                entry: dict[str, Any] = {"id": "stub", "object": "model", "owned_by": "stub"}
                 if stub.window and stub.advertise_window:
                     entry["max_model_len"] = stub.window
                 self._send(200 if self.path.rstrip("/").endswith("/models") else 404, {},
@@ -131,6 +131,8 @@ class StubServer:
 
     @property
     def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the stub server is not running (use it as a context manager)")
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def push(self, *entries: dict) -> None:

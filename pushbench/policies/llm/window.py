@@ -80,6 +80,7 @@ def _from_ollama(payload) -> int | None:
 def _probe(cfg: LLMConfig, key: str | None) -> int | None:
     import httpx
 
+    assert cfg.base_url  # discover_window probes only where one is set
     base = cfg.base_url.rstrip("/")
     root = base[:-3] if base.endswith("/v1") else base
     headers = {"Authorization": f"Bearer {key}"} if key else {}

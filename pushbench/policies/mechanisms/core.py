@@ -125,6 +125,10 @@ class Hooks:
     def get(self, key: str) -> Mechanism | None:
         return self.by_key.get(key)
 
+    def need(self, key: str) -> Mechanism:
+        """The mechanism ``key``, where the caller's state says it is attached (KeyError if not)."""
+        return self.by_key[key]
+
     def first(self, hook: str, *args):
         for m in self.all:
             out = getattr(m, hook)(*args)
@@ -133,7 +137,7 @@ class Hooks:
         return None
 
     def memory(self) -> int | None:
-        sizes = [m.memory() for m in self.all if m.memory() is not None]
+        sizes = [s for m in self.all if (s := m.memory()) is not None]
         return min(sizes) if sizes else None
 
     def checks_status(self) -> bool:

@@ -134,8 +134,8 @@ class DataOpsAgent:
                 self.verified = False
             else:
                 self.tally, self.verified = r["valid_count"], True
-        elif isinstance(r, dict) and reading.count_in(r) is not None:
-            self.tally, self.verified = reading.count_in(r), True
+        elif isinstance(r, dict) and (n := reading.count_in(r)) is not None:
+            self.tally, self.verified = n, True
         shown = reading.count_in(reading.extra_blocks(obs))
         if shown is not None:
             self.tally, self.verified = shown, True
@@ -185,13 +185,13 @@ class DataOpsAgent:
                         "limit": READ_LIMIT}
         if self.stuck_left > 0:  # a stale loop: looks at the same unit again
             self.stuck_left -= 1
-            m = self.hooks.get("stuck")
+            m = self.hooks.need("stuck")  # stuck_left is set only by the stuck mechanism
             k = int(m.rng.integers(len(info["files"]) + 1))
             return ({"tool": "inspect", "unit_id": u} if k == 0 else
                     {"tool": "read_file", "path": info["files"][k - 1], "limit": READ_LIMIT})
         try:
             wrong = self.hooks.first("wrong_answer", self)
-            sol = S.perturb(info, files, self.hooks.get("answer_error").rng) if wrong \
+            sol = S.perturb(info, files, self.hooks.need("answer_error").rng) if wrong \
                 else S.solve(info, files)
         except (KeyError, ValueError, IndexError, TypeError, StopIteration):
             self.abandoned.add(u)

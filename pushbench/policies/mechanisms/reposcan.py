@@ -93,8 +93,8 @@ class RepoScanAgent:
                     self.verified = False
                 else:
                     self.tally, self.verified = result["valid_count"], True
-        elif isinstance(result, dict) and reading.count_in(result) is not None:
-            self.tally, self.verified = reading.count_in(result), True
+        elif isinstance(result, dict) and (n := reading.count_in(result)) is not None:
+            self.tally, self.verified = n, True
         shown = reading.count_in(reading.extra_blocks(obs))
         if shown is not None:
             self.tally, self.verified = shown, True

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from ... import limits, spend
 from ...records import encode_trace, episode_line
+from ..costcap import CostGate
 from ..spec import EpisodeResult, EpisodeSpec
 
 
@@ -66,7 +67,7 @@ class Executor:
     name = "executor"
     # the cost cap's admission (pushbench/runner/costcap.py): asked before an episode starts,
     # told when it comes back; None: no cap
-    gate = None
+    gate: CostGate | None = None
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = max(1, int(workers))
@@ -88,7 +89,10 @@ class Executor:
         if meter is None:
             return lambda: None
         previous = spend.install(meter)
-        return lambda: spend.install(previous)
+
+        def undo() -> None:
+            spend.install(previous)
+        return undo
 
     def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
         raise NotImplementedError
@@ -111,7 +115,10 @@ class Executor:
         if not caps:
             return lambda: None
         previous = limits.install(limits.LocalLimiter(caps))
-        return lambda: limits.install(previous)
+
+        def undo() -> None:
+            limits.install(previous)
+        return undo
 
     def __enter__(self) -> Executor:
         return self

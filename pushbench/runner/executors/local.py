@@ -9,6 +9,7 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from multiprocessing.connection import Connection
 
 from ... import limits, spend
 from ..spec import EpisodeResult, EpisodeSpec
@@ -42,14 +43,14 @@ def _worker_init(parent_alive, env: dict[str, str | None] | None = None, meter_v
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    if meter_value is not None:  # the run's cost cap, shared by every worker
+    if meter_value is not None and cap_usd is not None:  # the run's cost cap (both or none)
         spend.install(spend.SharedMeter(cap_usd, meter_value))
-    import pushbench  # registers the environments (user tasks too) in the worker
+    import pushbench  # noqa: F401 - registers the environments (user tasks too) in the worker
 
-    from ... import tasks
+    from ... import registration, tasks
 
     tasks.reload()  # a forkserver may have loaded the task lists under its own environment
-    pushbench.register_all()
+    registration.register_all()
 
 
 def _exit_with_parent(parent_alive) -> None:
@@ -94,7 +95,9 @@ class LocalPoolExecutor(Executor):
         # inject worker deaths here, as they do for the Ray executor
         self.fn = fn or run_spec
         self._pool: cf.ProcessPoolExecutor | None = None
-        self._alive = self._reader = None  # the parent-alive pipe (write end never written)
+        # the parent-alive pipe (write end never written)
+        self._alive: Connection | None = None
+        self._reader: Connection | None = None
         # future -> (spec, the pool it went to, whether it ran alone in that pool)
         self._futures: dict[cf.Future, tuple[EpisodeSpec, cf.ProcessPoolExecutor, bool]] = {}
         self._suspects: deque[EpisodeSpec] = deque()  # lost with a broken pool: re-run alone

@@ -107,11 +107,11 @@ class RayExecutor(Executor):
         _ray()  # fail early, with the install hint, if Ray is missing
         self.fn = fn  # what a task runs per spec (default run_spec); tests inject crashes here
         self.caps: dict[str, int] | None = None
-        self.limiter = None
+        self.limiter: Any = None  # the EndpointLimiter actor handle (Ray types handles loosely)
         self.limiter_stats: dict | None = None
         self._refs: dict[Any, EpisodeSpec] = {}
         self._started_ray = False
-        self._task = None
+        self._task: Any = None  # the Ray remote function of episode_task (made by start())
         self.window = self.options.max_in_flight or 0
 
     # ----- setup --------------------------------------------------------------------------

@@ -61,6 +61,7 @@ def episode_task(spec, limiter=None, fn: Callable | None = None):
     if limiter is None:
         return (fn or run_spec)(spec)
     task_id = ray.get_runtime_context().get_task_id()
+    assert task_id is not None  # this runs inside a Ray task
     holder = uuid.uuid4().hex
     # a previous attempt of this task may have died holding a slot: begin() returns it
     ray.get(limiter.begin.remote(task_id, holder))

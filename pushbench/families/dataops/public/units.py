@@ -250,6 +250,7 @@ def _clean_unit(rng, uid, ws) -> Unit:
             "mapping), one row per raw row in the same order, but some rows do not follow the "
             "mapping below. Edit the wrong cells of " + files[1] + " so that every row follows "
             "it; keep the header and row order. Then run the verifier and submit.")
+    rules: list[dict]
     rules = [{"op": "raw_to_clean", "rule": "parses", "raw": files[0], "clean": files[1],
               "text": f"{files[1]} parses as CSV"},
              {"rule": "header", "text": "header is " + ",".join(CLEAN_HEADER)},

@@ -8,6 +8,8 @@ body only when the atom says so. Some bodies carry the edge cases the RepoScan r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .sigs import Namer, Param, Scope, Sig
 from .vocab import Draw
 
@@ -74,7 +76,7 @@ class Body:
         return self.draw.pick(_PHRASES).format(a=words(self.namer.noun()),
                                                b=words(self.namer.noun()))
 
-    def docstring(self, summary: str, params: list[Param] = ()) -> None:
+    def docstring(self, summary: str, params: Sequence[Param] = ()) -> None:
         summary = summary[0].upper() + summary[1:].rstrip(".") + "."
         if params and self.draw.chance(0.4):
             self.add(f'"""{summary}')

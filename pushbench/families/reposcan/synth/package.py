@@ -44,7 +44,7 @@ class ModulePlan:
     name: str
     classes: list[ClassPlan] = field(default_factory=list)
     functions: list[Sig] = field(default_factory=list)
-    order: list[object] = field(default_factory=list)  # ClassPlan | Sig, source order
+    order: list[ClassPlan | Sig] = field(default_factory=list)  # source order
 
 
 @dataclass

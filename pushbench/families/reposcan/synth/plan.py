@@ -59,7 +59,8 @@ def target_count(p: float, n: int) -> int:
 def normalise_density(density: Mapping[str, float] | None) -> dict[str, float]:
     """The defaults overridden by ``density``; unknown atoms and values outside [0, 1] raise."""
     out = dict(DEFAULT_DENSITY)
-    for key in sorted(density or {}):
+    density = density or {}
+    for key in sorted(density):
         if key not in out:
             raise DensityError(f"unknown density atom {key!r}; known: {', '.join(ATOMS)}")
         value = density[key]

@@ -61,12 +61,13 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
         scope = Scope()
         mine = pkg.callables(m) or every
         groups: dict[int, list[Sig]] = {}
+        group_scopes: dict[int, Scope] = {}
         out: list[tuple[str, list[Sig]]] = []
         for s in tests:
             target = draw.pick(mine) if mine else None
             plan.targets[s.idx] = target
             base = target[0].name if target else namer.noun()
-            cscope = scope if s.group < 0 else groups.setdefault(s.group, [Scope()])[0]
+            cscope = scope if s.group < 0 else group_scopes.setdefault(s.group, Scope())
             # claim() calls the namer at once; base is bound as a default all the same (B023)
             name = cscope.claim(lambda a, base=base: snake("test", base)
                                 if a == 0 and draw.chance(0.4)
@@ -93,10 +94,10 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             if s.group < 0:
                 out.append(("", [sig]))
             else:
-                groups[s.group].append(sig)
+                groups.setdefault(s.group, []).append(sig)
         cls_scope = Scope()
         for g in sorted(groups):
-            tests_in = groups[g][1:]
+            tests_in = groups[g]
             first = plan.targets[tests_in[0].spec.idx]
             stem = first[1] or camel(first[0].name) if first else camel(namer.noun())
             out.append((cls_scope.claim(lambda a, stem=stem: "Test" + stem if a == 0 else
