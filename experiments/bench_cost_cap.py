@@ -53,9 +53,15 @@ def main(argv: list[str] | None = None) -> None:
 
     client_mod.ChatClient.check_spend = timed
     with StubServer() as stub:
-        params = {"model": "stub", "base_url": stub.url, "api_key_env": None,
-                  "context_tokens": args.context, "max_tokens": 256, "timeout": 30,
-                  "prices": {"stub": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}}}
+        params = {
+            "model": "stub",
+            "base_url": stub.url,
+            "api_key_env": None,
+            "context_tokens": args.context,
+            "max_tokens": 256,
+            "timeout": 30,
+            "prices": {"stub": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}},
+        }
 
         def arm(on: bool) -> tuple[float, int]:
             calls = 0
@@ -63,9 +69,15 @@ def main(argv: list[str] | None = None) -> None:
             previous = spend.install(spend.Meter(1e9) if on else None)
             try:
                 for seed in range(args.episodes):
-                    rec = run_episode(TASK, "standard", "llm", seed, budget=args.budget,
-                                      policy_params=params,
-                                      max_episode_tokens=10**9 if on else None)
+                    rec = run_episode(
+                        TASK,
+                        "standard",
+                        "llm",
+                        seed,
+                        budget=args.budget,
+                        policy_params=params,
+                        max_episode_tokens=10**9 if on else None,
+                    )
                     calls += rec["usage"]["calls"]
             finally:
                 spend.install(previous)
@@ -86,15 +98,23 @@ def main(argv: list[str] | None = None) -> None:
     client_mod.ChatClient.check_spend = original
     check_us = 1e6 * inside["s"] / max(1, inside["n"])
     off = statistics.median(per_call["off"])
-    print(f"rounds {args.rounds}, {args.episodes} episodes x budget {args.budget} per arm, "
-          f"context_tokens {args.context}, loopback stub with zero latency")
-    print(f"per model call: off {1e3 * off:.3f} ms, on "
-          f"{1e3 * statistics.median(per_call['on']):.3f} ms (medians over rounds)")
-    print(f"ratio on/off: median {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
-    print(f"inside the check (on arm): {check_us:.1f} us per call = "
-          f"{check_us / (1e6 * off):.2%} of a zero-latency call; "
-          f"{check_us / 3e5:.4%} of a 0.3 s hosted call")
+    print(
+        f"rounds {args.rounds}, {args.episodes} episodes x budget {args.budget} per arm, "
+        f"context_tokens {args.context}, loopback stub with zero latency"
+    )
+    print(
+        f"per model call: off {1e3 * off:.3f} ms, on "
+        f"{1e3 * statistics.median(per_call['on']):.3f} ms (medians over rounds)"
+    )
+    print(
+        f"ratio on/off: median {statistics.median(ratios):.3f} "
+        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
+    print(
+        f"inside the check (on arm): {check_us:.1f} us per call = "
+        f"{check_us / (1e6 * off):.2%} of a zero-latency call; "
+        f"{check_us / 3e5:.4%} of a 0.3 s hosted call"
+    )
 
 
 if __name__ == "__main__":

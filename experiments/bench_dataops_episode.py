@@ -40,8 +40,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--family", default="dataops", choices=["dataops", "reposcan"])
     ap.add_argument("--every", type=int, default=40, help="run every N-th episode")
     ap.add_argument("--prior", type=Path, default=HERE / "mechanism_population.yaml")
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="also print the N functions with the most cumulative time")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print the N functions with the most cumulative time",
+    )
     args = ap.parse_args(argv)
     exp = population_experiment(load_prior(args.prior), args.family, workers=1)
     keys = {s.key for s in expand(exp)[:: max(1, args.every)]}
@@ -55,9 +60,11 @@ def main(argv: list[str] | None = None) -> None:
             prof.disable()
         cpu = _cpu() - start
     n = summary["ran"]
-    print(f"{args.family}: {n} episodes ({summary['errors']} errors), {cpu:.2f} CPU-s, "
-          f"{1000 * cpu / max(n, 1):.1f} ms per episode, {n / cpu:.1f} episodes per CPU-s"
-          + (" (under cProfile: slower)" if prof else ""))
+    print(
+        f"{args.family}: {n} episodes ({summary['errors']} errors), {cpu:.2f} CPU-s, "
+        f"{1000 * cpu / max(n, 1):.1f} ms per episode, {n / cpu:.1f} episodes per CPU-s"
+        + (" (under cProfile: slower)" if prof else "")
+    )
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.profile)

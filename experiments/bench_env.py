@@ -40,17 +40,51 @@ from pushbench.tasks import list_tasks
 
 SNAPSHOTS = ("requests", "flask", "pytest")
 # one representative instance per snapshot (the env cost does not depend on the predicate)
-INSTANCE = {"requests": "requests-docstring", "flask": "flask-fixture-client",
-            "pytest": "pytest-fixture-pytester"}
+INSTANCE = {
+    "requests": "requests-docstring",
+    "flask": "flask-fixture-client",
+    "pytest": "pytest-fixture-pytester",
+}
 TARGET_US = {"submit": 30.0, "status": 30.0}
 SEARCH_TARGET_US = {"pytest": 300.0}  # the issue states the search target on pytest
 WARM_TARGET_S = 0.3
 COLD_TARGET_S = 60.0
-QUERY_WORDS = ["test", "app", "client", "fixture", "request", "response", "error", "raises",
-               "session", "config", "get", "set", "json", "url", "header", "cookie", "route",
-               "monkeypatch", "pytester", "tmp path", "parse", "encode", "decorator",
-               "assertion", "plugin", "hook", "mark", "capture", "warning", "doctest", "",
-               "test client get", "raise value error", "app route decorator"]
+QUERY_WORDS = [
+    "test",
+    "app",
+    "client",
+    "fixture",
+    "request",
+    "response",
+    "error",
+    "raises",
+    "session",
+    "config",
+    "get",
+    "set",
+    "json",
+    "url",
+    "header",
+    "cookie",
+    "route",
+    "monkeypatch",
+    "pytester",
+    "tmp path",
+    "parse",
+    "encode",
+    "decorator",
+    "assertion",
+    "plugin",
+    "hook",
+    "mark",
+    "capture",
+    "warning",
+    "doctest",
+    "",
+    "test client get",
+    "raise value error",
+    "app route decorator",
+]
 
 
 def percentile_us(samples_ns: list[int]) -> tuple[float, float]:
@@ -92,8 +126,7 @@ def unique_search_actions(rng: np.random.Generator, n: int, words: list[str]) ->
     return acts
 
 
-def submit_actions(rng: np.random.Generator, n: int, snapshot: str, ids_per_call: int
-                   ) -> list[str]:
+def submit_actions(rng: np.random.Generator, n: int, snapshot: str, ids_per_call: int) -> list[str]:
     """Mixed submissions: valid and invalid real ids, repeats (duplicates) and malformed ids."""
     universe = sorted({d.ident for d in indexer.load_index(snapshot)})
     pool = universe + ["../etc/passwd.py::x", "not an identifier", "/abs.py::f"]
@@ -274,11 +307,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=3000, help="timed calls per tool and snapshot")
     ap.add_argument("--warm-reps", type=int, default=5, help="make+reset rounds over all tasks")
-    ap.add_argument("--sdist-dir", default=None, help="folder with the pinned sdists "
-                    "(else pip download; the download is timed separately)")
+    ap.add_argument(
+        "--sdist-dir",
+        default=None,
+        help="folder with the pinned sdists (else pip download; the download is timed separately)",
+    )
     ap.add_argument("--skip-cold", action="store_true", help="skip the cold build-and-index")
-    ap.add_argument("--profile", choices=["search", "submit", "status"], default=None,
-                    help="print cProfile hot spots of one tool on pytest and exit")
+    ap.add_argument(
+        "--profile",
+        choices=["search", "submit", "status"],
+        default=None,
+        help="print cProfile hot spots of one tool on pytest and exit",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
@@ -293,48 +333,66 @@ def main(argv: list[str] | None = None) -> int:
         print(profile_tool(args.profile, "pytest", args.calls, args.seed))
         return 0
 
-    print(f"PushBench env benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
-          f"{args.calls} calls per row; ratio = measured / target, <= 1 meets it)")
+    print(
+        f"PushBench env benchmark  (python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+        f"{args.calls} calls per row; ratio = measured / target, <= 1 meets it)"
+    )
     print()
-    print(f"{'snapshot':9} {'call':18} {'median us':>10} {'p95 us':>9} {'target us':>10} "
-          f"{'ratio med':>9} {'ratio p95':>9}")
+    print(
+        f"{'snapshot':9} {'call':18} {'median us':>10} {'p95 us':>9} {'target us':>10} "
+        f"{'ratio med':>9} {'ratio p95':>9}"
+    )
     for name in SNAPSHOTS:
         n_defs = len(indexer.load_index(name))
         for op, samples in bench_calls(name, args.calls, args.seed):
             med, p95 = percentile_us(samples)
             tgt = target_for(op, name)
-            print(f"{name:9} {op:18} {med:10.1f} {p95:9.1f} "
-                  f"{'-' if tgt is None else f'{tgt:.0f}':>10} {ratio(med, tgt):>9} "
-                  f"{ratio(p95, tgt):>9}")
+            print(
+                f"{name:9} {op:18} {med:10.1f} {p95:9.1f} "
+                f"{'-' if tgt is None else f'{tgt:.0f}':>10} {ratio(med, tgt):>9} "
+                f"{ratio(p95, tgt):>9}"
+            )
         print(f"{'':9} ({n_defs} definitions)")
     print()
 
     warm = bench_warm(args.warm_reps, args.seed)
     med, p95 = statistics.median(warm), float(np.percentile(warm, 95))
-    print(f"warm make+reset over {len(list_tasks('RepoScan-'))} tasks x {args.warm_reps}: "
-          f"median {med * 1000:.2f} ms, p95 {p95 * 1000:.2f} ms, max {max(warm) * 1000:.2f} ms"
-          f"  target {WARM_TARGET_S * 1000:.0f} ms  ratio med {med / WARM_TARGET_S:.4f} "
-          f"p95 {p95 / WARM_TARGET_S:.4f}")
+    print(
+        f"warm make+reset over {len(list_tasks('RepoScan-'))} tasks x {args.warm_reps}: "
+        f"median {med * 1000:.2f} ms, p95 {p95 * 1000:.2f} ms, max {max(warm) * 1000:.2f} ms"
+        f"  target {WARM_TARGET_S * 1000:.0f} ms  ratio med {med / WARM_TARGET_S:.4f} "
+        f"p95 {p95 / WARM_TARGET_S:.4f}"
+    )
 
     first = bench_first_load(args.seed)
     print()
-    print("first load of a snapshot in a process (index file cached on disk; predicate facts "
-          "computed in memory):")
-    print(f"{'snapshot':9} {'first make+reset s':>18} {'facts alone s':>16} "
-          f"{'next make+reset ms':>18} {'ratio next/target':>17}")
+    print(
+        "first load of a snapshot in a process (index file cached on disk; predicate facts "
+        "computed in memory):"
+    )
+    print(
+        f"{'snapshot':9} {'first make+reset s':>18} {'facts alone s':>16} "
+        f"{'next make+reset ms':>18} {'ratio next/target':>17}"
+    )
     for name, r in first.items():
-        print(f"{name:9} {r['first']:18.3f} {r['facts']:16.3f} {r['second'] * 1000:18.2f} "
-              f"{r['second'] / WARM_TARGET_S:17.4f}")
+        print(
+            f"{name:9} {r['first']:18.3f} {r['facts']:16.3f} {r['second'] * 1000:18.2f} "
+            f"{r['second'] / WARM_TARGET_S:17.4f}"
+        )
 
     if args.skip_cold:
         print("cold build-and-index: skipped (--skip-cold)")
         return 0
     cold = bench_cold(args.sdist_dir, log)
     print()
-    print(f"cold build-and-index into a fresh PUSHBENCH_HOME "
-          f"({'local sdists from ' + args.sdist_dir if args.sdist_dir else 'pip download'}):")
-    print(f"{'snapshot':9} {'defs':>6} {'download s':>10} {'build s':>8} {'index s':>8} "
-          f"{'search s':>8} {'facts+valid s':>13} {'total excl. download s':>23}")
+    print(
+        f"cold build-and-index into a fresh PUSHBENCH_HOME "
+        f"({'local sdists from ' + args.sdist_dir if args.sdist_dir else 'pip download'}):"
+    )
+    print(
+        f"{'snapshot':9} {'defs':>6} {'download s':>10} {'build s':>8} {'index s':>8} "
+        f"{'search s':>8} {'facts+valid s':>13} {'total excl. download s':>23}"
+    )
     total = total_dl = total_index = 0.0
     for name, ph in cold.items():
         excl = ph["build"] + ph["index"] + ph["search index"] + ph["valid sets"]
@@ -342,12 +400,16 @@ def main(argv: list[str] | None = None) -> int:
         total_dl += ph.get("download", 0.0)
         total_index += ph["index"] + ph["search index"] + ph["valid sets"]
         dl = f"{ph['download']:.2f}" if "download" in ph else "-"
-        print(f"{name:9} {int(ph['definitions']):6d} {dl:>10} {ph['build']:8.2f} "
-              f"{ph['index']:8.2f} {ph['search index']:8.2f} {ph['valid sets']:13.2f} "
-              f"{excl:23.2f}")
-    print(f"all three: build+index {total:.2f} s excluding download (index alone "
-          f"{total_index:.2f} s; download {total_dl:.2f} s)  target {COLD_TARGET_S:.0f} s  "
-          f"ratio {total / COLD_TARGET_S:.3f}")
+        print(
+            f"{name:9} {int(ph['definitions']):6d} {dl:>10} {ph['build']:8.2f} "
+            f"{ph['index']:8.2f} {ph['search index']:8.2f} {ph['valid sets']:13.2f} "
+            f"{excl:23.2f}"
+        )
+    print(
+        f"all three: build+index {total:.2f} s excluding download (index alone "
+        f"{total_index:.2f} s; download {total_dl:.2f} s)  target {COLD_TARGET_S:.0f} s  "
+        f"ratio {total / COLD_TARGET_S:.3f}"
+    )
     return 0
 
 

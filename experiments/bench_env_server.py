@@ -75,10 +75,23 @@ def _get(url: str) -> dict:
 
 def start_server(args) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "pushbench.cli", "serve-env", "--port", str(port),
-           "--max-sessions", str(max(args.sessions) + 8), "--idle-timeout", "600"]
-    cmd += (["--ray", "--replicas", str(args.replicas), "--replica-cpus", "0"] if args.ray
-            else ["--workers", str(args.workers)])
+    cmd = [
+        sys.executable,
+        "-m",
+        "pushbench.cli",
+        "serve-env",
+        "--port",
+        str(port),
+        "--max-sessions",
+        str(max(args.sessions) + 8),
+        "--idle-timeout",
+        "600",
+    ]
+    cmd += (
+        ["--ray", "--replicas", str(args.replicas), "--replica-cpus", "0"]
+        if args.ray
+        else ["--workers", str(args.workers)]
+    )
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -128,15 +141,35 @@ async def warm(url: str, task: str, controller: str, n: int) -> None:
     async def one() -> None:
         async with connect(ws_url(url), max_size=None, open_timeout=300) as ws:
             for inst in instances(task):
-                await ws.send(json.dumps({"type": "reset", "data": {
-                    "task": task, "controller": controller, "instance": inst, "seed": 0}}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "reset",
+                            "data": {
+                                "task": task,
+                                "controller": controller,
+                                "instance": inst,
+                                "seed": 0,
+                            },
+                        }
+                    )
+                )
                 await ws.recv()
 
     await asyncio.gather(*(one() for _ in range(n)))
 
 
-async def load(url: str, task: str, controller: str, n: int, per_session: int, proc,
-               rss_warm: int, measure_memory: bool, think: float = 0.0) -> dict:
+async def load(
+    url: str,
+    task: str,
+    controller: str,
+    n: int,
+    per_session: int,
+    proc,
+    rss_warm: int,
+    measure_memory: bool,
+    think: float = 0.0,
+) -> dict:
     """One row. Memory per session: (server RSS with the n sessions open - RSS after the
     warm-up) / n; rows run with growing n, and memory freed by a smaller earlier row is
     reused, so the growth is what n live sessions take (allocator slack included).
@@ -153,8 +186,12 @@ async def load(url: str, task: str, controller: str, n: int, per_session: int, p
         if opened == n:
             all_open.set()
 
-    tasks = [asyncio.create_task(ws_session(url, task, controller, i, streams[i], ready, go,
-                                            pace=paces[i])) for i in range(n)]
+    tasks = [
+        asyncio.create_task(
+            ws_session(url, task, controller, i, streams[i], ready, go, pace=paces[i])
+        )
+        for i in range(n)
+    ]
     # every session reset and open at once (or one failed before opening)
     while not all_open.is_set() and not any(t.done() for t in tasks):
         await asyncio.sleep(0.05)
@@ -166,14 +203,23 @@ async def load(url: str, task: str, controller: str, n: int, per_session: int, p
     wall = time.perf_counter() - t0
     lat = sorted(x for r in results for x in r.latencies)
     steps = len(lat)
-    pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3) if lat else \
-        (lambda q: float("nan"))
-    return {"sessions": n, "held": held, "steps": steps, "steps_per_s": steps / wall,
-            "think": think,
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "mem_per_session_kib": (rss1 - rss_warm) / n / 1024 if measure_memory else None,
-            "errors": sum(len(r.errors) for r in results),
-            "first_error": next((r.errors[0] for r in results if r.errors), None)}
+    pct = (
+        (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3)
+        if lat
+        else (lambda q: float("nan"))
+    )
+    return {
+        "sessions": n,
+        "held": held,
+        "steps": steps,
+        "steps_per_s": steps / wall,
+        "think": think,
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "mem_per_session_kib": (rss1 - rss_warm) / n / 1024 if measure_memory else None,
+        "errors": sum(len(r.errors) for r in results),
+        "first_error": next((r.errors[0] for r in results if r.errors), None),
+    }
 
 
 def settled(url: str, timeout: float = 120.0) -> dict:
@@ -197,47 +243,73 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def print_row(row: dict) -> None:
-    mem = (f"{row['mem_per_session_kib']:8.0f}" if row["mem_per_session_kib"] is not None
-           else "     n/a")
+    mem = (
+        f"{row['mem_per_session_kib']:8.0f}"
+        if row["mem_per_session_kib"] is not None
+        else "     n/a"
+    )
     base = row["local_steps_per_s"]
     if row["think"]:
-        print(f"{row['task']:14} {row['controller']:9} sessions {row['sessions']:4} paced, "
-              f"think {row['think']:g} s (offered {row['sessions'] / row['think']:.0f} steps/s):"
-              f" {row['steps_per_s']:6.0f} steps/s  p50 {row['p50_ms']:7.2f} ms  p99 "
-              f"{row['p99_ms']:8.2f} ms  errors {row['errors']}"
-              + (f" ({row['first_error']})" if row["first_error"] else ""), flush=True)
+        print(
+            f"{row['task']:14} {row['controller']:9} sessions {row['sessions']:4} paced, "
+            f"think {row['think']:g} s (offered {row['sessions'] / row['think']:.0f} steps/s):"
+            f" {row['steps_per_s']:6.0f} steps/s  p50 {row['p50_ms']:7.2f} ms  p99 "
+            f"{row['p99_ms']:8.2f} ms  errors {row['errors']}"
+            + (f" ({row['first_error']})" if row["first_error"] else ""),
+            flush=True,
+        )
         return
-    print(f"{row['task']:14} {row['controller']:9} sessions {row['sessions']:4} held "
-          f"{row['held']:4}  {row['steps_per_s']:8.0f} steps/s ({row['steps_per_s'] / base:5.2f}x"
-          f" of in-process {base:6.0f})  p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:8.2f} ms"
-          f"  mem/session {mem} KiB  errors {row['errors']}"
-          + (f" ({row['first_error']})" if row["first_error"] else ""), flush=True)
+    print(
+        f"{row['task']:14} {row['controller']:9} sessions {row['sessions']:4} held "
+        f"{row['held']:4}  {row['steps_per_s']:8.0f} steps/s ({row['steps_per_s'] / base:5.2f}x"
+        f" of in-process {base:6.0f})  p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:8.2f} ms"
+        f"  mem/session {mem} KiB  errors {row['errors']}"
+        + (f" ({row['first_error']})" if row["first_error"] else ""),
+        flush=True,
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 256, 512])
     ap.add_argument("--tasks", nargs="+", default=["RepoScan-N50", "DataOps-N10"])
-    ap.add_argument("--controllers", nargs="+", default=None,
-                    help="default: standard and the family's full controller")
+    ap.add_argument(
+        "--controllers",
+        nargs="+",
+        default=None,
+        help="default: standard and the family's full controller",
+    )
     ap.add_argument("--steps", type=int, default=4000, help="total steps per row")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--ray", action="store_true")
     ap.add_argument("--replicas", type=int, default=2)
-    ap.add_argument("--paced-sessions", type=int, default=256,
-                    help="sessions of the paced latency row (0: no paced row)")
-    ap.add_argument("--think", type=float, default=1.0,
-                    help="mean think time (s) before each step of the paced row")
+    ap.add_argument(
+        "--paced-sessions",
+        type=int,
+        default=256,
+        help="sessions of the paced latency row (0: no paced row)",
+    )
+    ap.add_argument(
+        "--think",
+        type=float,
+        default=1.0,
+        help="mean think time (s) before each step of the paced row",
+    )
     ap.add_argument("--paced-steps", type=int, default=10, help="steps per paced session")
-    ap.add_argument("--quick", action="store_true",
-                    help="RepoScan-N50 only, 1000 steps per row: every target in ~3 minutes")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="RepoScan-N50 only, 1000 steps per row: every target in ~3 minutes",
+    )
     args = ap.parse_args()
     if args.quick:
         args.tasks, args.steps = ["RepoScan-N50"], min(args.steps, 1000)
     load0 = os.getloadavg()
-    print(f"machine: {os.cpu_count()} cores, load {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} "
-          f"(1/5/15 min) at start; server: "
-          + (f"Ray Serve, {args.replicas} replicas" if args.ray else f"{args.workers} worker(s)"))
+    print(
+        f"machine: {os.cpu_count()} cores, load {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} "
+        f"(1/5/15 min) at start; server: "
+        + (f"Ray Serve, {args.replicas} replicas" if args.ray else f"{args.workers} worker(s)")
+    )
     rows = []
     for task in args.tasks:
         family = get_task(task).family
@@ -246,27 +318,41 @@ def main() -> None:
             # a fresh server per task and controller: its RSS growth is these sessions' memory
             proc, url = start_server(args)
             try:
-                asyncio.run(warm(url, task, controller,
-                                 4 * (args.replicas if args.ray else args.workers)))
+                asyncio.run(
+                    warm(url, task, controller, 4 * (args.replicas if args.ray else args.workers))
+                )
                 rss_warm = server_rss(proc)
                 for n in args.sessions:
                     per = max(5, args.steps // n)
-                    row = asyncio.run(load(url, task, controller, n, per, proc, rss_warm,
-                                           not args.ray))
+                    row = asyncio.run(
+                        load(url, task, controller, n, per, proc, rss_warm, not args.ray)
+                    )
                     row.update(task=task, controller=controller, local_steps_per_s=base)
                     rows.append(row)
                     print_row(row)
                 if args.paced_sessions:
-                    row = asyncio.run(load(url, task, controller, args.paced_sessions,
-                                           args.paced_steps, proc, rss_warm, False,
-                                           think=args.think))
+                    row = asyncio.run(
+                        load(
+                            url,
+                            task,
+                            controller,
+                            args.paced_sessions,
+                            args.paced_steps,
+                            proc,
+                            rss_warm,
+                            False,
+                            think=args.think,
+                        )
+                    )
                     row.update(task=task, controller=controller, local_steps_per_s=base)
                     rows.append(row)
                     print_row(row)
                 if not args.ray and args.workers == 1:
                     book = settled(url)
-                    print(f"  server sessions after these rows: active {book['active']} opened "
-                          f"{book['opened']} closed {book['closed']} refused {book['refused']}")
+                    print(
+                        f"  server sessions after these rows: active {book['active']} opened "
+                        f"{book['opened']} closed {book['closed']} refused {book['refused']}"
+                    )
             finally:
                 stop(proc)
     load1 = os.getloadavg()
@@ -278,8 +364,10 @@ def targets(rows: list[dict], busy: bool = False) -> None:
     """The issue's targets, PASS/FAIL, on the RepoScan rows measured (``busy``: the load
     average was above half the cores, which the verdicts carry)."""
     if busy:
-        print("machine loaded (load average above half the cores): the verdicts below are "
-              "not the idle-core figures")
+        print(
+            "machine loaded (load average above half the cores): the verdicts below are "
+            "not the idle-core figures"
+        )
     rs = [r for r in rows if get_task(r["task"]).family == "reposcan"]
     for controller in sorted({r["controller"] for r in rs}):
         paced = [r for r in rs if r["controller"] == controller and r["think"]]
@@ -288,24 +376,36 @@ def targets(rows: list[dict], busy: bool = False) -> None:
         if at512:
             r = at512[0]
             ok = r["errors"] == 0 and r["held"] == 512
-            print(f"target {controller}: 512 RepoScan sessions held, no error: "
-                  f"{'PASS' if ok else 'FAIL'} (held {r['held']}, errors {r['errors']})")
+            print(
+                f"target {controller}: 512 RepoScan sessions held, no error: "
+                f"{'PASS' if ok else 'FAIL'} (held {r['held']}, errors {r['errors']})"
+            )
         best = max(mine, key=lambda r: r["steps_per_s"])
         ratio = best["steps_per_s"] / best["local_steps_per_s"]
-        print(f"target {controller}: aggregate >= 0.5x in-process single-core: "
-              f"{'PASS' if ratio >= 0.5 else 'FAIL'} (best {best['steps_per_s']:.0f} steps/s at "
-              f"{best['sessions']} sessions = {ratio:.2f}x of {best['local_steps_per_s']:.0f})")
+        print(
+            f"target {controller}: aggregate >= 0.5x in-process single-core: "
+            f"{'PASS' if ratio >= 0.5 else 'FAIL'} (best {best['steps_per_s']:.0f} steps/s at "
+            f"{best['sessions']} sessions = {ratio:.2f}x of {best['local_steps_per_s']:.0f})"
+        )
         at256 = [r for r in mine if r["sessions"] == 256]
-        closed = (f"; closed loop {at256[0]['p99_ms']:.0f} ms at {at256[0]['steps_per_s']:.0f}"
-                  " steps/s, i.e. the queue" if at256 else "")
+        closed = (
+            f"; closed loop {at256[0]['p99_ms']:.0f} ms at {at256[0]['steps_per_s']:.0f}"
+            " steps/s, i.e. the queue"
+            if at256
+            else ""
+        )
         for r in [r for r in paced if r["sessions"] == 256]:
             ok = r["p99_ms"] < 50 and r["errors"] == 0
-            print(f"target {controller}: p99 < 50 ms at 256 sessions: "
-                  f"{'PASS' if ok else 'FAIL'} ({r['p99_ms']:.1f} ms paced, think {r['think']:g}"
-                  f" s, {r['steps_per_s']:.0f} steps/s{closed})")
+            print(
+                f"target {controller}: p99 < 50 ms at 256 sessions: "
+                f"{'PASS' if ok else 'FAIL'} ({r['p99_ms']:.1f} ms paced, think {r['think']:g}"
+                f" s, {r['steps_per_s']:.0f} steps/s{closed})"
+            )
         if not any(r["sessions"] == 256 for r in paced) and at256:
-            print(f"target {controller}: p99 < 50 ms at 256 sessions: not judged (no paced "
-                  f"row at 256 sessions{closed})")
+            print(
+                f"target {controller}: p99 < 50 ms at 256 sessions: not judged (no paced "
+                f"row at 256 sessions{closed})"
+            )
 
 
 if __name__ == "__main__":

@@ -61,8 +61,12 @@ def _ray_executor(cpus: int):
 
     from pushbench.runner.executors.ray import RayExecutor
 
-    ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=256 * 1024 ** 2,
-             log_to_driver=False)
+    ray.init(
+        num_cpus=cpus,
+        include_dashboard=False,
+        object_store_memory=256 * 1024**2,
+        log_to_driver=False,
+    )
     return RayExecutor(workers=cpus)
 
 
@@ -89,7 +93,8 @@ def main() -> int:
     w = args.workers
     configs: list[tuple[str, int, object, object]] = [  # label, slots, factory, teardown
         ("inprocess", 1, InProcessExecutor, None),
-        (f"process x{w}", w, lambda: LocalPoolExecutor(w), None)]
+        (f"process x{w}", w, lambda: LocalPoolExecutor(w), None),
+    ]
     if not args.no_ray:
         configs.append((f"ray x{w}", w, lambda: _ray_executor(w), _shutdown_ray))
     if not args.no_single:
@@ -97,12 +102,16 @@ def main() -> int:
         if not args.no_ray:
             configs.append(("ray x1", 1, lambda: _ray_executor(1), _shutdown_ray))
 
-    print(f"experiment {exp.name}: {n} episodes"
-          + (f" (--limit {args.limit} of {len(expand(exp))})" if args.limit else "")
-          + f"; cpus {os.cpu_count()}; load avg {os.getloadavg()[0]:.2f}; python "
-          f"{sys.version.split()[0]}")
-    head = (f"{'executor':<12}{'startup s':>10}{'episodes':>9}{'seconds':>9}{'ep/s':>8}"
-            f"{'ms/ep':>8}{'slot-ms/ep':>11}{'overhead ms/ep':>15}")
+    print(
+        f"experiment {exp.name}: {n} episodes"
+        + (f" (--limit {args.limit} of {len(expand(exp))})" if args.limit else "")
+        + f"; cpus {os.cpu_count()}; load avg {os.getloadavg()[0]:.2f}; python "
+        f"{sys.version.split()[0]}"
+    )
+    head = (
+        f"{'executor':<12}{'startup s':>10}{'episodes':>9}{'seconds':>9}{'ep/s':>8}"
+        f"{'ms/ep':>8}{'slot-ms/ep':>11}{'overhead ms/ep':>15}"
+    )
     print(head)
     base_ms = None
     runs: dict[str, Path] = {}
@@ -113,15 +122,21 @@ def main() -> int:
             t0 = time.perf_counter()
             executor = factory()
             try:
-                run_experiment(exp, root / f"warmup_{out.name}", executor=executor,
-                               progress=False, limit=WARMUP)
+                run_experiment(
+                    exp,
+                    root / f"warmup_{out.name}",
+                    executor=executor,
+                    progress=False,
+                    limit=WARMUP,
+                )
                 startup = time.perf_counter() - t0
                 times = []
                 for r in range(max(1, args.repeat)):
                     target = out if r == 0 else out.with_name(f"{out.name}_{r}")
                     t1 = time.perf_counter()
-                    s = run_experiment(exp, target, executor=executor, progress=False,
-                                       limit=args.limit)
+                    s = run_experiment(
+                        exp, target, executor=executor, progress=False, limit=args.limit
+                    )
                     times.append(time.perf_counter() - t1)  # includes the writer's final sync
                 seconds = statistics.median(times)
             finally:
@@ -132,14 +147,19 @@ def main() -> int:
             if base_ms is None:
                 base_ms = ms
             runs[label] = out
-            print(f"{label:<12}{startup:>10.2f}{s['ran']:>9}{seconds:>9.2f}"
-                  f"{s['ran'] / seconds:>8.1f}"
-                  f"{ms:>8.2f}{ms * slots:>11.2f}{ms * slots - base_ms:>+15.2f}"
-                  + (f"  (errors: {s['errors']})" if s["errors"] else ""), flush=True)
+            print(
+                f"{label:<12}{startup:>10.2f}{s['ran']:>9}{seconds:>9.2f}"
+                f"{s['ran'] / seconds:>8.1f}"
+                f"{ms:>8.2f}{ms * slots:>11.2f}{ms * slots - base_ms:>+15.2f}"
+                + (f"  (errors: {s['errors']})" if s["errors"] else ""),
+                flush=True,
+            )
         ref = _lines(runs["inprocess"])
         same = all(_lines(p) == ref for p in runs.values())
-        print(f"identical episode lines across executors: {same}; load avg now "
-              f"{os.getloadavg()[0]:.2f}")
+        print(
+            f"identical episode lines across executors: {same}; load avg now "
+            f"{os.getloadavg()[0]:.2f}"
+        )
         return 0 if same else 1
     finally:
         if not args.keep:

@@ -64,8 +64,15 @@ def _fake_complete(totals: dict):
     class Obj:
         def __init__(self, d):
             for k, v in d.items():
-                setattr(self, k, [Obj(x) if isinstance(x, dict) else x for x in v]
-                        if isinstance(v, list) else Obj(v) if isinstance(v, dict) else v)
+                setattr(
+                    self,
+                    k,
+                    [Obj(x) if isinstance(x, dict) else x for x in v]
+                    if isinstance(v, list)
+                    else Obj(v)
+                    if isinstance(v, dict)
+                    else v,
+                )
 
     def complete(self, messages, tools, usage):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -84,24 +91,43 @@ def _fake_complete(totals: dict):
     return complete
 
 
-def overhead(backend: str, episodes: int, budget: int, fake: bool, url: str | None,
-             db: Path, calls: bool = False, _profile: cProfile.Profile | None = None) -> dict:
+def overhead(
+    backend: str,
+    episodes: int,
+    budget: int,
+    fake: bool,
+    url: str | None,
+    db: Path,
+    calls: bool = False,
+    _profile: cProfile.Profile | None = None,
+) -> dict:
     """Per-step times (ms) for ``episodes`` episodes of ``budget`` steps (``calls``: and the
     harness's function calls per step, from a second, profiled pass)."""
     import pushbench
     from pushbench.policies import make_policy
     from pushbench.policies.llm.client import ChatClient
 
-    zero = {"model": 0.0, "env": 0.0, "steps": 0, "total": 0.0,
-            "cpu_model": 0.0, "cpu_env": 0.0, "cpu_total": 0.0}
+    zero = {
+        "model": 0.0,
+        "env": 0.0,
+        "steps": 0,
+        "total": 0.0,
+        "cpu_model": 0.0,
+        "cpu_env": 0.0,
+        "cpu_total": 0.0,
+    }
     totals = dict(zero)
     original = ChatClient.complete
     if fake:
         ChatClient.complete = _fake_complete(totals)
     try:
         for ep in range(episodes + 1):  # episode 0 warms caches (index load, imports)
-            params = {"model": "bench", "base_url": url or "http://127.0.0.1:9/v1",
-                      "api_key_env": None, "context_tokens": 4000}
+            params = {
+                "model": "bench",
+                "base_url": url or "http://127.0.0.1:9/v1",
+                "api_key_env": None,
+                "context_tokens": 4000,
+            }
             if "langgraph" in backend:
                 params["checkpoint_dir"] = str(db)
                 params.update(LANGGRAPH_PARAMS)
@@ -151,29 +177,45 @@ def overhead(backend: str, episodes: int, budget: int, fake: bool, url: str | No
     per["harness"] = per["total"] - per["model"] - per["env"]
     # The same on the process's CPU clock (all its threads): on a loaded machine wall time
     # also counts the time other processes held the cores; CPU time mostly does not.
-    per["harness_cpu"] = 1000 * (totals["cpu_total"] - totals["cpu_model"]
-                                 - totals["cpu_env"]) / n
-    return {"backend": backend, "mode": "in-process model" if fake else "SDK + loopback HTTP",
-            "steps": totals["steps"], **{f"{k}_ms": round(v, 3) for k, v in per.items()},
-            **({"calls_per_step": round(totals["calls"])} if calls else {})}
+    per["harness_cpu"] = 1000 * (totals["cpu_total"] - totals["cpu_model"] - totals["cpu_env"]) / n
+    return {
+        "backend": backend,
+        "mode": "in-process model" if fake else "SDK + loopback HTTP",
+        "steps": totals["steps"],
+        **{f"{k}_ms": round(v, 3) for k, v in per.items()},
+        **({"calls_per_step": round(totals["calls"])} if calls else {}),
+    }
 
 
 def start_stub(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "pushbench.policies.llm.stub",
-                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pushbench.policies.llm.stub", "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return proc, proc.stdout.readline().strip()
 
 
-def throughput(backend: str, url: str, concurrency: int, episodes: int, budget: int,
-               db: Path) -> dict:
+def throughput(
+    backend: str, url: str, concurrency: int, episodes: int, budget: int, db: Path
+) -> dict:
     from pushbench.runner.episode import run_many
 
     params = {"model": "bench", "base_url": url, "api_key_env": None, "context_tokens": 4000}
     if "langgraph" in backend:
         params["checkpoint_dir"] = str(db)
         params.update(LANGGRAPH_PARAMS)
-    eps = [dict(task_id=TASK, controller="standard", policy=backend, seed=s, budget=budget,
-                policy_params=params) for s in range(episodes)]
+    eps = [
+        dict(
+            task_id=TASK,
+            controller="standard",
+            policy=backend,
+            seed=s,
+            budget=budget,
+            policy_params=params,
+        )
+        for s in range(episodes)
+    ]
 
     async def main():
         return [x async for x in run_many(eps, concurrency)]
@@ -183,9 +225,15 @@ def throughput(backend: str, url: str, concurrency: int, episodes: int, budget: 
     seconds = time.perf_counter() - t0
     errors = [r for _, r in out if not isinstance(r, dict) or r["terminated_by"] == "error"]
     steps = sum(r["steps_used"] for _, r in out if isinstance(r, dict))
-    return {"backend": backend, "concurrency": concurrency, "episodes": episodes,
-            "steps": steps, "seconds": round(seconds, 3),
-            "steps_per_s": round(steps / seconds, 2), "errors": len(errors)}
+    return {
+        "backend": backend,
+        "concurrency": concurrency,
+        "episodes": episodes,
+        "steps": steps,
+        "seconds": round(seconds, 3),
+        "steps_per_s": round(steps / seconds, 2),
+        "errors": len(errors),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,11 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--json", type=Path, help="write the results here")
-    ap.add_argument("--durability", choices=["exit", "sync", "async"],
-                    help="the LangGraph backend's durability (default: the policy's, exit)")
+    ap.add_argument(
+        "--durability",
+        choices=["exit", "sync", "async"],
+        help="the LangGraph backend's durability (default: the policy's, exit)",
+    )
     ap.add_argument("--checkpoint-every", type=int, help="LangGraph steps per checkpoint")
-    ap.add_argument("--calls", action="store_true",
-                    help="also count the harness's function calls per step (in-process model)")
+    ap.add_argument(
+        "--calls",
+        action="store_true",
+        help="also count the harness's function calls per step (in-process model)",
+    )
     args = ap.parse_args(argv)
     if args.durability:
         LANGGRAPH_PARAMS["durability"] = args.durability
@@ -220,45 +274,73 @@ def main(argv: list[str] | None = None) -> int:
             from pushbench.policies.llm.stub import StubServer
 
             print(f"overhead per step ({args.overhead_episodes} episodes x {args.budget} steps)")
-            print(f"{'backend':16} {'mode':22} {'total':>8} {'model':>8} {'env':>8} {'harness':>8} "
-                  f"{'cpu':>8}  (ms/step; cpu: harness on the CPU clock)")
+            print(
+                f"{'backend':16} {'mode':22} {'total':>8} {'model':>8} {'env':>8} {'harness':>8} "
+                f"{'cpu':>8}  (ms/step; cpu: harness on the CPU clock)"
+            )
             with StubServer() as stub:
                 for b in backends:
                     for fake in (True, False):
-                        row = overhead(b, args.overhead_episodes, args.budget, fake,
-                                       None if fake else stub.url, db, args.calls and fake)
+                        row = overhead(
+                            b,
+                            args.overhead_episodes,
+                            args.budget,
+                            fake,
+                            None if fake else stub.url,
+                            db,
+                            args.calls and fake,
+                        )
                         results["overhead"].append(row)
-                        calls = (f"  {row['calls_per_step']} calls/step"
-                                 if "calls_per_step" in row else "")
-                        print(f"{b:16} {row['mode']:22} {row['total_ms']:8.3f} "
-                              f"{row['model_ms']:8.3f} {row['env_ms']:8.3f} "
-                              f"{row['harness_ms']:8.3f} {row['harness_cpu_ms']:8.3f}{calls}")
+                        calls = (
+                            f"  {row['calls_per_step']} calls/step"
+                            if "calls_per_step" in row
+                            else ""
+                        )
+                        print(
+                            f"{b:16} {row['mode']:22} {row['total_ms']:8.3f} "
+                            f"{row['model_ms']:8.3f} {row['env_ms']:8.3f} "
+                            f"{row['harness_ms']:8.3f} {row['harness_cpu_ms']:8.3f}{calls}"
+                        )
             load = os.getloadavg()
-            print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} "
-                  "cores")
-            native = {r["backend"]: r for r in results["overhead"]
-                      if r["mode"] == "in-process model"}
+            print(
+                f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
+            )
+            native = {
+                r["backend"]: r for r in results["overhead"] if r["mode"] == "in-process model"
+            }
             for b, label in (("llm", "native"), ("llm-langgraph", "LangGraph")):
                 if b in native:
                     passed = native[b]["harness_ms"] < 1.0
                     ok &= passed
-                    rel = (f", {native[b]['harness_ms'] / native['llm']['harness_ms']:.1f}x the "
-                           "native loop's in this run" if b != "llm" and "llm" in native
-                           and native["llm"]["harness_ms"] > 0 else "")
+                    rel = (
+                        f", {native[b]['harness_ms'] / native['llm']['harness_ms']:.1f}x the "
+                        "native loop's in this run"
+                        if b != "llm" and "llm" in native and native["llm"]["harness_ms"] > 0
+                        else ""
+                    )
                     rel += f"; CPU clock {native[b]['harness_cpu_ms']:.3f} ms"
-                    busy = ("; machine loaded, not the idle-core figure"
-                            if load[0] > 0.5 * (os.cpu_count() or 1) else "")
-                    print(f"target {label} harness < 1 ms/step: {'PASS' if passed else 'FAIL'} "
-                          f"({native[b]['harness_ms']:.3f} ms{rel}{busy})")
+                    busy = (
+                        "; machine loaded, not the idle-core figure"
+                        if load[0] > 0.5 * (os.cpu_count() or 1)
+                        else ""
+                    )
+                    print(
+                        f"target {label} harness < 1 ms/step: {'PASS' if passed else 'FAIL'} "
+                        f"({native[b]['harness_ms']:.3f} ms{rel}{busy})"
+                    )
         if not args.skip_throughput:
             levels = [int(x) for x in args.concurrency.split(",")]
             proc, url = start_stub(args.latency)
             try:
-                print(f"\nthroughput vs concurrency (stub latency {args.latency * 1000:.0f} "
-                      "ms/call, "
-                      f"{args.episodes} episodes x {args.budget} steps per level)")
-                print(f"{'backend':16} {'conc':>5} {'seconds':>8} {'steps/s':>8} "
-                      f"{'speedup':>8} {'errors':>6}")
+                print(
+                    f"\nthroughput vs concurrency (stub latency {args.latency * 1000:.0f} "
+                    "ms/call, "
+                    f"{args.episodes} episodes x {args.budget} steps per level)"
+                )
+                print(
+                    f"{'backend':16} {'conc':>5} {'seconds':>8} {'steps/s':>8} "
+                    f"{'speedup':>8} {'errors':>6}"
+                )
                 for seed in range(args.episodes):  # load every instance's index once, up front
                     pushbench.make(TASK, budget=args.budget).reset(seed=seed)
                 for b in backends:
@@ -269,16 +351,23 @@ def main(argv: list[str] | None = None) -> int:
                         base = base or row["steps_per_s"]
                         row["speedup"] = round(row["steps_per_s"] / base, 2)
                         results["throughput"].append(row)
-                        print(f"{b:16} {c:5d} {row['seconds']:8.2f} {row['steps_per_s']:8.2f} "
-                              f"{row['speedup']:8.2f} {row['errors']:6d}")
+                        print(
+                            f"{b:16} {c:5d} {row['seconds']:8.2f} {row['steps_per_s']:8.2f} "
+                            f"{row['speedup']:8.2f} {row['errors']:6d}"
+                        )
                         ok &= row["errors"] == 0
-                    eight = [r for r in results["throughput"] if r["backend"] == b
-                             and r["concurrency"] == 8]
+                    eight = [
+                        r
+                        for r in results["throughput"]
+                        if r["backend"] == b and r["concurrency"] == 8
+                    ]
                     if eight and 1 in levels:
                         passed = eight[0]["speedup"] >= 6
                         ok &= passed
-                        print(f"target {b}: 8 concurrent >= 6x of 1: "
-                              f"{'PASS' if passed else 'FAIL'} ({eight[0]['speedup']:.2f}x)")
+                        print(
+                            f"target {b}: 8 concurrent >= 6x of 1: "
+                            f"{'PASS' if passed else 'FAIL'} ({eight[0]['speedup']:.2f}x)"
+                        )
             finally:
                 proc.terminate()
                 proc.wait(timeout=10)

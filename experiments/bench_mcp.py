@@ -47,15 +47,27 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-async def measure(run_dir: Path, calls: int, warmup: int, mode: str, tool: str,
-                  task: str = TASK) -> dict:
+async def measure(
+    run_dir: Path, calls: int, warmup: int, mode: str, tool: str, task: str = TASK
+) -> dict:
     import os
 
     env = {k: os.environ[k] for k in ("PUSHBENCH_HOME",) if k in os.environ}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pushbench.cli", "mcp", "--task", task, "--run-dir", str(run_dir),
-              "--budget", str(calls + warmup + 10)], env=env)
+        args=[
+            "-m",
+            "pushbench.cli",
+            "mcp",
+            "--task",
+            task,
+            "--run-dir",
+            str(run_dir),
+            "--budget",
+            str(calls + warmup + 10),
+        ],
+        env=env,
+    )
     args = {"status": {}, "search": {"query": "session", "page": 1}}[tool]
     t0 = time.perf_counter()
     async with Client(params, mode=mode) as client:
@@ -71,12 +83,18 @@ async def measure(run_dir: Path, calls: int, warmup: int, mode: str, tool: str,
         protocol = client.protocol_version
     trace = [json.loads(x) for x in (run_dir / "trace.jsonl").read_text().splitlines()]
     server = [t["server_ms"] for t in trace[warmup:]]
-    return {"task": task, "tool": tool, "calls": calls, "protocol": protocol,
-            "startup_s": round(startup, 3),
-            "median_ms": round(statistics.median(times), 3),
-            "p10_ms": round(_pct(times, 0.10), 3), "p90_ms": round(_pct(times, 0.90), 3),
-            "mean_ms": round(statistics.fmean(times), 3),
-            "server_median_ms": round(statistics.median(server), 3)}
+    return {
+        "task": task,
+        "tool": tool,
+        "calls": calls,
+        "protocol": protocol,
+        "startup_s": round(startup, 3),
+        "median_ms": round(statistics.median(times), 3),
+        "p10_ms": round(_pct(times, 0.10), 3),
+        "p90_ms": round(_pct(times, 0.90), 3),
+        "mean_ms": round(statistics.fmean(times), 3),
+        "server_median_ms": round(statistics.median(server), 3),
+    }
 
 
 def watch_cost(task: str, reps: int) -> dict:
@@ -103,7 +121,7 @@ def watch_cost(task: str, reps: int) -> dict:
                         fh.write(" ")
                 t = time.perf_counter()
                 changed = watch.changes()  # before the call
-                watch.refresh()            # after the call (nothing changed in between here)
+                watch.refresh()  # after the call (nothing changed in between here)
                 out.append(1000 * (time.perf_counter() - t))
                 assert bool(changed) == touch
             return out
@@ -111,10 +129,15 @@ def watch_cost(task: str, reps: int) -> dict:
         quiet, edited = per_call(False), per_call(True)
     finally:
         env.close()
-    return {"task": task, "files": len(files), "bytes": size, "reps": reps,
-            "quiet_median_ms": round(statistics.median(quiet), 3),
-            "quiet_p90_ms": round(_pct(quiet, 0.9), 3),
-            "one_edit_median_ms": round(statistics.median(edited), 3)}
+    return {
+        "task": task,
+        "files": len(files),
+        "bytes": size,
+        "reps": reps,
+        "quiet_median_ms": round(statistics.median(quiet), 3),
+        "quiet_p90_ms": round(_pct(quiet, 0.9), 3),
+        "one_edit_median_ms": round(statistics.median(edited), 3),
+    }
 
 
 def signing_cost(task: str, calls: int, warmup: int, tool: str, rounds: int = 3) -> dict:
@@ -130,8 +153,7 @@ def signing_cost(task: str, calls: int, warmup: int, tool: str, rounds: int = 3)
             signing.seal_json = lambda key, domain, data: data
             signing.sign_line = lambda key, body: body + b"\n"
         try:
-            with BlackBoxSession(task, run_dir, budget=calls + warmup + 10,
-                                 argv=["bench"]) as s:
+            with BlackBoxSession(task, run_dir, budget=calls + warmup + 10, argv=["bench"]) as s:
                 out = []
                 for i in range(calls + warmup):
                     t = time.perf_counter()
@@ -155,13 +177,19 @@ def signing_cost(task: str, calls: int, warmup: int, tool: str, rounds: int = 3)
     t = time.perf_counter()
     for _ in range(reps):
         signing.seal_json(key, signing.RECORD, record)
-        signing.sign_line(key, line[:line.rfind(b',"sig"')] + b"}")
+        signing.sign_line(key, line[: line.rfind(b',"sig"')] + b"}")
     hmac_ms = 1000 * (time.perf_counter() - t) / reps
     signed, unsigned = statistics.median(times[True]), statistics.median(times[False])
-    return {"task": task, "tool": tool, "calls": calls * rounds,
-            "signed_median_ms": round(signed, 3), "unsigned_median_ms": round(unsigned, 3),
-            "ratio": round(signed / unsigned, 3), "record_bytes": record_bytes,
-            "hmac_only_ms": round(hmac_ms, 4)}
+    return {
+        "task": task,
+        "tool": tool,
+        "calls": calls * rounds,
+        "signed_median_ms": round(signed, 3),
+        "unsigned_median_ms": round(unsigned, 3),
+        "ratio": round(signed / unsigned, 3),
+        "record_bytes": record_bytes,
+        "hmac_only_ms": round(hmac_ms, 4),
+    }
 
 
 def main() -> None:
@@ -181,11 +209,13 @@ def main() -> None:
         if a.json:
             print(json.dumps(r))
             return
-        print(f"{r['task']}: {r['calls']} {r['tool']} calls in process per arm; server work per "
-              f"call median {r['signed_median_ms']:.3f} ms signed, "
-              f"{r['unsigned_median_ms']:.3f} ms unsigned (ratio {r['ratio']:.3f}); the HMACs "
-              f"alone (episode.json of {r['record_bytes']:,} bytes + one trace line) "
-              f"{r['hmac_only_ms']:.4f} ms")
+        print(
+            f"{r['task']}: {r['calls']} {r['tool']} calls in process per arm; server work per "
+            f"call median {r['signed_median_ms']:.3f} ms signed, "
+            f"{r['unsigned_median_ms']:.3f} ms unsigned (ratio {r['ratio']:.3f}); the HMACs "
+            f"alone (episode.json of {r['record_bytes']:,} bytes + one trace line) "
+            f"{r['hmac_only_ms']:.4f} ms"
+        )
         return
     if a.watch_only:
         for task in a.watch_tasks.split(","):
@@ -193,22 +223,30 @@ def main() -> None:
             if a.json:
                 print(json.dumps(w))
                 continue
-            print(f"{w['task']}: {w['files']} files ({w['bytes'] / 1e6:.1f} MB); watch per call "
-                  f"(check + snapshot) median {w['quiet_median_ms']:.3f} ms, p90 "
-                  f"{w['quiet_p90_ms']:.3f} ms; with one file edited between calls "
-                  f"{w['one_edit_median_ms']:.3f} ms")
+            print(
+                f"{w['task']}: {w['files']} files ({w['bytes'] / 1e6:.1f} MB); watch per call "
+                f"(check + snapshot) median {w['quiet_median_ms']:.3f} ms, p90 "
+                f"{w['quiet_p90_ms']:.3f} ms; with one file edited between calls "
+                f"{w['one_edit_median_ms']:.3f} ms"
+            )
         return
     with tempfile.TemporaryDirectory(prefix="pushbench-mcp-bench-") as tmp:
         r = anyio.run(measure, Path(tmp) / "run", a.calls, a.warmup, a.mode, a.tool, a.task)
     if a.json:
         print(json.dumps(r))
         return
-    print(f"{r['task']}: {r['calls']} {r['tool']} calls over stdio ({r['protocol']}), server start "
-          f"{r['startup_s']:.2f} s")
-    print(f"  round trip  median {r['median_ms']:.2f} ms   p10 {r['p10_ms']:.2f}   "
-          f"p90 {r['p90_ms']:.2f}   mean {r['mean_ms']:.2f}")
-    print(f"  in server   median {r['server_median_ms']:.2f} ms (env.step + episode.json "
-          "rewrite + fsync'd trace line)")
+    print(
+        f"{r['task']}: {r['calls']} {r['tool']} calls over stdio ({r['protocol']}), server start "
+        f"{r['startup_s']:.2f} s"
+    )
+    print(
+        f"  round trip  median {r['median_ms']:.2f} ms   p10 {r['p10_ms']:.2f}   "
+        f"p90 {r['p90_ms']:.2f}   mean {r['mean_ms']:.2f}"
+    )
+    print(
+        f"  in server   median {r['server_median_ms']:.2f} ms (env.step + episode.json "
+        "rewrite + fsync'd trace line)"
+    )
 
 
 if __name__ == "__main__":

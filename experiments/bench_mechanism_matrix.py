@@ -35,26 +35,39 @@ def main() -> None:
     total_cpu, sample = 0.0, []
     for family, name in PARTS:
         specs = expand(load_experiment(HERE / name))
-        pick = sorted(rng.choice(len(specs), size=max(1, int(len(specs) * args.fraction)),
-                                 replace=False))
+        pick = sorted(
+            rng.choice(len(specs), size=max(1, int(len(specs) * args.fraction)), replace=False)
+        )
         run_episode(specs[0].task_id, "standard", "simulated-base", 0)  # warm caches
         c0 = time.process_time()
         for i in pick:
             s = specs[i]
-            sample.append(run_episode(s.task_id, s.controller, s.policy, s.seed,
-                                      instance=s.instance, policy_params=s.policy_params))
+            sample.append(
+                run_episode(
+                    s.task_id,
+                    s.controller,
+                    s.policy,
+                    s.seed,
+                    instance=s.instance,
+                    policy_params=s.policy_params,
+                )
+            )
         cpu = time.process_time() - c0
         est = cpu / len(pick) * len(specs)
         total_cpu += est
-        print(f"{family}: {len(pick)}/{len(specs)} episodes sampled, {cpu / len(pick) * 1e3:.1f} "
-              f"CPU ms/episode -> {est:.0f} CPU s for all {len(specs)}")
+        print(
+            f"{family}: {len(pick)}/{len(specs)} episodes sampled, {cpu / len(pick) * 1e3:.1f} "
+            f"CPU ms/episode -> {est:.0f} CPU s for all {len(specs)}"
+        )
     c0 = time.process_time()
     mechanism_deltas(sample, n_resamples=1999)
     analysis = (time.process_time() - c0) / args.fraction
     total_cpu += analysis
     print(f"analysis (1999 resamples): ~{analysis:.0f} CPU s at full size (scaled linearly)")
-    print(f"total ~{total_cpu:.0f} CPU s = {total_cpu / 2:.0f} s on 2 cores; "
-          f"ratio to the 5-minute budget (600 core-s): {total_cpu / 600:.2f}")
+    print(
+        f"total ~{total_cpu:.0f} CPU s = {total_cpu / 2:.0f} s on 2 cores; "
+        f"ratio to the 5-minute budget (600 core-s): {total_cpu / 600:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,22 @@ ROOT = Path(__file__).resolve().parent.parent
 def export_rev(rev: str, dest: Path) -> Path:
     """The package and its data folders at git revision ``rev``, unpacked into ``dest``."""
     dest.mkdir(parents=True)
-    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "pushbench", "snapshots",
-                          "tasks", "controllers", "pyproject.toml"], capture_output=True,
-                         check=True).stdout
+    tar = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "archive",
+            rev,
+            "pushbench",
+            "snapshots",
+            "tasks",
+            "controllers",
+            "pyproject.toml",
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
     return dest
 
@@ -77,8 +90,11 @@ def main() -> None:
     ap.add_argument("--predicate", default="raises")
     ap.add_argument("--targets", default="10,25,50,100")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--compare", metavar="REV", help="also time `snapshots add` at this git "
-                    "revision and print the ratio current / REV")
+    ap.add_argument(
+        "--compare",
+        metavar="REV",
+        help="also time `snapshots add` at this git revision and print the ratio current / REV",
+    )
     ap.add_argument("--add-only", action="store_true", help="skip `tasks new`")
     args = ap.parse_args()
     src_pkg = package_dir(args.package)
@@ -88,56 +104,90 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-own-") as tmp:
         tmp = Path(tmp)
         src = tmp / "src"
-        shutil.copytree(src_pkg, src / args.package,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            src_pkg, src / args.package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         old = export_rev(args.compare, tmp / "old") if args.compare else None
         for i in range(args.repeat):
             env = {**os.environ, "PUSHBENCH_HOME": str(tmp / f"home{i}"), "PYTHONPATH": str(ROOT)}
             env.pop("PUSHBENCH_TASKS", None)
             if old is not None:
-                took, out = timed([*exe, "snapshots", "add", "bench", "--from", str(src)],
-                                  {**env, "PUSHBENCH_HOME": str(tmp / f"old{i}"),
-                                   "PYTHONPATH": str(old)})
+                took, out = timed(
+                    [*exe, "snapshots", "add", "bench", "--from", str(src)],
+                    {**env, "PUSHBENCH_HOME": str(tmp / f"old{i}"), "PYTHONPATH": str(old)},
+                )
                 before.append(took)
                 before_cpu.append(CPU[-1])
                 n_old = re.search(r"(\d+) definitions", out).group(1)
-                print(f"run {i}: snapshots add + index at {args.compare}: {took:6.2f} s "
-                      f"(CPU {CPU[-1]:6.2f} s)  ({n_old} definitions)", flush=True)
+                print(
+                    f"run {i}: snapshots add + index at {args.compare}: {took:6.2f} s "
+                    f"(CPU {CPU[-1]:6.2f} s)  ({n_old} definitions)",
+                    flush=True,
+                )
             took, out = timed([*exe, "snapshots", "add", "bench", "--from", str(src)], env)
             defs = int(re.search(r"(\d+) definitions", out).group(1))
             adds.append(took)
             adds_cpu.append(CPU[-1])
-            print(f"run {i}: snapshots add + index: {took:6.2f} s (CPU {CPU[-1]:6.2f} s)  "
-                  f"({defs} definitions, {args.package} {src_pkg.parent.name})", flush=True)
+            print(
+                f"run {i}: snapshots add + index: {took:6.2f} s (CPU {CPU[-1]:6.2f} s)  "
+                f"({defs} definitions, {args.package} {src_pkg.parent.name})",
+                flush=True,
+            )
             if args.add_only:
                 continue
-            took, out = timed([*exe, "tasks", "new", "--snapshot", "bench", "--predicate",
-                               args.predicate, "--targets", args.targets], env)
+            took, out = timed(
+                [
+                    *exe,
+                    "tasks",
+                    "new",
+                    "--snapshot",
+                    "bench",
+                    "--predicate",
+                    args.predicate,
+                    "--targets",
+                    args.targets,
+                ],
+                env,
+            )
             valid = re.search(r"valid set: (\d+) of (\d+)", out)
             news.append(took)
-            print(f"run {i}: tasks new + calibration: {took:6.2f} s  (valid {valid.group(1)} of "
-                  f"{valid.group(2)}, targets {args.targets})", flush=True)
+            print(
+                f"run {i}: tasks new + calibration: {took:6.2f} s  (valid {valid.group(1)} of "
+                f"{valid.group(2)}, targets {args.targets})",
+                flush=True,
+            )
     a = statistics.median(adds)
-    print(f"\nmedian of {args.repeat} (wall clock, CLI in a subprocess, fresh cache, "
-          f"{os.cpu_count()} cores):")
-    print(f"  snapshots add + index   {a:6.2f} s   goal {ADD_GOAL:4.0f} s   "
-          f"ratio {a / ADD_GOAL:.2f}")
+    print(
+        f"\nmedian of {args.repeat} (wall clock, CLI in a subprocess, fresh cache, "
+        f"{os.cpu_count()} cores):"
+    )
+    print(
+        f"  snapshots add + index   {a:6.2f} s   goal {ADD_GOAL:4.0f} s   ratio {a / ADD_GOAL:.2f}"
+    )
     if news:
         n = statistics.median(news)
-        print(f"  tasks new + calibration {n:6.2f} s   goal {NEW_GOAL:4.0f} s   "
-              f"ratio {n / NEW_GOAL:.2f}")
+        print(
+            f"  tasks new + calibration {n:6.2f} s   goal {NEW_GOAL:4.0f} s   "
+            f"ratio {n / NEW_GOAL:.2f}"
+        )
     if before:
         b = statistics.median(before)
         ac, bc = statistics.median(adds_cpu), statistics.median(before_cpu)
-        print(f"  snapshots add at {args.compare}: {b:6.2f} s   current / {args.compare}: "
-              f"{a / b:.2f} wall clock (<= 1: no slower)")
-        print(f"  CPU time: current {ac:6.2f} s, {args.compare} {bc:6.2f} s   current / "
-              f"{args.compare}: {ac / bc:.2f}")
+        print(
+            f"  snapshots add at {args.compare}: {b:6.2f} s   current / {args.compare}: "
+            f"{a / b:.2f} wall clock (<= 1: no slower)"
+        )
+        print(
+            f"  CPU time: current {ac:6.2f} s, {args.compare} {bc:6.2f} s   current / "
+            f"{args.compare}: {ac / bc:.2f}"
+        )
         # each run's pair ran back to back under the same load: the steadiest comparison
         paired = statistics.median(x / y for x, y in zip(adds, before, strict=True))
         paired_cpu = statistics.median(x / y for x, y in zip(adds_cpu, before_cpu, strict=True))
-        print(f"  paired (run by run) median ratio current / {args.compare}: wall clock "
-              f"{paired:.2f}, CPU {paired_cpu:.2f}")
+        print(
+            f"  paired (run by run) median ratio current / {args.compare}: wall clock "
+            f"{paired:.2f}, CPU {paired_cpu:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,7 @@ from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.registration import list_tasks
 
 SNAPSHOTS = ("requests", "flask", "pytest")
-INSTANCE = {"requests": "requests-docstring", "flask": "flask-decorated",
-            "pytest": "pytest-raises"}
+INSTANCE = {"requests": "requests-docstring", "flask": "flask-decorated", "pytest": "pytest-raises"}
 WARM_TARGET_S = 0.3
 
 # ----- the v5 fact pass (before the predicate language), verbatim as the baseline -------------
@@ -78,9 +77,17 @@ def v5_facts_in_source(source: str, relpath: str) -> list[tuple]:
 
     def visit(fn, qual, in_class):
         a = fn.args
-        out.append((f"{relpath}::{qual}", qual, fn.name, indexer._has_docstring(fn),
-                    *_v5_own_body(fn), bool(fn.decorator_list),
-                    tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))))
+        out.append(
+            (
+                f"{relpath}::{qual}",
+                qual,
+                fn.name,
+                indexer._has_docstring(fn),
+                *_v5_own_body(fn),
+                bool(fn.decorator_list),
+                tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)),
+            )
+        )
 
     indexer._qualname_walk(tree, visit)
     return out
@@ -95,15 +102,20 @@ def bench_passes(name: str, reps: int) -> dict[str, float]:
     new = [f for rel, src in sources for f in indexer.facts_in_source(src, rel)]
     if [o[0] for o in old] != [f.ident for f in new]:  # the same definitions, or no comparison
         raise SystemExit(f"{name}: the v5 and current fact passes disagree on the definitions")
+
     def each(fn):  # one file at a time, nothing kept: every pass frees its trees alike
         def run():
             for rel, src in sources:
                 fn(src, rel)
+
         return run
 
-    passes = {"parse": each(lambda src, rel: indexer._parse(src)),
-              "v5": each(v5_facts_in_source), "facts": each(indexer.facts_in_source),
-              "index": each(indexer.definitions_in_source)}
+    passes = {
+        "parse": each(lambda src, rel: indexer._parse(src)),
+        "v5": each(v5_facts_in_source),
+        "facts": each(indexer.facts_in_source),
+        "index": each(indexer.definitions_in_source),
+    }
     best = {k: float("inf") for k in passes}
     for _ in range(reps):
         for key, fn in passes.items():
@@ -145,10 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1:
         ap.error("--reps must be at least 1")
 
-    print(f"predicate-fact pass cost (python {sys.version.split()[0]}; CPU seconds, best of "
-          f"{args.reps} interleaved rounds; sources in memory)")
-    print(f"{'snapshot':9} {'defs':>5} {'parse s':>8} {'v5 facts s':>10} {'facts s':>8} "
-          f"{'index s':>8} {'facts/v5':>9} {'walk/v5 walk':>12}")
+    print(
+        f"predicate-fact pass cost (python {sys.version.split()[0]}; CPU seconds, best of "
+        f"{args.reps} interleaved rounds; sources in memory)"
+    )
+    print(
+        f"{'snapshot':9} {'defs':>5} {'parse s':>8} {'v5 facts s':>10} {'facts s':>8} "
+        f"{'index s':>8} {'facts/v5':>9} {'walk/v5 walk':>12}"
+    )
     total_old = total_new = 0.0
     for name in SNAPSHOTS:
         r = bench_passes(name, args.reps)
@@ -156,10 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         total_new += r["facts"]
         walk_old, walk_new = r["v5"] - r["parse"], r["facts"] - r["parse"]
         walk = f"{walk_new / walk_old:.2f}" if walk_old > 0 else "-"
-        print(f"{name:9} {int(r['defs']):5d} {r['parse']:8.3f} {r['v5']:10.3f} "
-              f"{r['facts']:8.3f} {r['index']:8.3f} {r['facts'] / r['v5']:9.2f} {walk:>12}")
-    print(f"{'all':9} {'':5} {'':8} {total_old:10.3f} {total_new:8.3f} {'':8} "
-          f"{total_new / total_old:9.2f}")
+        print(
+            f"{name:9} {int(r['defs']):5d} {r['parse']:8.3f} {r['v5']:10.3f} "
+            f"{r['facts']:8.3f} {r['index']:8.3f} {r['facts'] / r['v5']:9.2f} {walk:>12}"
+        )
+    print(
+        f"{'all':9} {'':5} {'':8} {total_old:10.3f} {total_new:8.3f} {'':8} "
+        f"{total_new / total_old:9.2f}"
+    )
 
     first, warm = bench_first_and_warm(args.reps)
     print()
@@ -167,9 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, s in first.items():
         print(f"  {name:9} {s:.3f} s")
     med, worst = statistics.median(warm), max(warm)
-    print(f"warm make+reset over {len(warm)} calls: median {med * 1000:.2f} ms, max "
-          f"{worst * 1000:.2f} ms; target {WARM_TARGET_S * 1000:.0f} ms, ratio median "
-          f"{med / WARM_TARGET_S:.4f}, max {worst / WARM_TARGET_S:.4f}")
+    print(
+        f"warm make+reset over {len(warm)} calls: median {med * 1000:.2f} ms, max "
+        f"{worst * 1000:.2f} ms; target {WARM_TARGET_S * 1000:.0f} ms, ratio median "
+        f"{med / WARM_TARGET_S:.4f}, max {worst / WARM_TARGET_S:.4f}"
+    )
     return 0
 
 

@@ -40,35 +40,53 @@ def main() -> int:
     ap.add_argument("--experiment", default=str(HERE / "controller_ablation.yaml"))
     ap.add_argument("--limit", type=int, default=None, help="only the first N episodes")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--sync-interval", type=float, default=0.5,
-                    help="writer group-commit interval (0: fsync every episode)")
+    ap.add_argument(
+        "--sync-interval",
+        type=float,
+        default=0.5,
+        help="writer group-commit interval (0: fsync every episode)",
+    )
     ap.add_argument("--keep", default=None, help="keep run directories under this folder")
     args = ap.parse_args()
 
     exp = load_experiment(args.experiment)
     n = len(expand(exp, limit=args.limit))
     root = Path(args.keep or tempfile.mkdtemp(prefix="pushbench-bench-"))
-    print(f"experiment {exp.name}: {n} episodes; cpus {os.cpu_count()}; "
-          f"load avg {os.getloadavg()[0]:.2f}; sync interval {args.sync_interval} s")
-    print(f"{'executor':<14}{'episodes':>9}{'steps':>9}{'seconds':>9}{'episodes/s':>12}"
-          f"{'steps/s':>10}{'vs 60 s':>9}")
+    print(
+        f"experiment {exp.name}: {n} episodes; cpus {os.cpu_count()}; "
+        f"load avg {os.getloadavg()[0]:.2f}; sync interval {args.sync_interval} s"
+    )
+    print(
+        f"{'executor':<14}{'episodes':>9}{'steps':>9}{'seconds':>9}{'episodes/s':>12}"
+        f"{'steps/s':>10}{'vs 60 s':>9}"
+    )
     results = {}
     try:
-        for label, executor in (("inprocess", InProcessExecutor()),
-                                (f"process x{args.workers}", LocalPoolExecutor(args.workers))):
+        for label, executor in (
+            ("inprocess", InProcessExecutor()),
+            (f"process x{args.workers}", LocalPoolExecutor(args.workers)),
+        ):
             out = root / label.replace(" ", "_")
             shutil.rmtree(out, ignore_errors=True)
             t0 = time.perf_counter()
             with executor:
-                s = run_experiment(exp, out, executor=executor, progress=False, limit=args.limit,
-                                   sync_interval=args.sync_interval)
+                s = run_experiment(
+                    exp,
+                    out,
+                    executor=executor,
+                    progress=False,
+                    limit=args.limit,
+                    sync_interval=args.sync_interval,
+                )
             total = time.perf_counter() - t0  # includes pool start-up and final sync
             # scale a --limit run up to the whole experiment for the target ratio
             full = total * len(expand(exp)) / max(1, s["ran"])
             results[label] = out
-            print(f"{label:<14}{s['ran']:>9}{s['steps']:>9}{total:>9.2f}{s['ran'] / total:>12.1f}"
-                  f"{s['steps'] / total:>10.0f}{full / TARGET_SECONDS:>9.2f}"
-                  + (f"  (errors: {s['errors']:d})" if s["errors"] else ""))
+            print(
+                f"{label:<14}{s['ran']:>9}{s['steps']:>9}{total:>9.2f}{s['ran'] / total:>12.1f}"
+                f"{s['steps'] / total:>10.0f}{full / TARGET_SECONDS:>9.2f}"
+                + (f"  (errors: {s['errors']:d})" if s["errors"] else "")
+            )
         a, b = (_lines(p) for p in results.values())
         same = a.keys() == b.keys() and all(a[k]["metrics"] == b[k]["metrics"] for k in a)
         print(f"identical metric fields across executors: {same}")

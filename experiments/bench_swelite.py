@@ -52,10 +52,15 @@ def bench(snapshot: str) -> dict:
     n = len(env.unwrapped._backlog)
     env.close()
     return {
-        "snapshot": snapshot, "candidates": data["candidates"], "kept": data["kept_count"],
-        "discarded": data["discarded"], "build_seconds": data["built_seconds"],
-        "backlog_N10": n, "oracle_accepted": info["qgp"]["valid_count"],
-        "oracle_steps": info["qgp"]["steps_used"], "budget_N10": info["qgp"]["budget"],
+        "snapshot": snapshot,
+        "candidates": data["candidates"],
+        "kept": data["kept_count"],
+        "discarded": data["discarded"],
+        "build_seconds": data["built_seconds"],
+        "backlog_N10": n,
+        "oracle_accepted": info["qgp"]["valid_count"],
+        "oracle_steps": info["qgp"]["steps_used"],
+        "budget_N10": info["qgp"]["budget"],
         "oracle_wall_seconds": round(wall, 1),
         "verifier_median_failing_s": round(statistics.median(verify_fail), 3),
         "verifier_median_passing_s": round(statistics.median(verify_pass), 3),
@@ -70,17 +75,26 @@ def main() -> None:
     a = ap.parse_args()
     rows = [bench(s) for s in SNAPSHOTS]
     every = [x for r in rows for x in r.pop("verifier_all")]
-    summary = {"rows": rows, "verifier_median_s": round(statistics.median(every), 3),
-               "verifier_runs": len(every)}
-    print(f"{'snapshot':9s} {'cand':>4s} {'kept':>4s} {'disc':>4s} {'N10 backlog':>11s} "
-          f"{'oracle ok':>9s} {'steps/budget':>12s} {'verify med (fail/pass) s':>24s}")
+    summary = {
+        "rows": rows,
+        "verifier_median_s": round(statistics.median(every), 3),
+        "verifier_runs": len(every),
+    }
+    print(
+        f"{'snapshot':9s} {'cand':>4s} {'kept':>4s} {'disc':>4s} {'N10 backlog':>11s} "
+        f"{'oracle ok':>9s} {'steps/budget':>12s} {'verify med (fail/pass) s':>24s}"
+    )
     for r in rows:
-        print(f"{r['snapshot']:9s} {r['candidates']:4d} {r['kept']:4d} {len(r['discarded']):4d} "
-              f"{r['backlog_N10']:11d} {r['oracle_accepted']:9d} "
-              f"{r['oracle_steps']:5d}/{r['budget_N10']:<6d} "
-              f"{r['verifier_median_failing_s']:11.2f}/{r['verifier_median_passing_s']:.2f}")
-    print(f"verifier median over {summary['verifier_runs']} runs: "
-          f"{summary['verifier_median_s']:.2f} s")
+        print(
+            f"{r['snapshot']:9s} {r['candidates']:4d} {r['kept']:4d} {len(r['discarded']):4d} "
+            f"{r['backlog_N10']:11d} {r['oracle_accepted']:9d} "
+            f"{r['oracle_steps']:5d}/{r['budget_N10']:<6d} "
+            f"{r['verifier_median_failing_s']:11.2f}/{r['verifier_median_passing_s']:.2f}"
+        )
+    print(
+        f"verifier median over {summary['verifier_runs']} runs: "
+        f"{summary['verifier_median_s']:.2f} s"
+    )
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1))

@@ -40,23 +40,34 @@ def bench(defs: int, modules: int, repeats: int, seed: int) -> None:
             idx.append(t2 - t1)
     med = statistics.median(gen)
     print(f"generate {defs} definitions in {modules} modules ({repeats} seeds from {seed}):")
-    print(f"  median {med:.2f} s, max {max(gen):.2f} s  -> {med / GOAL_S:.3f} of the "
-          f"{GOAL_S:.0f} s goal ({'meets' if max(gen) <= GOAL_S else 'MISSES'} it)")
+    print(
+        f"  median {med:.2f} s, max {max(gen):.2f} s  -> {med / GOAL_S:.3f} of the "
+        f"{GOAL_S:.0f} s goal ({'meets' if max(gen) <= GOAL_S else 'MISSES'} it)"
+    )
     print(f"  rate {defs / med:,.0f} definitions/s")
     print(f"  (indexer reading the tree back: median {statistics.median(idx):.2f} s)")
 
 
 def table(defs: int, modules: int, seed: int) -> None:
-    print("\n| requested `docstring` density | valid set size (`docstring`, measured) | "
-          "fraction | `raises` set (fixed at 0.15) |")
+    print(
+        "\n| requested `docstring` density | valid set size (`docstring`, measured) | "
+        "fraction | `raises` set (fixed at 0.15) |"
+    )
     print("|---:|---:|---:|---:|")
     for p in (0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9):
         with tempfile.TemporaryDirectory() as tmp:
-            stats = generate(Path(tmp) / "r", seed=seed, modules=modules, defs=defs,
-                             density={"docstring": p, "raises": 0.15})
+            stats = generate(
+                Path(tmp) / "r",
+                seed=seed,
+                modules=modules,
+                defs=defs,
+                density={"docstring": p, "raises": 0.15},
+            )
             got = measure(Path(tmp) / "r", stats.primary_fixture)
-        print(f"| {p:.2f} | {got['docstring']} / {got['defs']} | "
-              f"{got['docstring'] / got['defs']:.3f} | {got['raises']} |")
+        print(
+            f"| {p:.2f} | {got['docstring']} / {got['defs']} | "
+            f"{got['docstring'] / got['defs']:.3f} | {got['raises']} |"
+        )
 
 
 def main() -> None:

@@ -74,8 +74,9 @@ class Vector:
     def __init__(self, task, controller, mode, num_envs, seed) -> None:
         kind, _, workers = mode.partition(":")  # "async:8": 8 worker processes
         extra = {"num_workers": int(workers)} if workers else {}
-        self.envs = pushbench.make_vec(task, num_envs, controller=controller,
-                                       vectorization_mode=kind, **extra)
+        self.envs = pushbench.make_vec(
+            task, num_envs, controller=controller, vectorization_mode=kind, **extra
+        )
         _warm(self.envs, task)
         self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self.pols = [make_policy("random", seed=seed + i) for i in range(num_envs)]
@@ -169,13 +170,22 @@ class Single:
         self.env.close()
 
 
-def measure(task: str, controller: str | None, modes: list[str], num_envs: int, steps: int,
-            rounds: int, seed: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+def measure(
+    task: str,
+    controller: str | None,
+    modes: list[str],
+    num_envs: int,
+    steps: int,
+    rounds: int,
+    seed: int,
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Rates (env steps/s) per round of every configuration, interleaved round by round, and
     each configuration's CPU microseconds per env step over all rounds (every process)."""
-    runners = {"single": Single(task, controller, seed),
-               "loop": Loop(task, controller, num_envs, seed),
-               **{m: Vector(task, controller, m, num_envs, seed) for m in modes}}
+    runners = {
+        "single": Single(task, controller, seed),
+        "loop": Loop(task, controller, num_envs, seed),
+        **{m: Vector(task, controller, m, num_envs, seed) for m in modes},
+    }
     rates: dict[str, list[float]] = {name: [] for name in runners}
     try:
         for _ in range(rounds):
@@ -196,40 +206,52 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="sync,async")
-    ap.add_argument("--quick", action="store_true",
-                    help="3 rounds x 300 vector steps: every target's verdict in about a minute")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 rounds x 300 vector steps: every target's verdict in about a minute",
+    )
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.steps = 3, 300
     modes = args.modes.split(",")
     cores = os.cpu_count()
     load0 = os.getloadavg()
-    print(f"task {args.task}, {args.num_envs} envs, {args.rounds} rounds x {args.steps} vector "
-          f"steps, seeded random policy (seed {args.seed}); env steps/s, policy time included")
+    print(
+        f"task {args.task}, {args.num_envs} envs, {args.rounds} rounds x {args.steps} vector "
+        f"steps, seeded random policy (seed {args.seed}); env steps/s, policy time included"
+    )
     print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {cores} cores")
-    print(f"{'controller':<12}{'mode':<9}{'steps/s':>10}{'vs loop':>10}{'min..max':>14}"
-          f"{'vs single':>11}{'CPU us/step':>13}")
+    print(
+        f"{'controller':<12}{'mode':<9}{'steps/s':>10}{'vs loop':>10}{'min..max':>14}"
+        f"{'vs single':>11}{'CPU us/step':>13}"
+    )
     verdicts = []
     for controller in (None, "stateqgp"):
         name = controller or "bare"
-        rates, cpu = measure(args.task, controller, modes, args.num_envs, args.steps,
-                             args.rounds, args.seed)
+        rates, cpu = measure(
+            args.task, controller, modes, args.num_envs, args.steps, args.rounds, args.seed
+        )
         single = statistics.median(rates["single"])
         for row in ("single", "loop", *modes):
             ratios = [v / lo for v, lo in zip(rates[row], rates["loop"], strict=True)]
             med = statistics.median(ratios)
             rate = statistics.median(rates[row])
-            print(f"{name:<12}{row:<9}{rate:>10.0f}{med:>9.2f}x{min(ratios):>7.2f}.."
-                  f"{max(ratios):<5.2f}{rate / single:>10.2f}x{cpu[row]:>12.1f}")
+            print(
+                f"{name:<12}{row:<9}{rate:>10.0f}{med:>9.2f}x{min(ratios):>7.2f}.."
+                f"{max(ratios):<5.2f}{rate / single:>10.2f}x{cpu[row]:>12.1f}"
+            )
             if row in TARGETS:  # the default modes; "async:N" rows are for comparison
                 verdicts.append((name, row, med, med >= TARGETS[row]))
     load1 = os.getloadavg()
     print(f"load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} on {cores} cores")
     busy = max(load0[0], load1[0]) > 0.5 * (cores or 1)
     for name, row, med, ok in verdicts:
-        print(f"target {name} {row} >= {TARGETS[row]:.1f}x of the loop: "
-              f"{'PASS' if ok else 'FAIL'} ({med:.2f}x median"
-              f"{'; machine loaded, not the idle-core figure' if busy else ''})")
+        print(
+            f"target {name} {row} >= {TARGETS[row]:.1f}x of the loop: "
+            f"{'PASS' if ok else 'FAIL'} ({med:.2f}x median"
+            f"{'; machine loaded, not the idle-core figure' if busy else ''})"
+        )
     return 0 if all(ok for *_, ok in verdicts) else 1
 
 

@@ -31,16 +31,34 @@ from pushbench.viewer.data import file_stem
 from pushbench.viewer.serve import make_server
 
 HERE = Path(__file__).resolve().parent
-TARGETS = {"overview": 2.0, "episode list": None, "episode (fresh load)": 0.5,
-           "episode (from list)": 0.5, "paired view": None}
+TARGETS = {
+    "overview": 2.0,
+    "episode list": None,
+    "episode (fresh load)": 0.5,
+    "episode (from list)": 0.5,
+    "paired view": None,
+}
 
 
 def _ensure_run(run: Path) -> None:
     if (run / "episodes.jsonl").is_file():
         return
     print(f"building the run folder {run} (10,000 offline episodes) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "pushbench.cli", "run", str(HERE / "viewer_10k.yaml"),
-                    "--out", str(run), "--limit", "10000", "--no-progress"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "run",
+            str(HERE / "viewer_10k.yaml"),
+            "--out",
+            str(run),
+            "--limit",
+            "10000",
+            "--no-progress",
+        ],
+        check=True,
+    )
 
 
 def _ready_ms(page, fragment: str, prefix: bool = False) -> float:
@@ -88,16 +106,23 @@ def _measure(browser, base: str, keys: list[str], overviews: int) -> dict[str, l
 
 def _print(mode: str, times: dict[str, list[float]]) -> None:
     print(f"\n{mode}:")
-    print(f"  {'view':22} {'n':>3} {'median ms':>10} {'max ms':>9} {'target':>7} "
-          f"{'median/target':>14} {'max/target':>11}")
+    print(
+        f"  {'view':22} {'n':>3} {'median ms':>10} {'max ms':>9} {'target':>7} "
+        f"{'median/target':>14} {'max/target':>11}"
+    )
     for view, xs in times.items():
         if not xs:
             continue
         med, worst, target = statistics.median(xs), max(xs), TARGETS[view]
-        ratio = (f"{med / 1000 / target:14.3f} {worst / 1000 / target:11.3f}" if target
-                 else f"{'-':>14} {'-':>11}")
-        print(f"  {view:22} {len(xs):3d} {med:10.1f} {worst:9.1f} "
-              f"{(f'{target:.1f} s' if target else '-'):>7} {ratio}")
+        ratio = (
+            f"{med / 1000 / target:14.3f} {worst / 1000 / target:11.3f}"
+            if target
+            else f"{'-':>14} {'-':>11}"
+        )
+        print(
+            f"  {view:22} {len(xs):3d} {med:10.1f} {worst:9.1f} "
+            f"{(f'{target:.1f} s' if target else '-'):>7} {ratio}"
+        )
 
 
 def main() -> int:
@@ -115,8 +140,10 @@ def main() -> int:
     from pushbench.analysis.frame import load_episodes
 
     keys = sorted(ep["key"] for ep in load_episodes(run))
-    print(f"run folder: {run} ({len(keys)} episodes); viewer built in {build_s:.1f} s "
-          f"({len(keys) / build_s:.0f} episodes/s) into {site}")
+    print(
+        f"run folder: {run} ({len(keys)} episodes); viewer built in {build_s:.1f} s "
+        f"({len(keys) / build_s:.0f} episodes/s) into {site}"
+    )
     print(f"load average (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     sample = random.Random(args.seed).sample(keys, min(args.episodes, len(keys)))
     server = make_server(site, 0)
@@ -124,11 +151,16 @@ def main() -> int:
     thread.start()
     try:
         with headless_chromium() as browser:
-            _print("opened as a local file (file://)",
-                   _measure(browser, site.resolve().as_uri(), sample, args.overviews))
-            _print(f"through the loopback server (http://127.0.0.1:{server.server_address[1]})",
-                   _measure(browser, f"http://127.0.0.1:{server.server_address[1]}", sample,
-                            args.overviews))
+            _print(
+                "opened as a local file (file://)",
+                _measure(browser, site.resolve().as_uri(), sample, args.overviews),
+            )
+            _print(
+                f"through the loopback server (http://127.0.0.1:{server.server_address[1]})",
+                _measure(
+                    browser, f"http://127.0.0.1:{server.server_address[1]}", sample, args.overviews
+                ),
+            )
     finally:
         server.shutdown()
         server.server_close()

@@ -54,8 +54,11 @@ def main(argv=None) -> int:
     endpoint = None
     if a.base_url:
         endpoint = blackbox_clients.Endpoint(
-            base_url=a.base_url, api_key=os.environ.get(a.api_key_env or "", "none"),
-            model=a.model, offline=False)
+            base_url=a.base_url,
+            api_key=os.environ.get(a.api_key_env or "", "none"),
+            model=a.model,
+            offline=False,
+        )
     import json
 
     params = json.loads(a.params) if a.params else None
@@ -63,15 +66,22 @@ def main(argv=None) -> int:
     run_dirs, rows = [], []
     for agent in pick(a.agents, "agents"):
         for cond in pick(a.conditions, "conditions"):
-            b = blackbox_run.Batch(agent=agent, tasks=tasks(protocol, pick(a.targets, "targets",
-                                                                          int)),
-                                   seeds=protocol["seeds"], condition=cond, out=out / cond,
-                                   policy=a.policy, params=params, endpoint=endpoint,
-                                   controller=protocol["controller"],
-                                   timeout=a.timeout or protocol["timeout_seconds"])
+            b = blackbox_run.Batch(
+                agent=agent,
+                tasks=tasks(protocol, pick(a.targets, "targets", int)),
+                seeds=protocol["seeds"],
+                condition=cond,
+                out=out / cond,
+                policy=a.policy,
+                params=params,
+                endpoint=endpoint,
+                controller=protocol["controller"],
+                timeout=a.timeout or protocol["timeout_seconds"],
+            )
             blackbox_run.run_batch(b, log=lambda m: print(m, file=sys.stderr))
-            run_dirs += [blackbox_run.episode_dir(b, t, s) / "run" for t in b.tasks
-                         for s in b.seeds]
+            run_dirs += [
+                blackbox_run.episode_dir(b, t, s) / "run" for t in b.tasks for s in b.seeds
+            ]
             hc = out / cond / agent / "harness.csv"
             if hc.exists():
                 rows += list(csv.DictReader(open(hc)))

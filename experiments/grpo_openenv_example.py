@@ -50,8 +50,11 @@ def local_server(max_concurrent: int = 4):
         port = s.getsockname()[1]
     # "critical": openenv-core 0.3.0 logs a harmless traceback when a client ends its session
     # first (its server then closes an already closed WebSocket).
-    server = uvicorn.Server(uvicorn.Config(create_pushbench_app(max_concurrent),
-                                           host="127.0.0.1", port=port, log_level="critical"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_pushbench_app(max_concurrent), host="127.0.0.1", port=port, log_level="critical"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -78,8 +81,11 @@ def main() -> None:
     ap.add_argument("--api-key", default="unused")
     ap.add_argument("--context-tokens", type=int, default=None)
     ap.add_argument("--env-url", default=None, help="a running PushBench OpenEnv server")
-    ap.add_argument("--weights", default="accepted=0.1,success=1,verified_fraction=0.5,"
-                    "duplicate=0.05", help="reward weights (RewardWeights fields)")
+    ap.add_argument(
+        "--weights",
+        default="accepted=0.1,success=1,verified_fraction=0.5,duplicate=0.05",
+        help="reward weights (RewardWeights fields)",
+    )
     args = ap.parse_args()
     weights = {k: float(v) for k, v in (kv.split("=") for kv in args.weights.split(","))}
     chat = None
@@ -87,34 +93,55 @@ def main() -> None:
         import openai
 
         chat = openai.OpenAI(base_url=args.model_url, api_key=args.api_key, timeout=600)
-    who = (f"model {args.model} at {args.model_url}" if chat else
-           f"policy {args.policy} (SIMULATED: an offline scripted agent, not a model)")
+    who = (
+        f"model {args.model} at {args.model_url}"
+        if chat
+        else f"policy {args.policy} (SIMULATED: an offline scripted agent, not a model)"
+    )
     print(f"GRPO rollouts, {who}; group size {args.group_size}; weights {weights}")
-    server = (contextlib.nullcontext(args.env_url) if args.env_url else local_server())
+    server = contextlib.nullcontext(args.env_url) if args.env_url else local_server()
     with server as url, PushBenchClient(base_url=url).sync() as env:
         for task in args.tasks.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
                 group: list[Rollout] = []
                 for g in range(args.group_size):
-                    common = dict(controller=args.controller, budget=args.budget,
-                                  reward_weights=weights)
+                    common = dict(
+                        controller=args.controller, budget=args.budget, reward_weights=weights
+                    )
                     if chat is not None:
-                        group.append(llm_rollout(env, chat, args.model, task, seed,
-                                                 temperature=1.0, sampling_seed=g,
-                                                 context_tokens=args.context_tokens, **common))
+                        group.append(
+                            llm_rollout(
+                                env,
+                                chat,
+                                args.model,
+                                task,
+                                seed,
+                                temperature=1.0,
+                                sampling_seed=g,
+                                context_tokens=args.context_tokens,
+                                **common,
+                            )
+                        )
                     else:  # group members differ by the policy's seed only
-                        group.append(policy_rollout(env, args.policy, task, seed,
-                                                    policy_seed=1000 * seed + g, **common))
+                        group.append(
+                            policy_rollout(
+                                env, args.policy, task, seed, policy_seed=1000 * seed + g, **common
+                            )
+                        )
                 adv = group_advantages([r.total for r in group])
                 print(f"\nprompt: {task} seed {seed} (instance {group[0].record['instance']})")
-                print(f"  {'member':<7}{'return':>8}{'valid':>7}{'success':>9}{'dup rate':>10}"
-                      f"{'steps':>7}{'advantage':>11}")
+                print(
+                    f"  {'member':<7}{'return':>8}{'valid':>7}{'success':>9}{'dup rate':>10}"
+                    f"{'steps':>7}{'advantage':>11}"
+                )
                 for g, (r, a) in enumerate(zip(group, adv, strict=True)):
                     m = r.record["metrics"]
                     dup = m["duplicate_submit_rate"]
-                    print(f"  {g:<7}{r.total:>8.3f}{m['valid_count']:>7}{str(m['success']):>9}"
-                          f"{'-' if dup is None else f'{dup:.2f}':>10}{m['steps_used']:>7}"
-                          f"{a:>11.3f}")
+                    print(
+                        f"  {g:<7}{r.total:>8.3f}{m['valid_count']:>7}{str(m['success']):>9}"
+                        f"{'-' if dup is None else f'{dup:.2f}':>10}{m['steps_used']:>7}"
+                        f"{a:>11.3f}"
+                    )
 
 
 if __name__ == "__main__":

@@ -26,13 +26,15 @@ import blackbox_protocol  # noqa: E402
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| policy | harness | episodes | identical calls | success in-process | success "
-            "via harness | mean verified in-process / harness | mean steps in-process / "
-            "harness | model requests (repeated, failed, history lost) | client failures | "
-            "timeouts | median s / episode | model server ms per request (median, max) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = (
+        "| policy | harness | episodes | identical calls | success in-process | success "
+        "via harness | mean verified in-process / harness | mean steps in-process / "
+        "harness | model requests (repeated, failed, history lost) | client failures | "
+        "timeouts | median s / episode | model server ms per request (median, max) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     out = []
-    for (pol, agent) in sorted({(r["policy"], r["agent"]) for r in rows}):
+    for pol, agent in sorted({(r["policy"], r["agent"]) for r in rows}):
         rs = [r for r in rows if (r["policy"], r["agent"]) == (pol, agent)]
         n = len(rs)
 
@@ -46,16 +48,18 @@ def table(rows: list[dict]) -> str:
             return sum(int(r.get(k) or 0) for r in rs)
 
         label = pol + (" (simulated)" if pol.startswith("simulated") else "")
-        out.append(f"| {label} | {agent} | {n} | {t('calls_equal')} | {t('success_in_process')} "
-                   f"| {t('success_harness')} | {m('valid_in_process'):.1f} / "
-                   f"{m('valid_harness'):.1f} | {m('steps_in_process'):.1f} / "
-                   f"{m('steps_harness'):.1f} | {s('model_requests')} ({s('repeated_requests')}, "
-                   f"{s('failed_requests')}, {s('history_shrank')}) | "
-                   f"{sum(r['client_rc'] not in ('0', '') for r in rs)}"
-                   f" | {t('timed_out')} | "
-                   f"{statistics.median(float(r['seconds'] or 0) for r in rs):.1f} | "
-                   f"{statistics.median(float(r['server_ms_median'] or 0) for r in rs):.1f}, "
-                   f"{max(float(r['server_ms_max'] or 0) for r in rs):.1f} |")
+        out.append(
+            f"| {label} | {agent} | {n} | {t('calls_equal')} | {t('success_in_process')} "
+            f"| {t('success_harness')} | {m('valid_in_process'):.1f} / "
+            f"{m('valid_harness'):.1f} | {m('steps_in_process'):.1f} / "
+            f"{m('steps_harness'):.1f} | {s('model_requests')} ({s('repeated_requests')}, "
+            f"{s('failed_requests')}, {s('history_shrank')}) | "
+            f"{sum(r['client_rc'] not in ('0', '') for r in rs)}"
+            f" | {t('timed_out')} | "
+            f"{statistics.median(float(r['seconds'] or 0) for r in rs):.1f} | "
+            f"{statistics.median(float(r['server_ms_median'] or 0) for r in rs):.1f}, "
+            f"{max(float(r['server_ms_max'] or 0) for r in rs):.1f} |"
+        )
     return head + "\n".join(out) + "\n"
 
 
@@ -70,9 +74,22 @@ def main(argv=None) -> int:
     out = Path(a.out)
     rows = []
     for pol in a.policies.split(","):
-        blackbox_protocol.main(["--out", str(out / pol), "--model-server", pol, "--conditions",
-                                "default", "--targets", a.targets, "--agents", a.agents,
-                                "--timeout", a.timeout])
+        blackbox_protocol.main(
+            [
+                "--out",
+                str(out / pol),
+                "--model-server",
+                pol,
+                "--conditions",
+                "default",
+                "--targets",
+                a.targets,
+                "--agents",
+                a.agents,
+                "--timeout",
+                a.timeout,
+            ]
+        )
         rows += list(csv.DictReader(open(out / pol / "harness.csv")))
     md = table(rows)
     (out / "harness_comparison.md").write_text(md)

@@ -34,10 +34,16 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--resamples", type=int, default=1999, help="bootstrap resamples per row")
     ap.add_argument("--progress", action="store_true")
-    ap.add_argument("--controllers", default=None,
-                    help="comma-separated subset of the matrices' controllers (with standard)")
-    ap.add_argument("--families", default=",".join(f for f, _ in PARTS),
-                    help="comma-separated subset of: reposcan, dataops")
+    ap.add_argument(
+        "--controllers",
+        default=None,
+        help="comma-separated subset of the matrices' controllers (with standard)",
+    )
+    ap.add_argument(
+        "--families",
+        default=",".join(f for f, _ in PARTS),
+        help="comma-separated subset of: reposcan, dataops",
+    )
     args = ap.parse_args()
     parts = [(f, n) for f, n in PARTS if f in args.families.split(",")]
     t0 = time.perf_counter()
@@ -50,17 +56,25 @@ def main() -> None:
         order[family] = [p.report_label for p in exp.policies]
         t = time.perf_counter()
         s = run_experiment(exp, args.out / family, progress=args.progress)
-        print(f"{family}: {s['total']} episodes ({s['ran']} run now, {s['skipped']} resumed), "
-              f"{time.perf_counter() - t:.1f} s, {s['episodes_per_s']} episodes/s, "
-              f"{s['errors']} errors", flush=True)
+        print(
+            f"{family}: {s['total']} episodes ({s['ran']} run now, {s['skipped']} resumed), "
+            f"{time.perf_counter() - t:.1f} s, {s['episodes_per_s']} episodes/s, "
+            f"{s['errors']} errors",
+            flush=True,
+        )
         episodes += load_episodes(args.out / family / "episodes.jsonl")
     t = time.perf_counter()
     table = mechanism_deltas(episodes, n_resamples=args.resamples)
     table.to_csv(args.out / "mechanism_deltas.csv", index=False)
     for family, _ in parts:
         for metric in HEAT_METRICS:
-            heatmap(table, metric, family, args.out / f"heatmap_{family}_{metric}.png",
-                    policies=order[family])
+            heatmap(
+                table,
+                metric,
+                family,
+                args.out / f"heatmap_{family}_{metric}.png",
+                policies=order[family],
+            )
     print(f"analysis: {len(table)} delta rows, {time.perf_counter() - t:.1f} s")
     print(f"total: {time.perf_counter() - t0:.1f} s -> {args.out}")
 

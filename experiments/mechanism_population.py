@@ -51,14 +51,19 @@ def _cpu() -> float:
 
 def _markdown(summary: pd.DataFrame, prior_path: Path, seed: int, n: int) -> str:
     t = summary[summary["metric"] == "success"]
-    lines = [f"SIMULATED agents: {n} per family drawn from `{prior_path.name}` (seed {seed}); "
-             "effect = controller - standard in success points, per agent over its tasks.", "",
-             "| family | controller | median | 10th-90th pct | helped | harmed | unchanged |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"SIMULATED agents: {n} per family drawn from `{prior_path.name}` (seed {seed}); "
+        "effect = controller - standard in success points, per agent over its tasks.",
+        "",
+        "| family | controller | median | 10th-90th pct | helped | harmed | unchanged |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in t.itertuples():
-        lines.append(f"| {r.family} | `{r.controller}` | {r.median:+.1f} | "
-                     f"[{r.p10:+.1f}, {r.p90:+.1f}] | {r.helped:.0%} | {r.harmed:.0%} | "
-                     f"{r.unchanged:.0%} |")
+        lines.append(
+            f"| {r.family} | `{r.controller}` | {r.median:+.1f} | "
+            f"[{r.p10:+.1f}, {r.p90:+.1f}] | {r.helped:.0%} | {r.harmed:.0%} | "
+            f"{r.unchanged:.0%} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -77,14 +82,22 @@ def main(argv: list[str] | None = None) -> None:
         t, c = time.perf_counter(), _cpu()
         s = run_experiment(exp, args.out / family, progress=args.progress)
         cpu = _cpu() - c
-        cost = (f"{cpu:.0f} CPU-s, {cpu / BUDGET_CPU_S:.2f} of the 10 CPU-minute budget"
-                f"{' (resumed episodes not counted)' if s['skipped'] else ''}"
-                if args.workers == 1 else "CPU of pool workers not measurable: use --workers 1")
-        print(f"{family}: {s['total']} episodes ({s['ran']} run now, {s['skipped']} resumed), "
-              f"{s['errors']} errors, {time.perf_counter() - t:.1f} s wall; {cost}", flush=True)
+        cost = (
+            f"{cpu:.0f} CPU-s, {cpu / BUDGET_CPU_S:.2f} of the 10 CPU-minute budget"
+            f"{' (resumed episodes not counted)' if s['skipped'] else ''}"
+            if args.workers == 1
+            else "CPU of pool workers not measurable: use --workers 1"
+        )
+        print(
+            f"{family}: {s['total']} episodes ({s['ran']} run now, {s['skipped']} resumed), "
+            f"{s['errors']} errors, {time.perf_counter() - t:.1f} s wall; {cost}",
+            flush=True,
+        )
         episodes += load_episodes(args.out / family / "episodes.jsonl")
-        agents += [{"family": family, "policy": a["label"], **a["params"]}
-                   for a in draw_agents(prior, family)]
+        agents += [
+            {"family": family, "policy": a["label"], **a["params"]}
+            for a in draw_agents(prior, family)
+        ]
     effects = agent_effects(episodes)
     summary = effect_summary(effects)
     pd.DataFrame(agents).to_csv(args.out / "population_agents.csv", index=False)

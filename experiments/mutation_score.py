@@ -68,8 +68,11 @@ class Target:
         out = []
         for f in self.functions:
             cls, _, meth = f.rpartition(".")
-            out.append(f"{self.dotted}.x\u01c1{cls}\u01c1{meth}__mutmut_*" if cls
-                       else f"{self.dotted}.x_{meth}__mutmut_*")
+            out.append(
+                f"{self.dotted}.x\u01c1{cls}\u01c1{meth}__mutmut_*"
+                if cls
+                else f"{self.dotted}.x_{meth}__mutmut_*"
+            )
         return out
 
     def owns(self, mutant: str) -> bool:
@@ -84,16 +87,21 @@ def load_targets() -> dict[str, Target]:
     """The configured modules; refuses a pyproject whose two module lists disagree."""
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
     modules = cfg["pushbench"]["mutation"]["modules"]
-    targets = {m: Target(m, list(v["tests"]), list(v.get("functions", ())))
-               for m, v in modules.items()}
+    targets = {
+        m: Target(m, list(v["tests"]), list(v.get("functions", ()))) for m, v in modules.items()
+    }
     mutmut = cfg["mutmut"]
     if sorted(mutmut["only_mutate"]) != sorted(targets):
-        sys.exit("pyproject.toml: [tool.mutmut] only_mutate and [tool.pushbench.mutation.modules] "
-                 f"list different modules:\n  {sorted(mutmut['only_mutate'])}\n  {sorted(targets)}")
+        sys.exit(
+            "pyproject.toml: [tool.mutmut] only_mutate and [tool.pushbench.mutation.modules] "
+            f"list different modules:\n  {sorted(mutmut['only_mutate'])}\n  {sorted(targets)}"
+        )
     tests = sorted({t for tg in targets.values() for t in tg.tests})
     if sorted(mutmut["pytest_add_cli_args_test_selection"]) != tests:
-        sys.exit("pyproject.toml: [tool.mutmut] pytest_add_cli_args_test_selection should be the "
-                 f"union of the modules' tests: {tests}")
+        sys.exit(
+            "pyproject.toml: [tool.mutmut] pytest_add_cli_args_test_selection should be the "
+            f"union of the modules' tests: {tests}"
+        )
     for tg in targets.values():
         for path in (tg.module, *tg.tests):
             if not (ROOT / path).exists():
@@ -125,10 +133,12 @@ def scratch_copy(target: Target) -> Path:
         else:
             shutil.copy2(src, work / name)
     text = (work / "pyproject.toml").read_text()
-    table = ("[tool.mutmut]\n"
-             f'source_paths = ["{target.module.split("/")[0]}"]\n'
-             f'only_mutate = ["{target.module}"]\n'
-             f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}\n")
+    table = (
+        "[tool.mutmut]\n"
+        f'source_paths = ["{target.module.split("/")[0]}"]\n'
+        f'only_mutate = ["{target.module}"]\n'
+        f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}\n"
+    )
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)
     mutmut = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
     for key in ("pytest_add_cli_args", "also_copy"):
@@ -149,8 +159,10 @@ def mutmut(work: Path, *args: str, log: Path | None = None, check: bool = True) 
     if log is not None:
         log.write_text(res.stdout + res.stderr)
     if check and res.returncode != 0:
-        sys.exit(f"`{' '.join(cmd)}` failed in {work} (exit {res.returncode}):\n"
-                 f"{(res.stdout + res.stderr)[-3000:]}")
+        sys.exit(
+            f"`{' '.join(cmd)}` failed in {work} (exit {res.returncode}):\n"
+            f"{(res.stdout + res.stderr)[-3000:]}"
+        )
     return res.stdout
 
 
@@ -177,8 +189,11 @@ class Score:
 
     @property
     def survivors(self) -> list[str]:
-        return sorted(m for m, s in self.statuses.items()
-                      if s not in (*KILLED, "not checked") and m not in self.equivalent)
+        return sorted(
+            m
+            for m, s in self.statuses.items()
+            if s not in (*KILLED, "not checked") and m not in self.equivalent
+        )
 
     def ratio(self, num: int, den: int) -> str:
         return f"{num}/{den} = {100 * num / den:.1f}%" if den else "-"
@@ -193,8 +208,9 @@ def _statuses(work: Path, target: Target) -> dict[str, str]:
     return statuses
 
 
-def score(target: Target, equivalents: dict[str, dict], children: int,
-          skip_listed: bool = False) -> Score:
+def score(
+    target: Target, equivalents: dict[str, dict], children: int, skip_listed: bool = False
+) -> Score:
     work = scratch_copy(target)
     start = time.perf_counter()
     patterns = target.name_patterns()
@@ -203,17 +219,24 @@ def score(target: Target, equivalents: dict[str, dict], children: int,
         # generate the mutants (and mutmut's test map) without running any, then run all but
         # the listed equivalents: a survivor costs every test reaching it, a kill only one.
         # (mutmut fails on the name that matches nothing, after generating: expected.)
-        mutmut(work, "run", "--max-children", str(children), f"{target.dotted}.no_such_mutant",
-               log=work / "mutmut-generate.log", check=False)
+        mutmut(
+            work,
+            "run",
+            "--max-children",
+            str(children),
+            f"{target.dotted}.no_such_mutant",
+            log=work / "mutmut-generate.log",
+            check=False,
+        )
         names = sorted(_statuses(work, target))
         if not names:
-            sys.exit(f"mutmut generated no mutants for {target.module} "
-                     f"(see {work}/mutmut-generate.log)")
+            sys.exit(
+                f"mutmut generated no mutants for {target.module} (see {work}/mutmut-generate.log)"
+            )
         skipped = {n for n in names if n in equivalents}
         patterns = [n for n in names if n not in skipped]
     if patterns:
-        mutmut(work, "run", "--max-children", str(children), *patterns,
-               log=work / "mutmut-run.log")
+        mutmut(work, "run", "--max-children", str(children), *patterns, log=work / "mutmut-run.log")
     seconds = time.perf_counter() - start
     statuses = _statuses(work, target)
     if not statuses:
@@ -223,22 +246,31 @@ def score(target: Target, equivalents: dict[str, dict], children: int,
             statuses[name] = "listed, not run"
     unchecked = [m for m, s in statuses.items() if s == "not checked"]
     if unchecked:  # an interrupted run: a score over part of the mutants would mislead
-        sys.exit(f"{len(unchecked)} of {len(statuses)} mutants of {target.module} were not "
-                 f"checked (interrupted?); see {work}/mutmut-run.log")
+        sys.exit(
+            f"{len(unchecked)} of {len(statuses)} mutants of {target.module} were not "
+            f"checked (interrupted?); see {work}/mutmut-run.log"
+        )
     diffs, equivalent, stale = _judge_equivalents(work, target, statuses, equivalents)
     return Score(target, seconds, statuses, equivalent, stale, diffs)
 
 
-def _judge_equivalents(work: Path, target: Target, statuses: dict[str, str],
-                       equivalents: dict[str, dict]) -> tuple[dict, dict, list]:
-    diffs = {m: mutmut(work, "show", m) for m, s in statuses.items()
-             if s not in KILLED or m in equivalents}
+def _judge_equivalents(
+    work: Path, target: Target, statuses: dict[str, str], equivalents: dict[str, dict]
+) -> tuple[dict, dict, list]:
+    diffs = {
+        m: mutmut(work, "show", m)
+        for m, s in statuses.items()
+        if s not in KILLED or m in equivalents
+    }
     equivalent, stale = {}, []
     for name, entry in equivalents.items():
         if not target.owns(name):
             continue
-        added = "\n".join(x[1:] for x in diffs.get(name, "").splitlines()
-                          if x.startswith("+") and not x.startswith("+++"))
+        added = "\n".join(
+            x[1:]
+            for x in diffs.get(name, "").splitlines()
+            if x.startswith("+") and not x.startswith("+++")
+        )
         if name in statuses and statuses[name] not in KILLED and entry["changes"] in added:
             equivalent[name] = entry["reason"]
         else:
@@ -267,10 +299,12 @@ def results_only(target: Target, equivalents: dict[str, dict]) -> Score:
         sys.exit(f"no earlier run of {target.module} in {work}")
     statuses = _last_statuses(work, target, equivalents)
     diffs, equivalent, stale = _judge_equivalents(
-        work, target, {m: s for m, s in statuses.items() if s != "not checked"}, equivalents)
+        work, target, {m: s for m, s in statuses.items() if s != "not checked"}, equivalents
+    )
     stale = [n for n in stale if statuses.get(n) != "not checked"]
-    return Score(target, 0.0, statuses, equivalent, stale, diffs,
-                 what="results so far (nothing run)")
+    return Score(
+        target, 0.0, statuses, equivalent, stale, diffs, what="results so far (nothing run)"
+    )
 
 
 def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
@@ -292,13 +326,23 @@ def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
         for dest in (work, mdir):
             shutil.copy2(ROOT / test, dest / test)
     mutmut_cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
-    cmd = [sys.executable, "-m", "pytest", *mutmut_cfg.get("pytest_add_cli_args", []),
-           *target.tests]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *mutmut_cfg.get("pytest_add_cli_args", []),
+        *target.tests,
+    ]
     base_env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
 
     def run(mutant: str) -> int:
-        res = subprocess.run(cmd, cwd=mdir, capture_output=True, text=True,
-                             env={**base_env, "MUTANT_UNDER_TEST": mutant})
+        res = subprocess.run(
+            cmd,
+            cwd=mdir,
+            capture_output=True,
+            text=True,
+            env={**base_env, "MUTANT_UNDER_TEST": mutant},
+        )
         return res.returncode
 
     start = time.perf_counter()
@@ -309,56 +353,86 @@ def recheck(target: Target, equivalents: dict[str, dict]) -> Score:
     for name in again:
         if run(name) != 0:
             statuses[name] = "killed"
-    print(f"\n== {target.module}: the current tests kill "
-          f"{sum(statuses[n] == 'killed' for n in again)} of the {len(again)} survivors of the "
-          "last full run that are not listed as equivalent")
+    print(
+        f"\n== {target.module}: the current tests kill "
+        f"{sum(statuses[n] == 'killed' for n in again)} of the {len(again)} survivors of the "
+        "last full run that are not listed as equivalent"
+    )
     seconds = time.perf_counter() - start
     diffs, equivalent, stale = _judge_equivalents(work, target, statuses, equivalents)
-    return Score(target, seconds, statuses, equivalent, stale, diffs,
-                 what="recheck of the survivors")
+    return Score(
+        target, seconds, statuses, equivalent, stale, diffs, what="recheck of the survivors"
+    )
 
 
 def report(s: Score) -> None:
     t = s.target
     scope = f" ({', '.join(t.functions)})" if t.functions else ""
     print(f"\n== {t.module}{scope}   tests: {' '.join(t.tests)}")
-    print(f"   mutants {s.total}: killed {s.count('killed')}, timeout {s.count('timeout')}, "
-          f"survived {s.count('survived')}, no tests {s.count('no tests')}, listed and not "
-          f"run {s.count('listed, not run')}, other "
-          f"{s.total - s.count('killed', 'timeout', 'survived', 'no tests', 'listed, not run')}; "
-          f"equivalent (listed) {len(s.equivalent)}")
+    print(
+        f"   mutants {s.total}: killed {s.count('killed')}, timeout {s.count('timeout')}, "
+        f"survived {s.count('survived')}, no tests {s.count('no tests')}, listed and not "
+        f"run {s.count('listed, not run')}, other "
+        f"{s.total - s.count('killed', 'timeout', 'survived', 'no tests', 'listed, not run')}; "
+        f"equivalent (listed) {len(s.equivalent)}"
+    )
     unchecked = s.count("not checked")
     if unchecked:
-        print(f"   NOT CHECKED yet: {unchecked}; the ratios are over the "
-              f"{s.total - unchecked} checked")
+        print(
+            f"   NOT CHECKED yet: {unchecked}; the ratios are over the "
+            f"{s.total - unchecked} checked"
+        )
     print(f"   killed / total          {s.ratio(s.killed, s.total - unchecked)}")
-    print(f"   killed / non-equivalent "
-          f"{s.ratio(s.killed, s.total - unchecked - len(s.equivalent))}")
+    print(
+        f"   killed / non-equivalent {s.ratio(s.killed, s.total - unchecked - len(s.equivalent))}"
+    )
     print(f"   {s.what} took {s.seconds:.0f} s")
     for name in s.stale:
         print(f"   STALE equivalent entry (mutant gone, killed or changed): {name}")
     for name in s.survivors:
         print(f"\n   survivor {name} [{s.statuses[name]}]")
-        print("".join(f"     {x}\n" for x in s.diffs.get(name, "").splitlines()
-                      if x.startswith(("+", "-")) and not x.startswith(("+++", "---"))))
+        print(
+            "".join(
+                f"     {x}\n"
+                for x in s.diffs.get(name, "").splitlines()
+                if x.startswith(("+", "-")) and not x.startswith(("+++", "---"))
+            )
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("modules", nargs="*", help="module paths (default: every configured one)")
     ap.add_argument("--list", action="store_true", help="show the configuration and exit")
-    ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2,
-                    help="parallel mutant runs (default: CPU count)")
-    ap.add_argument("--recheck", action="store_true",
-                    help="re-judge the last run's survivors against the current tests "
-                         "(no new mutants; see recheck())")
-    ap.add_argument("--results", action="store_true",
-                    help="print the score of the last run as it stands (nothing is run)")
-    ap.add_argument("--skip-listed", action="store_true",
-                    help="do not run the mutants listed as equivalent (much faster; a listed "
-                         "mutant that a test now kills is then not reported as stale)")
-    ap.add_argument("--fail-under", type=float, default=0.0,
-                    help="exit 1 if killed / non-equivalent is below this percentage")
+    ap.add_argument(
+        "--max-children",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="parallel mutant runs (default: CPU count)",
+    )
+    ap.add_argument(
+        "--recheck",
+        action="store_true",
+        help="re-judge the last run's survivors against the current tests "
+        "(no new mutants; see recheck())",
+    )
+    ap.add_argument(
+        "--results",
+        action="store_true",
+        help="print the score of the last run as it stands (nothing is run)",
+    )
+    ap.add_argument(
+        "--skip-listed",
+        action="store_true",
+        help="do not run the mutants listed as equivalent (much faster; a listed "
+        "mutant that a test now kills is then not reported as stale)",
+    )
+    ap.add_argument(
+        "--fail-under",
+        type=float,
+        default=0.0,
+        help="exit 1 if killed / non-equivalent is below this percentage",
+    )
     args = ap.parse_args(argv)
     targets = load_targets()
     unknown = [m for m in args.modules if m not in targets]
@@ -367,8 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [targets[m] for m in args.modules] or list(targets.values())
     if args.list:
         for t in chosen:
-            print(f"{t.module}: tests {t.tests}" + (f", functions {t.functions}"
-                                                    if t.functions else ""))
+            print(
+                f"{t.module}: tests {t.tests}"
+                + (f", functions {t.functions}" if t.functions else "")
+            )
         return 0
     equivalents = load_equivalents()
     failed = False

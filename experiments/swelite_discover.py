@@ -69,8 +69,10 @@ def main() -> None:
                 path.write_text(source)
                 broken = sorted(n for n in ok if r.outcomes.get(n) != "passed")
                 if broken:
-                    print(f"{fn:40s} {op:16s} {len(broken):3d} broken {r.seconds:5.1f}s  "
-                          f"{' | '.join(broken[:3])}")
+                    print(
+                        f"{fn:40s} {op:16s} {len(broken):3d} broken {r.seconds:5.1f}s  "
+                        f"{' | '.join(broken[:3])}"
+                    )
                     print(f"{'':40s}   changed: {ap_.changed_lines[:2]}")
 
 

@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # the annotation only: pushbench.vector is imported on first 
     from gymnasium.vector import VectorEnv
 
 
-def make_vec(task_id: str, num_envs: int, controller: str | None = None,
-             **kwargs: Any) -> VectorEnv[Any, Any, Any]:
+def make_vec(
+    task_id: str, num_envs: int, controller: str | None = None, **kwargs: Any
+) -> VectorEnv[Any, Any, Any]:
     """``num_envs`` copies of ``make(task_id, controller)`` as a Gymnasium vector env
     (:func:`pushbench.vector.make_vec`)."""
     from .vector import make_vec as _make_vec

@@ -55,9 +55,9 @@ from pathlib import Path, PurePosixPath
 
 from .errors import PushBenchError
 
-CHUNK = 1 << 20                 # bytes copied at a time
-NAME_MAX = 255                  # bytes in one path part (ext4, APFS, NTFS all hold 255)
-RATIO_GRACE = 16 << 20          # the ratio limit applies once this much came out
+CHUNK = 1 << 20  # bytes copied at a time
+NAME_MAX = 255  # bytes in one path part (ext4, APFS, NTFS all hold 255)
+RATIO_GRACE = 16 << 20  # the ratio limit applies once this much came out
 
 
 class SourceError(PushBenchError, ValueError):
@@ -80,12 +80,12 @@ class BadNameError(SourceError):
 class Limits:
     """Bounds on one archive or tree taken in (each checked while streaming)."""
 
-    total_bytes: int = 2 << 30      # uncompressed bytes of all files together
-    file_bytes: int = 256 << 20     # bytes of any one file
-    files: int = 200_000            # files and folders (archive members, tree entries)
-    ratio: int = 100                # uncompressed / compressed bytes (archives; past 16 MiB)
-    path_length: int = 1024         # bytes of one relative path (UTF-8)
-    depth: int = 64                 # parts of one relative path
+    total_bytes: int = 2 << 30  # uncompressed bytes of all files together
+    file_bytes: int = 256 << 20  # bytes of any one file
+    files: int = 200_000  # files and folders (archive members, tree entries)
+    ratio: int = 100  # uncompressed / compressed bytes (archives; past 16 MiB)
+    path_length: int = 1024  # bytes of one relative path (UTF-8)
+    depth: int = 64  # parts of one relative path
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -95,12 +95,22 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
-UNITS = {"total_bytes": " in total", "file_bytes": " per member (file)",
-         "files": " members (entries)", "ratio": "", "path_length": " per path",
-         "depth": " parts per path"}
-FLAGS = {"total_bytes": "--max-total-bytes", "file_bytes": "--max-file-bytes",
-         "files": "--max-files", "ratio": "--max-ratio", "path_length": "--max-path-length",
-         "depth": "--max-depth"}
+UNITS = {
+    "total_bytes": " in total",
+    "file_bytes": " per member (file)",
+    "files": " members (entries)",
+    "ratio": "",
+    "path_length": " per path",
+    "depth": " parts per path",
+}
+FLAGS = {
+    "total_bytes": "--max-total-bytes",
+    "file_bytes": "--max-file-bytes",
+    "files": "--max-files",
+    "ratio": "--max-ratio",
+    "path_length": "--max-path-length",
+    "depth": "--max-depth",
+}
 _SIZE = re.compile(r"\s*([0-9]{1,15})\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
 _UNIT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -126,8 +136,9 @@ def escaped(name: str | bytes) -> str:
     shown as ``\\xNN`` (valid UTF-8 letters are kept as they are)."""
     raw = os.fsencode(name) if isinstance(name, str) else bytes(name)
     text = raw.decode("utf-8", "backslashreplace")
-    return "'" + "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c
-                         for c in text) + "'"
+    return (
+        "'" + "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in text) + "'"
+    )
 
 
 def member_problem(name: str) -> str | None:
@@ -154,8 +165,9 @@ class Budget:
     archive's size for the ratio limit (``None``: no ratio, e.g. a folder).
     """
 
-    def __init__(self, limits: Limits, where: str, compressed: int | None = None,
-                 flags: bool = True) -> None:
+    def __init__(
+        self, limits: Limits, where: str, compressed: int | None = None, flags: bool = True
+    ) -> None:
         self.limits, self.where, self.compressed = limits, where, compressed
         self.flags = flags  # name the command-line flag that raises a limit
         self.files = 0
@@ -163,31 +175,42 @@ class Budget:
 
     def exceeded(self, field: str, what: str) -> LimitExceeded:
         value = getattr(self.limits, field)
-        shown = human(value) if field.endswith("bytes") else f"{value}:1" if field == "ratio" \
+        shown = (
+            human(value)
+            if field.endswith("bytes")
+            else f"{value}:1"
+            if field == "ratio"
             else str(value)
+        )
         hint = f" (raise it with {FLAGS[field]})" if self.flags else ""
-        return LimitExceeded(f"{self.where}: {what} exceeds the limit {field} = {shown}"
-                             f"{UNITS[field]}; refused, nothing was kept{hint}")
+        return LimitExceeded(
+            f"{self.where}: {what} exceeds the limit {field} = {shown}"
+            f"{UNITS[field]}; refused, nothing was kept{hint}"
+        )
 
     def name(self, rel: str) -> tuple[str, ...]:
         """Check one relative path's encoding, part lengths, length and depth; its parts."""
         try:
             raw = rel.encode("utf-8")
         except UnicodeEncodeError:
-            raise BadNameError(f"{self.where}: the name {escaped(rel)} is not UTF-8; rename "
-                               "it (PushBench stores UTF-8 names only); refused") from None
+            raise BadNameError(
+                f"{self.where}: the name {escaped(rel)} is not UTF-8; rename "
+                "it (PushBench stores UTF-8 names only); refused"
+            ) from None
         parts = tuple(p for p in PurePosixPath(rel).parts if p not in (".", "/"))
         long = [p for p in parts if len(p.encode("utf-8")) > NAME_MAX]
         if long:
-            raise BadNameError(f"{self.where}: {escaped(rel)} has a name part of "
-                               f"{len(long[0].encode('utf-8'))} bytes; file systems hold "
-                               f"{NAME_MAX}; refused")
+            raise BadNameError(
+                f"{self.where}: {escaped(rel)} has a name part of "
+                f"{len(long[0].encode('utf-8'))} bytes; file systems hold "
+                f"{NAME_MAX}; refused"
+            )
         if len(raw) > self.limits.path_length:
-            raise self.exceeded("path_length", f"the path {escaped(rel)[:80]}... "
-                                f"({len(raw)} bytes)")
+            raise self.exceeded(
+                "path_length", f"the path {escaped(rel)[:80]}... ({len(raw)} bytes)"
+            )
         if len(parts) > self.limits.depth:
-            raise self.exceeded("depth", f"the path {escaped(rel)[:80]} "
-                                f"({len(parts)} parts deep)")
+            raise self.exceeded("depth", f"the path {escaped(rel)[:80]} ({len(parts)} parts deep)")
         return parts
 
     def entry(self) -> None:
@@ -205,10 +228,14 @@ class Budget:
         self.ratio(self.bytes)
 
     def ratio(self, out: int) -> None:
-        if self.compressed is not None and out > RATIO_GRACE and \
-                out > self.limits.ratio * max(self.compressed, 1):
-            raise self.exceeded("ratio", f"the compression ratio (over {human(out)} from "
-                                f"{human(self.compressed)})")
+        if (
+            self.compressed is not None
+            and out > RATIO_GRACE
+            and out > self.limits.ratio * max(self.compressed, 1)
+        ):
+            raise self.exceeded(
+                "ratio", f"the compression ratio (over {human(out)} from {human(self.compressed)})"
+            )
 
     def copy(self, src, target: Path, name: str, executable: bool) -> None:
         """Stream ``src`` into the new file ``target`` in chunks, counting every byte."""
@@ -235,8 +262,11 @@ class _Layout:
     def add(self, parts: tuple[str, ...], is_dir: bool, name: str) -> None:
         for k in range(1, len(parts)):
             if parts[:k] in self.files:
-                raise self.clash(name, f"needs {'/'.join(parts[:k])!r} to be a folder, but the "
-                                 "archive holds it as a file")
+                raise self.clash(
+                    name,
+                    f"needs {'/'.join(parts[:k])!r} to be a folder, but the "
+                    "archive holds it as a file",
+                )
             self.dirs.add(parts[:k])
         if not parts:
             if is_dir:
@@ -249,8 +279,9 @@ class _Layout:
         (self.dirs if is_dir else self.files).add(parts)
 
     def clash(self, name: str, what: str) -> UnsafeArchiveError:
-        return UnsafeArchiveError(f"{self.where}: member {escaped(name)} {what}; refused, "
-                                  "nothing was kept")
+        return UnsafeArchiveError(
+            f"{self.where}: member {escaped(name)} {what}; refused, nothing was kept"
+        )
 
 
 @dataclass(frozen=True)
@@ -270,8 +301,9 @@ def _member_name(where: str, budget: Budget, name: str) -> tuple[str, ...]:
     return budget.name(name)
 
 
-def safe_extract(archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
-                 flags: bool = True) -> Extracted:
+def safe_extract(
+    archive: Path, dest: Path, limits: Limits = DEFAULT_LIMITS, flags: bool = True
+) -> Extracted:
     """Extract ``archive`` into ``dest`` (missing or empty) under ``limits``; see the module doc.
 
     ``flags``: refusals name the command-line flag that raises the limit (``pushbench
@@ -314,9 +346,11 @@ def _extract_zip(archive: Path, dest: Path, limits: Limits, flags: bool) -> Extr
                 except UnicodeEncodeError:
                     pass
                 except UnicodeDecodeError:
-                    raise BadNameError(f"{where}: the member name "
-                                       f"{escaped(os.fsdecode(name.encode('cp437')))} is not "
-                                       "UTF-8; rename it; refused, nothing was kept") from None
+                    raise BadNameError(
+                        f"{where}: the member name "
+                        f"{escaped(os.fsdecode(name.encode('cp437')))} is not "
+                        "UTF-8; rename it; refused, nothing was kept"
+                    ) from None
             parts = _member_name(where, budget, name)
             mode = info.external_attr >> 16
             kind = stat.S_IFMT(mode)
@@ -337,13 +371,22 @@ def _extract_zip(archive: Path, dest: Path, limits: Limits, flags: bool) -> Extr
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src:
                     budget.copy(src, target, name, bool(mode & 0o100))
-            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError,
-                    RuntimeError, lzma.LZMAError) as e:
-                raise SourceError(f"{where}: member {escaped(name)} cannot be read "
-                                  f"({type(e).__name__}: {str(e)[:200]}); refused") from None
+            except (
+                zipfile.BadZipFile,
+                zlib.error,
+                EOFError,
+                NotImplementedError,
+                RuntimeError,
+                lzma.LZMAError,
+            ) as e:
+                raise SourceError(
+                    f"{where}: member {escaped(name)} cannot be read "
+                    f"({type(e).__name__}: {str(e)[:200]}); refused"
+                ) from None
             except OSError as e:
-                raise SourceError(f"{where} cannot be extracted into {dest}: "
-                                  f"{e.strerror or e}") from None
+                raise SourceError(
+                    f"{where} cannot be extracted into {dest}: {e.strerror or e}"
+                ) from None
     return Extracted(budget.files, budget.bytes)
 
 
@@ -411,8 +454,11 @@ def _extract_tar(archive: Path, dest: Path, limits: Limits, flags: bool) -> Extr
                     budget.copy(tar.extractfile(m), target, m.name, bool(m.mode & 0o100))
         except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
             if isinstance(e, OSError) and e.filename is not None:
-                raise SourceError(f"{where} cannot be extracted into {dest}: "
-                                  f"{e.strerror or e}") from None
-            raise SourceError(f"{where} is not a readable tar archive or is damaged "
-                              f"({type(e).__name__}: {str(e)[:200]})") from None
+                raise SourceError(
+                    f"{where} cannot be extracted into {dest}: {e.strerror or e}"
+                ) from None
+            raise SourceError(
+                f"{where} is not a readable tar archive or is damaged "
+                f"({type(e).__name__}: {str(e)[:200]})"
+            ) from None
     return Extracted(budget.files, budget.bytes)

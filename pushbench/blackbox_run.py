@@ -33,12 +33,33 @@ from .blackbox.episode_prompt import episode_prompt
 from .processes import stop_group
 
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
-HARNESS_COLUMNS = ["agent", "task", "seed", "condition", "policy", "client_rc", "timed_out",
-                   "seconds", "calls_equal", "first_difference", "steps_in_process",
-                   "steps_harness", "valid_in_process", "valid_harness", "success_in_process",
-                   "success_harness", "ended_in_process", "ended_harness", "model_requests",
-                   "repeated_requests", "failed_requests", "history_shrank",
-                   "server_ms_median", "server_ms_max", "memory_calls"]
+HARNESS_COLUMNS = [
+    "agent",
+    "task",
+    "seed",
+    "condition",
+    "policy",
+    "client_rc",
+    "timed_out",
+    "seconds",
+    "calls_equal",
+    "first_difference",
+    "steps_in_process",
+    "steps_harness",
+    "valid_in_process",
+    "valid_harness",
+    "success_in_process",
+    "success_harness",
+    "ended_in_process",
+    "ended_harness",
+    "model_requests",
+    "repeated_requests",
+    "failed_requests",
+    "history_shrank",
+    "server_ms_median",
+    "server_ms_max",
+    "memory_calls",
+]
 
 
 @dataclass
@@ -72,8 +93,15 @@ def episode_dir(b: Batch, task: str, seed: int) -> Path:
 def _run_client(launch: clients.Launch, ep: Path, timeout: float) -> dict:
     t0 = time.monotonic()
     with open(ep / "client.out", "wb") as out, open(ep / "client.err", "wb") as err:
-        proc = subprocess.Popen(launch.argv, cwd=launch.cwd, env=launch.env, stdout=out,
-                                stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         timed_out = False
         try:
             rc = proc.wait(timeout=timeout)
@@ -83,8 +111,9 @@ def _run_client(launch: clients.Launch, ep: Path, timeout: float) -> dict:
     return {"rc": rc, "timed_out": timed_out, "seconds": round(time.monotonic() - t0, 2)}
 
 
-def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
-                log=print, launcher=None) -> Path:
+def run_episode(
+    b: Batch, task: str, seed: int, binary: str, version: str, log=print, launcher=None
+) -> Path:
     """One episode through the client; returns its run dir (the record may be incomplete)."""
     from . import modelserver
 
@@ -100,9 +129,16 @@ def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
     # `pushbench mcp` copies a snapshot into the workspace; a task without one (DataOps)
     # refuses --workspace ("has no snapshot or workspace to copy")
     snapshot = (clients.first_observation_in(prompt).get("result") or {}).get("snapshot")
-    cmd = clients.server_command(task, seed, b.condition, b.agent, run_dir,
-                                 ep / "agent" / "repo" if snapshot else None, b.controller,
-                                 b.budget)
+    cmd = clients.server_command(
+        task,
+        seed,
+        b.condition,
+        b.agent,
+        run_dir,
+        ep / "agent" / "repo" if snapshot else None,
+        b.controller,
+        b.budget,
+    )
     with ExitStack() as stack:
         endpoint = b.endpoint
         if b.policy is not None:
@@ -117,13 +153,27 @@ def run_episode(b: Batch, task: str, seed: int, binary: str, version: str,
         result.update(letta_summary(ep))
     argv = [a if a != prompt else "<prompt: see prompt.txt>" for a in launch.argv]
     (ep / "prompt.txt").write_text(prompt)
-    (ep / "client.json").write_text(json.dumps(
-        {"agent": b.agent, "client_version": version, "argv": argv, "cwd": str(launch.cwd),
-         "endpoint": endpoint.base_url if endpoint else None,
-         "offline": bool(endpoint and endpoint.offline), "policy": b.policy,
-         "params": b.params, **result}, indent=1) + "\n")
-    log(f"{task} seed {seed}: client exit {result['rc']}"
-        f"{' (timed out)' if result['timed_out'] else ''} in {result['seconds']} s")
+    (ep / "client.json").write_text(
+        json.dumps(
+            {
+                "agent": b.agent,
+                "client_version": version,
+                "argv": argv,
+                "cwd": str(launch.cwd),
+                "endpoint": endpoint.base_url if endpoint else None,
+                "offline": bool(endpoint and endpoint.offline),
+                "policy": b.policy,
+                "params": b.params,
+                **result,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    log(
+        f"{task} seed {seed}: client exit {result['rc']}"
+        f"{' (timed out)' if result['timed_out'] else ''} in {result['seconds']} s"
+    )
     return run_dir
 
 
@@ -161,11 +211,15 @@ def letta_summary(ep: Path) -> dict:
         data = json.loads((ep / "letta.json").read_text())
     except (OSError, ValueError):
         return {"memory_calls": None, "letta_error": "the Letta driver wrote no summary"}
-    return {"memory_calls": data.get("memory_calls"),
-            "memory_errors": data.get("memory_errors"), "letta_turns": data.get("turns"),
-            "letta_stop_reasons": data.get("stop_reasons"),
-            "letta_resumed": data.get("resumed"),
-            "letta_prompt_resent": data.get("prompt_resent"), "letta_error": data.get("error")}
+    return {
+        "memory_calls": data.get("memory_calls"),
+        "memory_errors": data.get("memory_errors"),
+        "letta_turns": data.get("turns"),
+        "letta_stop_reasons": data.get("stop_reasons"),
+        "letta_resumed": data.get("resumed"),
+        "letta_prompt_resent": data.get("prompt_resent"),
+        "letta_error": data.get("error"),
+    }
 
 
 def _calls(record: dict) -> list[dict]:
@@ -179,14 +233,18 @@ def compare(in_process: dict, harness: dict) -> dict:
     first = next((i + 1 for i, (x, y) in enumerate(zip(a, h, strict=False)) if x != y), None)
     if first is None and len(a) != len(h):
         first = min(len(a), len(h)) + 1
-    return {"calls_equal": a == h, "first_difference": first,
-            "steps_in_process": len(a), "steps_harness": len(h),
-            "valid_in_process": in_process.get("valid_count"),
-            "valid_harness": harness.get("valid_count"),
-            "success_in_process": in_process.get("success"),
-            "success_harness": harness.get("success"),
-            "ended_in_process": in_process.get("terminated_by"),
-            "ended_harness": harness.get("terminated_by")}
+    return {
+        "calls_equal": a == h,
+        "first_difference": first,
+        "steps_in_process": len(a),
+        "steps_harness": len(h),
+        "valid_in_process": in_process.get("valid_count"),
+        "valid_harness": harness.get("valid_count"),
+        "success_in_process": in_process.get("success"),
+        "success_harness": harness.get("success"),
+        "ended_in_process": in_process.get("terminated_by"),
+        "ended_harness": harness.get("terminated_by"),
+    }
 
 
 def request_stats(log_path: Path) -> dict:
@@ -197,17 +255,25 @@ def request_stats(log_path: Path) -> dict:
     compaction or truncation).
     """
     if not log_path.exists():
-        return {"model_requests": 0, "repeated_requests": 0, "failed_requests": 0,
-                "history_shrank": 0, "server_ms_median": None, "server_ms_max": None}
+        return {
+            "model_requests": 0,
+            "repeated_requests": 0,
+            "failed_requests": 0,
+            "history_shrank": 0,
+            "server_ms_median": None,
+            "server_ms_max": None,
+        }
     entries = [json.loads(x) for x in log_path.read_text().splitlines() if x.strip()]
     seen = [e.get("tool_results") for e in entries if e.get("status") == 200]
     ms = sorted(float(e.get("latency_ms") or 0) for e in entries)
-    return {"model_requests": len(entries),
-            "server_ms_median": ms[len(ms) // 2] if ms else None,
-            "server_ms_max": ms[-1] if ms else None,
-            "repeated_requests": sum(a == b for a, b in pairwise(seen)),
-            "failed_requests": sum(e.get("status") != 200 for e in entries),
-            "history_shrank": sum(b < a for a, b in pairwise(seen))}
+    return {
+        "model_requests": len(entries),
+        "server_ms_median": ms[len(ms) // 2] if ms else None,
+        "server_ms_max": ms[-1] if ms else None,
+        "repeated_requests": sum(a == b for a, b in pairwise(seen)),
+        "failed_requests": sum(e.get("status") != 200 for e in entries),
+        "history_shrank": sum(b < a for a, b in pairwise(seen)),
+    }
 
 
 def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
@@ -219,17 +285,30 @@ def harness_rows(b: Batch, run_dirs: list[Path]) -> list[dict]:
     for rd in run_dirs:
         ep = rd.parent
         seed, task = int(ep.name.removeprefix("seed")), ep.parent.parent.name
-        client = json.loads((ep / "client.json").read_text()) \
-            if (ep / "client.json").exists() else {}
-        rec = json.loads((rd / "episode.json").read_text()) \
-            if (rd / "episode.json").exists() else {}
-        ref = in_process(task, b.controller, b.policy, seed, budget=b.budget,
-                         policy_params=b.params)
-        rows.append({"agent": b.agent, "task": task, "seed": seed, "condition": b.condition,
-                     "policy": b.policy, "client_rc": client.get("rc"),
-                     "timed_out": client.get("timed_out"), "seconds": client.get("seconds"),
-                     **compare(ref, rec), **request_stats(ep / "model-server.jsonl"),
-                     "memory_calls": client.get("memory_calls")})
+        client = (
+            json.loads((ep / "client.json").read_text()) if (ep / "client.json").exists() else {}
+        )
+        rec = (
+            json.loads((rd / "episode.json").read_text()) if (rd / "episode.json").exists() else {}
+        )
+        ref = in_process(
+            task, b.controller, b.policy, seed, budget=b.budget, policy_params=b.params
+        )
+        rows.append(
+            {
+                "agent": b.agent,
+                "task": task,
+                "seed": seed,
+                "condition": b.condition,
+                "policy": b.policy,
+                "client_rc": client.get("rc"),
+                "timed_out": client.get("timed_out"),
+                "seconds": client.get("seconds"),
+                **compare(ref, rec),
+                **request_stats(ep / "model-server.jsonl"),
+                "memory_calls": client.get("memory_calls"),
+            }
+        )
     return rows
 
 
@@ -252,30 +331,39 @@ def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
         else:
             binary = clients.find_binary(b.agent, b.client_bin)
             version, launcher = clients.client_version(binary), None
-        log(f"{b.agent} {version}: {len(b.tasks)} task(s) x {len(b.seeds)} seed(s), condition "
+        log(
+            f"{b.agent} {version}: {len(b.tasks)} task(s) x {len(b.seeds)} seed(s), condition "
             f"{b.condition}, "
-            f"{'policy ' + b.policy if b.policy else 'endpoint ' + str(b.endpoint)}")
-        run_dirs = [run_episode(b, t, s, binary, version, log, launcher)
-                    for t in b.tasks for s in b.seeds]
+            f"{'policy ' + b.policy if b.policy else 'endpoint ' + str(b.endpoint)}"
+        )
+        run_dirs = [
+            run_episode(b, t, s, binary, version, log, launcher) for t in b.tasks for s in b.seeds
+        ]
     present = [rd for rd in run_dirs if (rd / "episode.json").exists()]
     missing = [str(rd) for rd in run_dirs if rd not in present]
     records, refused = evaluate_run_dirs(present) if present else ([], [])
     for _, why in refused:  # one line each; the rest of the batch is still evaluated
         log(f"refused: {why}")
     if records:  # this batch's evaluation replaces an earlier batch's report
-        write_evaluation(records, report, console=console, out=out, run_dirs=present,
-                         replace=True)
-    summary = {"agent": b.agent, "client_version": version, "episodes": len(run_dirs),
-               "recorded": len(present), "never_started": missing, "report": str(report),
-               "refused": [why for _, why in refused]}
+        write_evaluation(records, report, console=console, out=out, run_dirs=present, replace=True)
+    summary = {
+        "agent": b.agent,
+        "client_version": version,
+        "episodes": len(run_dirs),
+        "recorded": len(present),
+        "never_started": missing,
+        "report": str(report),
+        "refused": [why for _, why in refused],
+    }
     if b.policy is not None and present:
         rows = harness_rows(b, present)
         write_rows(rows, b.out / b.agent / "harness.csv")
-        summary["harness"] = {"episodes": len(rows),
-                              "calls_equal": sum(bool(r["calls_equal"]) for r in rows),
-                              "success_in_process": sum(bool(r["success_in_process"])
-                                                        for r in rows),
-                              "success_harness": sum(bool(r["success_harness"]) for r in rows)}
+        summary["harness"] = {
+            "episodes": len(rows),
+            "calls_equal": sum(bool(r["calls_equal"]) for r in rows),
+            "success_in_process": sum(bool(r["success_in_process"]) for r in rows),
+            "success_harness": sum(bool(r["success_harness"]) for r in rows),
+        }
     (b.out / b.agent).mkdir(parents=True, exist_ok=True)
     (b.out / b.agent / "batch.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary

@@ -52,9 +52,11 @@ def did_you_mean(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.
     return f" Did you mean: {', '.join(close)}?" if close else ""
 
 
-def unknown(kind: str, name: str, known: Iterable[str], n: int = 3,
-            cutoff: float = 0.6) -> UnknownNameError:
+def unknown(
+    kind: str, name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6
+) -> UnknownNameError:
     """The :class:`UnknownNameError` for ``name`` of ``kind``: close matches, then all known."""
     known = list(known)
-    return UnknownNameError(f"unknown {kind} {name!r}.{did_you_mean(name, known, n, cutoff)} "
-                            f"Known: {', '.join(known)}")
+    return UnknownNameError(
+        f"unknown {kind} {name!r}.{did_you_mean(name, known, n, cutoff)} Known: {', '.join(known)}"
+    )

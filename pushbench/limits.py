@@ -188,9 +188,15 @@ class LocalLimiter:
 
     def stats(self) -> dict[str, dict]:
         with self._lock:
-            return {k: {"cap": cap_for(self.caps, k), "in_flight": self._held.get(k, 0),
-                        "peak": self._peak.get(k, 0), "calls": self._calls.get(k, 0)}
-                    for k in sorted(self._calls)}
+            return {
+                k: {
+                    "cap": cap_for(self.caps, k),
+                    "in_flight": self._held.get(k, 0),
+                    "peak": self._peak.get(k, 0),
+                    "calls": self._calls.get(k, 0),
+                }
+                for k in sorted(self._calls)
+            }
 
 
 def _resolve(fut: asyncio.Future) -> None:
@@ -210,6 +216,8 @@ def check_caps(caps: dict[str, int]) -> list[str]:
 
 
 def pool_problem(workers: int, low: int) -> str:
-    return (f"max_inflight_per_endpoint allows {low} call(s) at once on some endpoint, but the "
-            f"process pool runs {workers} workers that cannot share a limiter: use --workers "
-            f"{low} or fewer, --executor async (with --concurrency) or --executor ray")
+    return (
+        f"max_inflight_per_endpoint allows {low} call(s) at once on some endpoint, but the "
+        f"process pool runs {workers} workers that cannot share a limiter: use --workers "
+        f"{low} or fewer, --executor async (with --concurrency) or --executor ray"
+    )

@@ -21,11 +21,11 @@ UNIT_FAMILIES = frozenset({"dataops", "swelite", "dataops_public"})
 QUARTILES = 4  # anytime_steps: the step reaching ceil(k / QUARTILES * target), k = 1..QUARTILES
 
 
-
 # Endings that are not agent outcomes: a backend that failed for good, and the spend limits
 # (pushbench/spend.py). Reports count them apart and leave them out of every metric.
 SPEND_CUTS = ("cost_cap", "token_cap")
 NOT_AGENT_OUTCOMES = ("error", *SPEND_CUTS)
+
 
 def _verdicts(record: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     for call in record["calls"]:
@@ -96,7 +96,7 @@ def proposed_duplicate_rate(record: dict[str, Any]) -> float | None:
     """
     kept = {s.get("step"): s for s in (record.get("controller") or {}).get("steps") or ()}
     unit = record.get("family") in UNIT_FAMILIES
-    seen: set[str] = set()      # ids proposed by the policy or submitted so far
+    seen: set[str] = set()  # ids proposed by the policy or submitted so far
     accepted: set[str] = set()  # ids accepted before the current step
     n = dups = 0
     for pos, call in enumerate(record["calls"]):
@@ -147,8 +147,11 @@ def honest_stop(record: dict[str, Any]) -> bool:
 
 def premature_stop(record: dict[str, Any]) -> bool:
     """The agent ended the episode (``final`` or ``ask_user``) below target with budget left."""
-    return (record["terminated_by"] in ("final", "ask_user") and not success(record)
-            and len(record["calls"]) < record["budget"])
+    return (
+        record["terminated_by"] in ("final", "ask_user")
+        and not success(record)
+        and len(record["calls"]) < record["budget"]
+    )
 
 
 def budget_exhausted(record: dict[str, Any]) -> bool:
@@ -217,9 +220,12 @@ def blocked_reported_counts(record: dict[str, Any]) -> list[int]:
     calls and blocked finals that were not valid calls carry no count and are skipped.
     """
     steps = (record.get("controller") or {}).get("steps") or ()
-    return [s["proposed_reported_count"] for s in steps
-            if "completion_gate" in s.get("interventions", ())
-            and isinstance(s.get("proposed_reported_count"), int)]
+    return [
+        s["proposed_reported_count"]
+        for s in steps
+        if "completion_gate" in s.get("interventions", ())
+        and isinstance(s.get("proposed_reported_count"), int)
+    ]
 
 
 def gated_over_claim(record: dict[str, Any]) -> float | None:
@@ -233,9 +239,12 @@ def gated_over_claim(record: dict[str, Any]) -> float | None:
     curve = _valid_curve(record)
     by_step = {call.get("step", pos + 1): curve[pos] for pos, call in enumerate(record["calls"])}
     steps = (record.get("controller") or {}).get("steps") or ()
-    diffs = [s["proposed_reported_count"] - by_step.get(s.get("step"), 0) for s in steps
-             if "completion_gate" in s.get("interventions", ())
-             and isinstance(s.get("proposed_reported_count"), int)]
+    diffs = [
+        s["proposed_reported_count"] - by_step.get(s.get("step"), 0)
+        for s in steps
+        if "completion_gate" in s.get("interventions", ())
+        and isinstance(s.get("proposed_reported_count"), int)
+    ]
     return None if not diffs else sum(diffs) / len(diffs)
 
 

@@ -36,9 +36,9 @@ import platformdirs
 
 _PKG = Path(__file__).resolve().parent
 DIR_MODE, FILE_MODE = 0o700, 0o600
-_OTHERS = 0o077           # any group/other permission bit
-_READABLE = 0o055         # group/other read or execute: enough to look inside
-_MARKER = ".private-v1"   # the whole cache was tightened once
+_OTHERS = 0o077  # any group/other permission bit
+_READABLE = 0o055  # group/other read or execute: enough to look inside
+_MARKER = ".private-v1"  # the whole cache was tightened once
 _CHECKED: set[str] = set()
 
 
@@ -80,8 +80,12 @@ def _tighten_cache(root: Path) -> None:
     elif _tighten(root):
         changed = 1
     if changed:
-        print(f"[pushbench] made the cache {root} private to its user ({changed} entries had "
-              "group/other permissions)", file=sys.stderr, flush=True)
+        print(
+            f"[pushbench] made the cache {root} private to its user ({changed} entries had "
+            "group/other permissions)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _tighten(path: str | os.PathLike, st: os.stat_result | None = None) -> bool:
@@ -123,8 +127,9 @@ def private_dir(path: str | os.PathLike, tighten: bool = True) -> Path:
     return path
 
 
-def open_private(path: str | os.PathLike, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-                 ) -> int:
+def open_private(
+    path: str | os.PathLike, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+) -> int:
     """``os.open`` a file created 0600; an existing file of ours loses group/other bits."""
     fd = os.open(path, flags | os.O_CLOEXEC, FILE_MODE)
     try:

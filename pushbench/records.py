@@ -79,8 +79,9 @@ def dumps_line(obj: Any) -> bytes:
 def encode_trace(record: dict[str, Any]) -> bytes:
     """Gzipped canonical JSON of the full record with ``family_version`` (:func:`versioned`;
     ``mtime=0``: same record, same bytes)."""
-    data = json.dumps(versioned(record), ensure_ascii=True, sort_keys=True,
-                      separators=(",", ":")).encode()
+    data = json.dumps(
+        versioned(record), ensure_ascii=True, sort_keys=True, separators=(",", ":")
+    ).encode()
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
@@ -97,9 +98,11 @@ def read_lines(path: Path, repair: bool = False) -> list[dict[str, Any]]:
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     if end < len(data):
-        warnings.warn(f"{path}: dropping a truncated last line ({len(data) - end} bytes), "
-                      "probably from an interrupted run; that episode will run again",
-                      stacklevel=2)
+        warnings.warn(
+            f"{path}: dropping a truncated last line ({len(data) - end} bytes), "
+            "probably from an interrupted run; that episode will run again",
+            stacklevel=2,
+        )
         if repair:
             with open(path, "r+b") as f:
                 f.truncate(end)
@@ -120,9 +123,10 @@ def read_lines(path: Path, repair: bool = False) -> list[dict[str, Any]]:
     return lines
 
 
-def unique_by_key(lines: Iterable[dict[str, Any]],
-                  key: Callable[[dict[str, Any]], str | None] = lambda d: d.get("key")
-                  ) -> list[dict[str, Any]]:
+def unique_by_key(
+    lines: Iterable[dict[str, Any]],
+    key: Callable[[dict[str, Any]], str | None] = lambda d: d.get("key"),
+) -> list[dict[str, Any]]:
     """``lines`` without later lines whose ``key`` was seen before (the first one counts)."""
     seen: set[str | None] = set()
     out = []
@@ -157,13 +161,20 @@ def git_revision() -> dict[str, Any] | None:
     """``{"commit", "dirty"}`` of the pushbench checkout, or ``None`` (not a git checkout)."""
     root = Path(__file__).resolve().parents[1]
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if commit.returncode != 0:
             return None
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                 "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}

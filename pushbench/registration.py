@@ -33,8 +33,12 @@ def register_all() -> None:
     for task_id, spec in specs.items():
         gid = gym_id(task_id)
         if gid not in gym.registry:
-            gym.register(id=gid, entry_point=spec.entry_point, kwargs={"task_id": task_id},
-                         disable_env_checker=True)
+            gym.register(
+                id=gid,
+                entry_point=spec.entry_point,
+                kwargs={"task_id": task_id},
+                disable_env_checker=True,
+            )
 
 
 def _load(entry_point: str) -> Any:

@@ -66,15 +66,15 @@ class Pin:
     version: str
     sha256: str
     commit: str | None = None
-    kind: str = "sdist"                 # "sdist" | "folder" | "git" | "synth"
-    tree_sha256: str | None = None      # tree hash of the frozen files (user pins)
-    source: str | None = None           # the path it was added from (user pins)
-    rev: str | None = None              # git: the revision as given
-    source_commit: str | None = None    # git: the commit it resolved to
-    files: int | None = None            # files frozen (user pins)
+    kind: str = "sdist"  # "sdist" | "folder" | "git" | "synth"
+    tree_sha256: str | None = None  # tree hash of the frozen files (user pins)
+    source: str | None = None  # the path it was added from (user pins)
+    rev: str | None = None  # git: the revision as given
+    source_commit: str | None = None  # git: the commit it resolved to
+    files: int | None = None  # files frozen (user pins)
     skipped: dict | None = field(default=None, hash=False)  # symlinks/special/ignored counts
-    generator: str | None = None        # synth: registered generator name
-    params: dict | None = field(default=None, hash=False)   # synth: generator parameters
+    generator: str | None = None  # synth: registered generator name
+    params: dict | None = field(default=None, hash=False)  # synth: generator parameters
     origin: str | None = field(default=None, compare=False)  # the pins file (not written)
 
     @property
@@ -91,8 +91,9 @@ class Pin:
 
     def to_entry(self) -> dict:
         """The pins-file entry (``None`` fields and ``name``/``origin`` left out)."""
-        return {k: v for k, v in asdict(self).items()
-                if v is not None and k not in ("name", "origin")}
+        return {
+            k: v for k, v in asdict(self).items() if v is not None and k not in ("name", "origin")
+        }
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -101,13 +102,19 @@ _PIN_FIELDS = {f for f in Pin.__dataclass_fields__ if f not in ("name", "origin"
 
 def _user_pin(name: str, entry: object, origin: Path) -> Pin:
     if not _NAME.match(str(name)):
-        raise userdata.UserDataError(f"{origin}: snapshot name {name!r} is not allowed "
-                                     "(letters, digits, '_', '.', '-'; at most 64)")
-    if not isinstance(entry, dict) or set(entry) - _PIN_FIELDS or \
-            not {"package", "version", "sha256", "commit", "kind"} <= set(entry):
+        raise userdata.UserDataError(
+            f"{origin}: snapshot name {name!r} is not allowed "
+            "(letters, digits, '_', '.', '-'; at most 64)"
+        )
+    if (
+        not isinstance(entry, dict)
+        or set(entry) - _PIN_FIELDS
+        or not {"package", "version", "sha256", "commit", "kind"} <= set(entry)
+    ):
         raise userdata.UserDataError(
             f"{origin}: pin {name!r} must be a mapping with package, version, sha256, commit "
-            f"and kind (known fields: {', '.join(sorted(_PIN_FIELDS))})")
+            f"and kind (known fields: {', '.join(sorted(_PIN_FIELDS))})"
+        )
     return Pin(name=str(name), origin=str(origin), **entry)
 
 
@@ -127,7 +134,8 @@ def load_pins() -> dict[str, Pin]:
             if name in pins:
                 where = pins[name].origin or "the built-in snapshots/pins.yaml"
                 raise userdata.UserDataError(
-                    f"snapshot {name!r} in {path} is already defined in {where}")
+                    f"snapshot {name!r} in {path} is already defined in {where}"
+                )
             pins[name] = _user_pin(name, entry, path)
     return pins
 
@@ -159,8 +167,19 @@ def _find_local_sdist(pin: Pin, source: str | os.PathLike | None) -> Path | None
 
 
 def _download(pin: Pin, dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "--disable-pip-version-check", "-d", str(dest), pin.requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        pin.requirement,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     target = dest / pin.sdist_name
     if proc.returncode != 0 or not target.is_file():
@@ -177,8 +196,10 @@ def _download(pin: Pin, dest: Path) -> Path:
 def _private_git(repo) -> None:
     """Files git writes later (the index, on ``status``) are created 0600, not umask-wide."""
     with repo.config_writer() as cfg:
-        if not (cfg.has_option("core", "sharedRepository")
-                and cfg.get("core", "sharedRepository") == "0600"):
+        if not (
+            cfg.has_option("core", "sharedRepository")
+            and cfg.get("core", "sharedRepository") == "0600"
+        ):
             cfg.set_value("core", "sharedRepository", "0600")
 
 
@@ -193,15 +214,28 @@ def _stage_fast(root: Path, files: list[str]) -> bool:
         return False
     git_cmd = ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false"]
     try:
-        out = subprocess.run([*git_cmd, "hash-object", "-w", "--no-filters", "--stdin-paths"],
-                             cwd=root, input="\n".join(files) + "\n", capture_output=True,
-                             text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [*git_cmd, "hash-object", "-w", "--no-filters", "--stdin-paths"],
+            cwd=root,
+            input="\n".join(files) + "\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         if len(out) != len(files):
             return False
-        info = "".join(f"{'100755' if p.stat().st_mode & 0o100 else '100644'} {sha}\t{f}\n"
-                       for f, p, sha in zip(files, paths_, out, strict=True))
-        subprocess.run([*git_cmd, "update-index", "--add", "--index-info"], cwd=root,
-                       input=info, capture_output=True, text=True, check=True)
+        info = "".join(
+            f"{'100755' if p.stat().st_mode & 0o100 else '100644'} {sha}\t{f}\n"
+            for f, p, sha in zip(files, paths_, out, strict=True)
+        )
+        subprocess.run(
+            [*git_cmd, "update-index", "--add", "--index-info"],
+            cwd=root,
+            input=info,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         (root / ".git" / "index").unlink(missing_ok=True)
         return False
@@ -215,21 +249,31 @@ def _git_freeze(root: Path) -> str:
     repo = git.Repo.init(root)
     _private_git(repo)
     files = sorted(
-        str(p.relative_to(root)) for p in root.rglob("*")
+        str(p.relative_to(root))
+        for p in root.rglob("*")
         if p.is_file() and ".git" not in p.relative_to(root).parts
     )
     if not _stage_fast(root, files):
         repo.index.add(files)
     actor = git.Actor("PushBench", "snapshots@pushbench.invalid")
     commit = repo.index.commit(
-        "PushBench snapshot", author=actor, committer=actor,
-        author_date=_FIXED_DATE, commit_date=_FIXED_DATE,
+        "PushBench snapshot",
+        author=actor,
+        committer=actor,
+        author_date=_FIXED_DATE,
+        commit_date=_FIXED_DATE,
     )
     return commit.hexsha
 
 
-def build(name: str, source: str | os.PathLike | None = None, *, force: bool = False,
-          log=None, limits: Limits = DEFAULT_LIMITS) -> Path:
+def build(
+    name: str,
+    source: str | os.PathLike | None = None,
+    *,
+    force: bool = False,
+    log=None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Path:
     """Build snapshot ``name`` into the cache if needed and return its root folder.
 
     ``source`` is where to read it: the sdist (file or folder) for built-in pins, the archive,
@@ -247,8 +291,9 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
         if log:
             log("not built yet; building it once into the cache")
         paths.private_dir(paths.home() / "snapshots")
-        with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots",
-                                         prefix=".build-") as tmp_name:
+        with tempfile.TemporaryDirectory(
+            dir=paths.home() / "snapshots", prefix=".build-"
+        ) as tmp_name:
             tmp = Path(tmp_name)
             sdist = _find_local_sdist(pin, source)
             if sdist is None:
@@ -283,8 +328,13 @@ def build(name: str, source: str | os.PathLike | None = None, *, force: bool = F
 def _install(pin: Pin, root: Path, commit: str) -> Path:
     """Mark the frozen ``root``, make it private and rename it to :func:`snapshot_dir`."""
     final = snapshot_dir(pin)
-    meta: dict[str, Any] = {"name": pin.name, "package": pin.package, "version": pin.version,
-            "sha256": pin.sha256, "commit": commit}
+    meta: dict[str, Any] = {
+        "name": pin.name,
+        "package": pin.package,
+        "version": pin.version,
+        "sha256": pin.sha256,
+        "commit": commit,
+    }
     if pin.kind != "sdist" or not pin.builtin:
         meta.update(kind=pin.kind, tree_sha256=pin.tree_sha256)
     (root / _MARKER).write_text(json.dumps(meta, indent=2))
@@ -306,8 +356,10 @@ def ensure(name: str, log=None) -> Path:
     if (final / _MARKER).is_file():
         return final
     if log is None:
+
         def log(msg: str) -> None:
             print(f"[pushbench] snapshot {name}: {msg}", file=sys.stderr, flush=True)
+
     return build(name, log=log)
 
 
@@ -359,32 +411,46 @@ def generator(name: str) -> Callable[..., Any]:
 
     fn = _GENERATORS.get(name)
     if fn is None:
-        raise SnapshotError(f"unknown snapshot generator {name!r}; registered: "
-                            f"{', '.join(sorted(_GENERATORS)) or 'none'}")
+        raise SnapshotError(
+            f"unknown snapshot generator {name!r}; registered: "
+            f"{', '.join(sorted(_GENERATORS)) or 'none'}"
+        )
     if isinstance(fn, str):
         module, _, attr = fn.partition(":")
         try:
             fn = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as e:
-            raise SnapshotError(f"snapshot generator {name!r} ({_GENERATORS[name]}) cannot be "
-                                f"loaded: {e}") from e
+            raise SnapshotError(
+                f"snapshot generator {name!r} ({_GENERATORS[name]}) cannot be loaded: {e}"
+            ) from e
     return fn
 
 
 def _check_name(name: str) -> None:
     if not _NAME.match(name):
-        raise SnapshotError(f"snapshot name {name!r} is not allowed: use letters, digits, '_', "
-                            "'.' and '-' (starting with a letter or digit, at most 64)")
+        raise SnapshotError(
+            f"snapshot name {name!r} is not allowed: use letters, digits, '_', "
+            "'.' and '-' (starting with a letter or digit, at most 64)"
+        )
     if name in builtin_pins():
         raise SnapshotError(f"snapshot name {name!r} is a built-in snapshot; choose another name")
 
 
-def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
-                 tasks_dir: str | os.PathLike | None = None, *, kind: str | None = None,
-                 generator_name: str | None = None, params: Mapping[str, Any] | None = None,
-                 replace: bool = False, log: Callable[[str], None] | None = None,
-                 limits: Limits = DEFAULT_LIMITS, skip_unreadable: bool = False,
-                 check: Callable[[Path], Any] | None = None) -> Pin:
+def add_snapshot(
+    name: str,
+    source: str | os.PathLike,
+    rev: str | None = None,
+    tasks_dir: str | os.PathLike | None = None,
+    *,
+    kind: str | None = None,
+    generator_name: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    replace: bool = False,
+    log: Callable[[str], None] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    skip_unreadable: bool = False,
+    check: Callable[[Path], Any] | None = None,
+) -> Pin:
     """Freeze ``source`` as user snapshot ``name``, build it into the cache and pin it.
 
     ``source``: an archive (sdist), a folder, or a git repository (at ``rev``, default
@@ -417,8 +483,10 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
     folder = userdata.target_dir(tasks_dir)
     pins_file = folder / userdata.PINS_FILE
     existing = load_pins().get(name)
-    if existing is not None and (existing.origin is None  # built in (refused above)
-                                 or Path(existing.origin).resolve() != pins_file.resolve()):
+    if existing is not None and (
+        existing.origin is None  # built in (refused above)
+        or Path(existing.origin).resolve() != pins_file.resolve()
+    ):
         raise SnapshotError(f"snapshot {name!r} is already pinned in {existing.origin}")
     source = Path(source).expanduser().resolve()
     paths.private_dir(paths.home() / "snapshots")
@@ -426,9 +494,14 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
         with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots", prefix=".add-") as tmp:
             if log:
                 log(f"copying {source} ...")
-            m = sources.materialise(source, Path(tmp), rev=rev,
-                                    kind="folder" if kind == "synth" else kind, limits=limits,
-                                    skip_unreadable=skip_unreadable)
+            m = sources.materialise(
+                source,
+                Path(tmp),
+                rev=rev,
+                kind="folder" if kind == "synth" else kind,
+                limits=limits,
+                skip_unreadable=skip_unreadable,
+            )
             if log:
                 for rel in m.unreadable:
                     log(f"skipped (unreadable): {sources.escaped(rel)}")
@@ -437,40 +510,58 @@ def add_snapshot(name: str, source: str | os.PathLike, rev: str | None = None,
             if log:
                 log(f"freezing {m.files} files as a git repository ...")
             commit = _git_freeze(m.root)
-            pin = Pin(name=name, package=name, version=m.tree_sha256[:12], sha256=m.sha256,
-                      commit=commit, kind=kind or m.kind, tree_sha256=m.tree_sha256,
-                      source=None if kind == "synth" else str(source), rev=rev,
-                      source_commit=m.source_commit,
-                      files=m.files, skipped=dict(m.skipped), generator=generator_name,
-                      params=pin_params, origin=str(pins_file))
-            same = existing is not None and (existing.kind, existing.sha256, existing.commit) \
-                == (pin.kind, pin.sha256, pin.commit)
+            pin = Pin(
+                name=name,
+                package=name,
+                version=m.tree_sha256[:12],
+                sha256=m.sha256,
+                commit=commit,
+                kind=kind or m.kind,
+                tree_sha256=m.tree_sha256,
+                source=None if kind == "synth" else str(source),
+                rev=rev,
+                source_commit=m.source_commit,
+                files=m.files,
+                skipped=dict(m.skipped),
+                generator=generator_name,
+                params=pin_params,
+                origin=str(pins_file),
+            )
+            same = existing is not None and (existing.kind, existing.sha256, existing.commit) == (
+                pin.kind,
+                pin.sha256,
+                pin.commit,
+            )
             if existing is not None and not same and not replace:
                 raise SnapshotError(
                     f"snapshot {name!r} is already pinned in {existing.origin} to other content "
                     f"(sha256 {existing.sha256[:12]}, now {pin.sha256[:12]}); choose another "
                     "name, or replace it deliberately (--replace: tasks pinned on it then fail "
-                    "their valid-set check)")
+                    "their valid-set check)"
+                )
             if same and existing is not None:  # same implies an existing pin
                 pin = existing
             if not (snapshot_dir(pin) / _MARKER).is_file():
                 _install(pin, m.root, commit)
     if not same:
-        userdata.record(folder, userdata.PINS_FILE, "snapshots", name, pin.to_entry(),
-                        replace=replace)
+        userdata.record(
+            folder, userdata.PINS_FILE, "snapshots", name, pin.to_entry(), replace=replace
+        )
     return pin
 
 
-def _build_user(pin: Pin, source: str | os.PathLike | None, log,
-                limits: Limits = DEFAULT_LIMITS) -> Path:
+def _build_user(
+    pin: Pin, source: str | os.PathLike | None, log, limits: Limits = DEFAULT_LIMITS
+) -> Path:
     """Rebuild a user snapshot from its source (or generator) and check it against the pin."""
     final = snapshot_dir(pin)
     with locked(f"snapshot-{pin.name}"):
         if (final / _MARKER).is_file():
             return final
         paths.private_dir(paths.home() / "snapshots")
-        with tempfile.TemporaryDirectory(dir=paths.home() / "snapshots",
-                                         prefix=".build-") as tmp_name:
+        with tempfile.TemporaryDirectory(
+            dir=paths.home() / "snapshots", prefix=".build-"
+        ) as tmp_name:
             tmp = Path(tmp_name)
             src: Path | None
             if pin.kind == "synth" and source is None:
@@ -485,21 +576,34 @@ def _build_user(pin: Pin, source: str | os.PathLike | None, log,
             else:
                 given = source or pin.source
                 src = Path(given).expanduser() if given else None
-                kind, rev, work = ("folder" if pin.kind == "synth" else pin.kind,
-                                   pin.source_commit or pin.rev, tmp)
+                kind, rev, work = (
+                    "folder" if pin.kind == "synth" else pin.kind,
+                    pin.source_commit or pin.rev,
+                    tmp,
+                )
                 if src is None or not src.exists():
                     raise SnapshotError(
                         f"user snapshot {pin.name!r} is not built here and its source "
                         f"{pin.source} is missing; give it with `pushbench snapshots build "
-                        f"{pin.name} --from PATH` (pinned in {pin.origin})")
-            m = sources.materialise(src, work, rev=rev, kind=kind, limits=limits,
-                                    skip_unreadable=bool((pin.skipped or {}).get("unreadable")))
+                        f"{pin.name} --from PATH` (pinned in {pin.origin})"
+                    )
+            m = sources.materialise(
+                src,
+                work,
+                rev=rev,
+                kind=kind,
+                limits=limits,
+                skip_unreadable=bool((pin.skipped or {}).get("unreadable")),
+            )
             if m.sha256 != pin.sha256 or m.tree_sha256 != (pin.tree_sha256 or m.tree_sha256):
                 raise SnapshotError(
                     f"user snapshot {pin.name!r}: {src} gives sha256 {m.sha256}, pinned "
-                    f"{pin.sha256} (in {pin.origin}); the source changed, nothing was used")
+                    f"{pin.sha256} (in {pin.origin}); the source changed, nothing was used"
+                )
             commit = _git_freeze(m.root)
             if pin.commit and commit != pin.commit:
-                raise SnapshotError(f"user snapshot {pin.name!r} froze to commit {commit}, "
-                                    f"pinned {pin.commit}: the build is not reproducible")
+                raise SnapshotError(
+                    f"user snapshot {pin.name!r} froze to commit {commit}, "
+                    f"pinned {pin.commit}: the build is not reproducible"
+                )
             return _install(pin, m.root, commit)

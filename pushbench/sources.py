@@ -48,9 +48,23 @@ from .archives import (  # noqa: F401 (re-exported)
     member_problem,
 )
 
-IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".tox", ".nox", ".venv", "venv",
-                          ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
-                          "node_modules"})
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".eggs",
+        "node_modules",
+    }
+)
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 KINDS = ("sdist", "folder", "git")
@@ -69,14 +83,14 @@ class UnreadableError(SourceError):
 class Materialised:
     """A source copied into ``root`` (regular files only), with its identity."""
 
-    kind: str                     # "sdist" (any archive) | "folder" | "git"
+    kind: str  # "sdist" (any archive) | "folder" | "git"
     root: Path
-    sha256: str                   # archive sha256 for "sdist", else the tree hash
+    sha256: str  # archive sha256 for "sdist", else the tree hash
     tree_sha256: str
     files: int
     skipped: dict[str, int] = field(default_factory=dict)  # symlinks, special, ignored
-    source_commit: str | None = None                       # git: the resolved commit
-    unreadable: tuple[str, ...] = ()                       # skipped (skip_unreadable only)
+    source_commit: str | None = None  # git: the resolved commit
+    unreadable: tuple[str, ...] = ()  # skipped (skip_unreadable only)
 
 
 def is_archive(path: Path) -> bool:
@@ -92,8 +106,9 @@ def detect_kind(path: Path, rev: str | None = None) -> str:
         if rev is not None:
             raise SourceError(f"--rev {rev!r} needs a git repository folder, {path} is a file")
         if not is_archive(path):
-            raise SourceError(f"source {path} is a file but not an archive "
-                              f"({', '.join(ARCHIVE_SUFFIXES)})")
+            raise SourceError(
+                f"source {path} is a file but not an archive ({', '.join(ARCHIVE_SUFFIXES)})"
+            )
         return "sdist"
     if path.is_dir():
         if (path / ".git").exists() or rev is not None:
@@ -103,8 +118,11 @@ def detect_kind(path: Path, rev: str | None = None) -> str:
 
 
 def _ignored(parts: tuple[str, ...]) -> bool:
-    return any(p in IGNORED_DIRS for p in parts[:-1]) or parts[-1] in IGNORED_DIRS or \
-        parts[-1].endswith(IGNORED_SUFFIXES)
+    return (
+        any(p in IGNORED_DIRS for p in parts[:-1])
+        or parts[-1] in IGNORED_DIRS
+        or parts[-1].endswith(IGNORED_SUFFIXES)
+    )
 
 
 def _prune(root: Path) -> dict[str, int]:
@@ -133,8 +151,9 @@ def _prune(root: Path) -> dict[str, int]:
     return skipped
 
 
-def copy_folder(src: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
-                skip_unreadable: bool = False) -> tuple[dict[str, int], list[str]]:
+def copy_folder(
+    src: Path, dest: Path, limits: Limits = DEFAULT_LIMITS, skip_unreadable: bool = False
+) -> tuple[dict[str, int], list[str]]:
     """Copy the regular files of ``src`` into ``dest`` (links and special files skipped) under
     ``limits``; return the skipped counts and the unreadable paths (relative, ``/``-joined)
     that ``skip_unreadable`` let through (otherwise the first one is an
@@ -146,9 +165,11 @@ def copy_folder(src: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
     def cannot_read(path: str, err: OSError) -> None:
         rel = os.path.relpath(path, src)
         if not skip_unreadable:
-            raise UnreadableError(f"folder {src}: cannot read {escaped(rel)} "
-                                  f"({err.strerror or err}); fix its permissions or give "
-                                  "--skip-unreadable to leave it out (it is then listed)")
+            raise UnreadableError(
+                f"folder {src}: cannot read {escaped(rel)} "
+                f"({err.strerror or err}); fix its permissions or give "
+                "--skip-unreadable to leave it out (it is then listed)"
+            )
         unreadable.append(Path(rel).as_posix())
 
     def walk_error(err: OSError) -> None:
@@ -201,8 +222,9 @@ def copy_folder(src: Path, dest: Path, limits: Limits = DEFAULT_LIMITS,
     return skipped, unreadable
 
 
-def export_git(repo_path: Path, rev: str | None, dest: Path,
-               limits: Limits = DEFAULT_LIMITS) -> tuple[str, dict[str, int]]:
+def export_git(
+    repo_path: Path, rev: str | None, dest: Path, limits: Limits = DEFAULT_LIMITS
+) -> tuple[str, dict[str, int]]:
     """Write the committed tree of ``repo_path`` at ``rev`` (default ``HEAD``) into ``dest``
     under ``limits``; return the resolved commit id and the skipped counts."""
     import git  # gitpython, needed only here
@@ -210,8 +232,10 @@ def export_git(repo_path: Path, rev: str | None, dest: Path,
     try:
         repo = git.Repo(repo_path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as e:
-        raise SourceError(f"{repo_path} is not a git repository (give a folder without --rev "
-                          "to copy it as a plain folder)") from e
+        raise SourceError(
+            f"{repo_path} is not a git repository (give a folder without --rev "
+            "to copy it as a plain folder)"
+        ) from e
     try:
         commit = repo.commit(rev or "HEAD")
     except (git.BadName, ValueError, git.GitCommandError) as e:
@@ -268,8 +292,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def materialise(source: Path, work: Path, rev: str | None = None, kind: str | None = None,
-                limits: Limits = DEFAULT_LIMITS, skip_unreadable: bool = False) -> Materialised:
+def materialise(
+    source: Path,
+    work: Path,
+    rev: str | None = None,
+    kind: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    skip_unreadable: bool = False,
+) -> Materialised:
     """Copy ``source`` into a new folder under the empty folder ``work``; see the module doc.
 
     ``kind`` forces ``folder`` for a git working tree (uncommitted files included) or ``git``;
@@ -281,8 +311,11 @@ def materialise(source: Path, work: Path, rev: str | None = None, kind: str | No
     kind = kind or detected
     if kind not in KINDS:
         raise SourceError(f"unknown source kind {kind!r}; one of {', '.join(KINDS)}")
-    if kind != detected and not (kind == "folder" and detected == "git" and rev is None) \
-            and not (kind == "git" and detected == "folder"):
+    if (
+        kind != detected
+        and not (kind == "folder" and detected == "git" and rev is None)
+        and not (kind == "git" and detected == "folder")
+    ):
         raise SourceError(f"source {source} is a {detected}, not a {kind}")
     commit = None
     unreadable: list[str] = []
@@ -306,5 +339,13 @@ def materialise(source: Path, work: Path, rev: str | None = None, kind: str | No
     tree, files = tree_hash(root)
     if files == 0:
         raise SourceError(f"source {source} holds no files to freeze")
-    return Materialised(kind=kind, root=root, sha256=sha or tree, tree_sha256=tree, files=files,
-                        skipped=skipped, source_commit=commit, unreadable=tuple(unreadable))
+    return Materialised(
+        kind=kind,
+        root=root,
+        sha256=sha or tree,
+        tree_sha256=tree,
+        files=files,
+        skipped=skipped,
+        source_commit=commit,
+        unreadable=tuple(unreadable),
+    )

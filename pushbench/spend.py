@@ -77,7 +77,8 @@ class SharedMeter(Meter):
 
 _meter: Meter | None = None
 _episode_tokens: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "pushbench_max_episode_tokens", default=None)
+    "pushbench_max_episode_tokens", default=None
+)
 
 
 def install(meter: Meter | None) -> Meter | None:
@@ -106,8 +107,13 @@ def active() -> bool:
     return _meter is not None or _episode_tokens.get() is not None
 
 
-def check(episode_tokens: int, prompt_est: int, max_completion: int,
-          price_in: float | None, price_out: float | None) -> tuple[str, str] | None:
+def check(
+    episode_tokens: int,
+    prompt_est: int,
+    max_completion: int,
+    price_in: float | None,
+    price_out: float | None,
+) -> tuple[str, str] | None:
     """``(terminated_by, reason)`` when the next call must not be sent, else ``None``.
 
     ``episode_tokens``: the episode's prompt + completion tokens so far; ``prompt_est``: the
@@ -116,15 +122,19 @@ def check(episode_tokens: int, prompt_est: int, max_completion: int,
     """
     cap = _episode_tokens.get()
     if cap is not None and episode_tokens + prompt_est + max_completion > cap:
-        return TOKEN_CAP, (f"the next call (about {prompt_est} prompt + up to {max_completion} "
-                           f"completion tokens) would take the episode's {episode_tokens} tokens "
-                           f"past max_episode_tokens {cap}")
+        return TOKEN_CAP, (
+            f"the next call (about {prompt_est} prompt + up to {max_completion} "
+            f"completion tokens) would take the episode's {episode_tokens} tokens "
+            f"past max_episode_tokens {cap}"
+        )
     meter = _meter
     if meter is not None and price_in is not None and price_out is not None:  # priced: both
         worst = (prompt_est * price_in + max_completion * price_out) / 1e6
         if meter.would_pass(worst):
-            return COST_CAP, (f"the next call's worst case ${worst:.6f} would take the run's "
-                              f"spend ${meter.spent_usd:.6f} past the cap ${meter.cap_usd:.6f}")
+            return COST_CAP, (
+                f"the next call's worst case ${worst:.6f} would take the run's "
+                f"spend ${meter.spent_usd:.6f} past the cap ${meter.cap_usd:.6f}"
+            )
     return None
 
 

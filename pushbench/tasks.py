@@ -37,8 +37,12 @@ TASK_SCHEMA_VERSION = 1
 # Version 2 (issue 27): controller observations changed in every family (a placebo that
 # carries only a length, interventions stated in full, the tracker's ``accepted`` list); RepoScan
 # search lists ignored terms; DataOps answers of the wrong shape are explained, JSON arrays taken.
-FAMILY_VERSIONS: dict[str, int] = {"reposcan": 2, "dataops": 2, "swelite": 2,
-                                 "dataops_public": 1}  # issue 30: its own family
+FAMILY_VERSIONS: dict[str, int] = {
+    "reposcan": 2,
+    "dataops": 2,
+    "swelite": 2,
+    "dataops_public": 1,
+}  # issue 30: its own family
 
 
 def family_version(family: str) -> int:
@@ -144,11 +148,13 @@ def user_instances() -> dict[str, tuple[UserRepoScanInstance, str]]:
         raw = userdata.read(path, "instances")
         if raw:
             try:
-                entries += [(n, i, str(path)) for n, i in
-                            UserTaskFile.model_validate(raw).instances.items()]
+                entries += [
+                    (n, i, str(path)) for n, i in UserTaskFile.model_validate(raw).instances.items()
+                ]
             except ValidationError as e:
-                raise userdata.UserDataError(f"{path}: not a valid user task file: "
-                                             f"{_first_error(e)}") from e
+                raise userdata.UserDataError(
+                    f"{path}: not a valid user task file: {_first_error(e)}"
+                ) from e
     entries += [(n, i, "(being created)") for n, i in _STAGED.items()]
     for name, inst, where in entries:
         if not _INSTANCE_NAME.match(name) or name in (USER_SUITE, userdata.SHIPPED_SYNTH):
@@ -156,7 +162,8 @@ def user_instances() -> dict[str, tuple[UserRepoScanInstance, str]]:
         if name in builtin or name in out:
             other = "the built-in tasks/reposcan.yaml" if name in builtin else out[name][1]
             raise userdata.UserDataError(
-                f"RepoScan instance {name!r} in {where} is already defined in {other}")
+                f"RepoScan instance {name!r} in {where} is already defined in {other}"
+            )
         out[name] = (inst, where)
     return out
 
@@ -197,8 +204,9 @@ def _is_shipped(where: str) -> bool:
 
 def _add(tasks: dict[str, TaskSpec], spec: TaskSpec, where: str) -> None:
     if spec.task_id in tasks:
-        raise userdata.UserDataError(f"task id {spec.task_id!r} from {where} is already "
-                                     "defined; rename the instance")
+        raise userdata.UserDataError(
+            f"task id {spec.task_id!r} from {where} is already defined; rename the instance"
+        )
     tasks[spec.task_id] = spec
 
 
@@ -213,15 +221,33 @@ def all_tasks() -> dict[str, TaskSpec]:
         suite = userdata.SHIPPED_SYNTH if _is_shipped(where) else USER_SUITE
         for n in inst.targets:
             tid = f"{m.prefix}-{name}-N{n}"
-            _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point,
-                                 target=n, budget=m.budget.for_target(n), instances=(name,)),
-                 where)
+            _add(
+                tasks,
+                TaskSpec(
+                    task_id=tid,
+                    family=m.family,
+                    entry_point=m.entry_point,
+                    target=n,
+                    budget=m.budget.for_target(n),
+                    instances=(name,),
+                ),
+                where,
+            )
             suites.setdefault((suite, n), []).append(name)
     for (suite, n), names in sorted(suites.items()):
         tid = f"{m.prefix}-{suite}-N{n}"
-        _add(tasks, TaskSpec(task_id=tid, family=m.family, entry_point=m.entry_point, target=n,
-                             budget=m.budget.for_target(n), instances=tuple(names)),
-             f"the {suite} suite")
+        _add(
+            tasks,
+            TaskSpec(
+                task_id=tid,
+                family=m.family,
+                entry_point=m.entry_point,
+                target=n,
+                budget=m.budget.for_target(n),
+                instances=tuple(names),
+            ),
+            f"the {suite} suite",
+        )
     return tasks
 
 
@@ -277,11 +303,19 @@ def list_tasks(prefix: str | None = None, kind: str | None = None) -> list[str]:
     ``kind`` (one of :data:`TASK_KINDS`, see :func:`task_kinds`; ``None``: every kind). An
     unknown kind raises :class:`UnknownTaskKindError` naming the valid kinds."""
     if kind is not None and kind not in TASK_KINDS:
-        raise UnknownTaskKindError(f"unknown task kind {kind!r}; the kinds are "
-                                   f"{', '.join(TASK_KINDS)} (or none for every task)")
+        raise UnknownTaskKindError(
+            f"unknown task kind {kind!r}; the kinds are "
+            f"{', '.join(TASK_KINDS)} (or none for every task)"
+        )
     kinds = task_kinds() if kind is not None else {}
-    return sorted((t for t in all_tasks() if (prefix is None or t.startswith(prefix))
-                   and (kind is None or kinds[t] == kind)), key=_natural)
+    return sorted(
+        (
+            t
+            for t in all_tasks()
+            if (prefix is None or t.startswith(prefix)) and (kind is None or kinds[t] == kind)
+        ),
+        key=_natural,
+    )
 
 
 def _natural(task_id: str) -> list:
@@ -332,7 +366,10 @@ def task_manifest_digest(task_id: str) -> str:
     instances = {name: instance_config(spec.family, name) for name in spec.instances}
     pins = load_pins()
     snaps = sorted({str(cfg["snapshot"]) for cfg in instances.values() if "snapshot" in cfg})
-    body = {"task": spec.model_dump(mode="json"), "instances": instances,
-            "snapshots": {n: pins[n].sha256 if n in pins else None for n in snaps}}
+    body = {
+        "task": spec.model_dump(mode="json"),
+        "instances": instances,
+        "snapshots": {n: pins[n].sha256 if n in pins else None for n in snaps},
+    }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -29,8 +29,14 @@ def table(*, padding=(0, 1), collapse_padding: bool = True, **kw):
     from rich import box
     from rich.table import Table
 
-    return Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=padding,
-                 collapse_padding=collapse_padding, **kw)
+    return Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        padding=padding,
+        collapse_padding=collapse_padding,
+        **kw,
+    )
 
 
 def ident_column(tab, header: str, **kw) -> None:
@@ -55,8 +61,10 @@ def fit(tab, width: int, elastic: Sequence[str], least: int = 10) -> None:
 
     def natural(col) -> int:
         texts = [t for t in (col.header, *col.cells) if isinstance(t, str)]
-        return max((cell_len(line) for t in texts
-                    for line in Text.from_markup(t).plain.splitlines()), default=0)
+        return max(
+            (cell_len(line) for t in texts for line in Text.from_markup(t).plain.splitlines()),
+            default=0,
+        )
 
     by_name = {str(c.header).replace("\n", " "): c for c in tab.columns}
     cols = [by_name[n] for n in elastic if n in by_name]
@@ -65,8 +73,11 @@ def fit(tab, width: int, elastic: Sequence[str], least: int = 10) -> None:
     gaps = 2 * (len(tab.columns) - 1)  # the spacing of table()'s default padding
     if not cols or sum(widths) + gaps <= width:
         return
-    budget = width - gaps - sum(w for c, w in zip(tab.columns, widths, strict=True)
-                                if id(c) not in elastic_ids)
+    budget = (
+        width
+        - gaps
+        - sum(w for c, w in zip(tab.columns, widths, strict=True) if id(c) not in elastic_ids)
+    )
     natural_of = {id(c): w for c, w in zip(tab.columns, widths, strict=True)}
     for i in range(len(cols) - 1, -1, -1):
         col = cols[i]
@@ -80,7 +91,7 @@ def short_path(path: str | os.PathLike) -> str:
     text = str(path)
     home = str(Path.home())
     if home not in ("", "/") and (text == home or text.startswith(home + os.sep)):
-        return "~" + text[len(home):]
+        return "~" + text[len(home) :]
     return text
 
 

@@ -34,9 +34,9 @@ TASKS_FILE = "reposcan.yaml"
 ENV_VAR = "PUSHBENCH_TASKS"
 _HEADERS = {
     PINS_FILE: "# User snapshot pins (written by `pushbench snapshots add`; see "
-               "docs/own_repositories.md).\n",
+    "docs/own_repositories.md).\n",
     TASKS_FILE: "# User RepoScan tasks (written by `pushbench tasks new`; see "
-                "docs/own_repositories.md).\n",
+    "docs/own_repositories.md).\n",
 }
 
 
@@ -79,7 +79,8 @@ def target_dir(tasks_dir: str | os.PathLike | None = None) -> Path:
         if not any(folder.resolve() == d.resolve() for d in search_dirs()):
             raise UserDataError(
                 f"tasks folder {folder} is not loaded: set {ENV_VAR}={folder} (the command "
-                "line's --tasks-dir does this) so what is written there is also read")
+                "line's --tasks-dir does this) so what is written there is also read"
+            )
         return folder
     return env_dir() or home_dir()
 
@@ -106,8 +107,15 @@ def read(path: Path, key: str) -> dict:
     return raw
 
 
-def record(folder: Path, filename: str, key: str, name: str, entry: dict,
-           header: dict | None = None, replace: bool = False) -> Path:
+def record(
+    folder: Path,
+    filename: str,
+    key: str,
+    name: str,
+    entry: dict,
+    header: dict | None = None,
+    replace: bool = False,
+) -> Path:
     """Add ``entry`` as ``key.name`` of ``folder/filename`` (created if missing); return the
     file. An existing different entry is an error unless ``replace``; ``header`` fields are
     set on a new file."""
@@ -118,11 +126,12 @@ def record(folder: Path, filename: str, key: str, name: str, entry: dict,
         raw = read(path, key) or {"schema_version": 1, **(header or {})}
         section = dict(raw.get(key) or {})
         if name in section and section[name] != entry and not replace:
-            raise UserDataError(f"{name!r} is already defined in {path} (with different "
-                                "content); choose another name or replace it deliberately")
+            raise UserDataError(
+                f"{name!r} is already defined in {path} (with different "
+                "content); choose another name or replace it deliberately"
+            )
         section[name] = entry
         raw[key] = section
-        text = _HEADERS.get(filename, "") + yaml.safe_dump(raw, sort_keys=False,
-                                                           allow_unicode=True)
+        text = _HEADERS.get(filename, "") + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
         paths.write_private(path, text.encode("utf-8"))
     return path

@@ -19,12 +19,21 @@ from pushbench.bundles.archive import MANIFEST, dumps, sha256, write_archive
 TASKS = ["RepoScan-requests-docstring-N10", "RepoScan-flask-decorated-N10"]
 
 
-def experiment(tmp: Path, name: str, policies, controllers=("standard", "stateqgp"),
-               seeds=(0, 1), tasks=TASKS) -> Path:
+def experiment(
+    tmp: Path, name: str, policies, controllers=("standard", "stateqgp"), seeds=(0, 1), tasks=TASKS
+) -> Path:
     path = tmp / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "tasks": list(tasks),
-                                "controllers": list(controllers),
-                                "policies": list(policies), "seeds": list(seeds)}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "tasks": list(tasks),
+                "controllers": list(controllers),
+                "policies": list(policies),
+                "seeds": list(seeds),
+            }
+        )
+    )
     return path
 
 
@@ -48,8 +57,9 @@ def make_blackbox_run(out: Path, seed: int = 0) -> Path:
     """One real black-box episode (the MCP session object): search, submit, final."""
     from pushbench.blackbox.session import BlackBoxSession
 
-    with BlackBoxSession(TASKS[0], out, argv=["test"], controller="standard",
-                         agent="fake-agent", seed=seed) as s:
+    with BlackBoxSession(
+        TASKS[0], out, argv=["test"], controller="standard", agent="fake-agent", seed=seed
+    ) as s:
         s.call("search", {"query": "", "page": 1})
         s.call("submit", {"ids": ["requests.api:request", "requests.api:get"]})
         s.call("final", {"reported_count": 2})
@@ -67,8 +77,11 @@ def repack(bundle: Path, out: Path, edit) -> Path:
     members = members_of(bundle)
     edit(members)
     manifest = json.loads(members[MANIFEST])
-    manifest["members"] = {n: {"sha256": sha256(b), "size": len(b)}
-                           for n, b in sorted(members.items()) if n != MANIFEST}
+    manifest["members"] = {
+        n: {"sha256": sha256(b), "size": len(b)}
+        for n, b in sorted(members.items())
+        if n != MANIFEST
+    }
     members[MANIFEST] = dumps(manifest)
     write_archive(members, out)
     return out

@@ -17,12 +17,18 @@ from hypothesis import HealthCheck, settings
 # examples with a fixed seed derivation (reproducible in CI); ``thorough`` for a long local
 # hunt. Choose with HYPOTHESIS_PROFILE=ci|thorough (the default is ``default``).
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile("default", max_examples=60, deadline=None,
-                          suppress_health_check=_QUIET)
-settings.register_profile("ci", max_examples=150, deadline=None, derandomize=True,
-                          print_blob=True, suppress_health_check=_QUIET)
-settings.register_profile("thorough", max_examples=2000, deadline=None,
-                          suppress_health_check=_QUIET)
+settings.register_profile("default", max_examples=60, deadline=None, suppress_health_check=_QUIET)
+settings.register_profile(
+    "ci",
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=_QUIET,
+)
+settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, suppress_health_check=_QUIET
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 SNAPSHOTS = ("requests", "flask", "pytest")

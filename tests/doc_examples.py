@@ -121,7 +121,7 @@ def blocks(path: Path) -> list[Block]:
             raise ValueError(f"{rel}:{i + 1}: a code fence is never closed")
         prev = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
         mark = _MARK.match(prev)
-        code = textwrap.dedent("\n".join(lines[i + 1:j])) + "\n"
+        code = textwrap.dedent("\n".join(lines[i + 1 : j])) + "\n"
         marks = parse_marks(mark.group(1)) if mark else {}
         out.append(Block(rel, i + 1, lang.lower(), code, marks))
         i = j + 1

@@ -41,11 +41,11 @@ class _Capped:
 
 
 @llama_chat_format.register_chat_completion_handler("chatml-function-calling-bounded")
-def chatml_function_calling_bounded(llama: Any, max_tokens: int | None = None,
-                                    **kwargs: Any) -> Any:
+def chatml_function_calling_bounded(
+    llama: Any, max_tokens: int | None = None, **kwargs: Any
+) -> Any:
     capped = llama if max_tokens is None or max_tokens <= 0 else _Capped(llama, max_tokens)
-    return llama_chat_format.chatml_function_calling(llama=capped, max_tokens=max_tokens,
-                                                     **kwargs)
+    return llama_chat_format.chatml_function_calling(llama=capped, max_tokens=max_tokens, **kwargs)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ from pushbench.runner.executors.base import run_spec
 from pushbench.runner.spec import EpisodeResult, EpisodeSpec
 
 
-def die_mid_episode(spec: EpisodeSpec, *, seed: int, step: int,
-                    marker: str | None = None) -> EpisodeResult:
+def die_mid_episode(
+    spec: EpisodeSpec, *, seed: int, step: int, marker: str | None = None
+) -> EpisodeResult:
     """Run ``spec``; if its seed is ``seed``, SIGKILL this worker when the policy takes ``step``.
 
     The kill happens inside the episode loop, after ``step - 1`` environment steps. With

@@ -38,11 +38,17 @@ def _deep_text(n: int) -> str:
 
 # (label, action, error_type)
 ISSUE_CASES = [
-    ("int-past-str-limit", '{"tool":"search","query":"x","page":' + "1" * 4301 + "}",
-     "number_too_large"),
-    ("int-past-str-limit-in-ids", '{"tool":"submit","ids":["a.py::f",' + "2" * 5000 + "]}",
-     "number_too_large"),
-    ("huge-int-object", {"tool": "search", "query": "x", "page": 10 ** 5000}, "number_too_large"),
+    (
+        "int-past-str-limit",
+        '{"tool":"search","query":"x","page":' + "1" * 4301 + "}",
+        "number_too_large",
+    ),
+    (
+        "int-past-str-limit-in-ids",
+        '{"tool":"submit","ids":["a.py::f",' + "2" * 5000 + "]}",
+        "number_too_large",
+    ),
+    ("huge-int-object", {"tool": "search", "query": "x", "page": 10**5000}, "number_too_large"),
     ("deep-text", _deep_text(100_00), "too_deep"),
     ("deep-text-recursion", _deep_text(3000), "too_deep"),
     ("deep-dict", {"tool": "status", "x": json.loads("[" * 900 + "]" * 900)}, "too_deep"),
@@ -55,8 +61,11 @@ ISSUE_CASES = [
     ("surrogate-dict", {"tool": "search", "query": "\ud800"}, "bad_encoding"),
     ("surrogate-text", '{"tool":"search","query":"\\udfff"}', "bad_encoding"),
     ("surrogate-tool-name", {"tool": "search\udc00"}, "bad_encoding"),
-    ("bulk-dict-submit", {"tool": "submit", "ids": [f"src/m{i}.py::f" for i in range(40_000)]},
-     "too_large"),
+    (
+        "bulk-dict-submit",
+        {"tool": "submit", "ids": [f"src/m{i}.py::f" for i in range(40_000)]},
+        "too_large",
+    ),
 ]
 
 
@@ -144,8 +153,9 @@ def test_step_after_close_raises_and_reset_reopens(task):
     with pytest.raises(RuntimeError, match="closed"):
         env.step({"tool": "status"})
     env.reset(seed=0)  # a new episode after close works
-    assert json.loads(env.step({"tool": "list_units"} if task == DATAOPS else
-                               {"tool": "status"})[0])["ok"]
+    assert json.loads(
+        env.step({"tool": "list_units"} if task == DATAOPS else {"tool": "status"})[0]
+    )["ok"]
     env.close()
 
 
@@ -172,15 +182,33 @@ def _answer_unit(env):
     return next(x for x in u._units.values() if x.answer_type is not None)
 
 
-@pytest.mark.parametrize("value", ["²", "--5", "-", "٣", "1_000", "3.0", "+-1", "9" * 150, "𝟙",
-                                   " -0 ", "1," + "9" * 1500, ", ,", "none,none"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "²",
+        "--5",
+        "-",
+        "٣",
+        "1_000",
+        "3.0",
+        "+-1",
+        "9" * 150,
+        "𝟙",
+        " -0 ",
+        "1," + "9" * 1500,
+        ", ,",
+        "none,none",
+    ],
+)
 def test_dataops_odd_integer_answers_are_judged_not_raised(value):
     env = pushbench.make("DataOps-N10")
     env.reset(seed=0)
     unit = _answer_unit(env)
-    for call in ({"tool": "answer", "unit_id": unit.id, "value": value},
-                 {"tool": "run_verifier", "unit_id": unit.id},
-                 {"tool": "submit", "unit_id": unit.id}):
+    for call in (
+        {"tool": "answer", "unit_id": unit.id, "value": value},
+        {"tool": "run_verifier", "unit_id": unit.id},
+        {"tool": "submit", "unit_id": unit.id},
+    ):
         d = json.loads(env.step(call)[0])
         # version 2: an item outside [A-Za-z0-9._-] is a shape error (nothing is recorded)
         assert d["ok"] or (call["tool"] == "answer" and d["error_type"] == "answer_shape"), d
@@ -199,28 +227,52 @@ def test_integer_answer_rules():
 DEEP_JSON = '{"records": ' + "[" * 50_000 + "]" * 50_000 + "}"
 
 
-@pytest.mark.parametrize("fmt, text", [
-    ("json", DEEP_JSON),
-    ("json", '{"records": [' + "1" * 5000 + "]}"),
-    ("json", '{"schema": "stations/v1", "generated": "2024-06-30", "records": [{"station_id": 1,'
-             ' "name": "x", "latitude": NaN, "longitude": 0, "elevation_m": 0, "active": true}]}'),
-    ("yaml", "records: " + "[" * 20_000 + "]" * 20_000),
-    ("yaml", "records: [" + "1" * 5000 + "]"),
-    ("yaml", "schema: stations/v1\ngenerated: '2024-06-30'\nrecords:\n- {station_id: 1, name: x, "
-             "latitude: .nan, longitude: .inf, elevation_m: 0, active: true}"),
-    ("yaml", "&a [*a]"),
-    ("yaml", "\x00\xff binary"),
-], ids=["json-deep", "json-bigint", "json-nan", "yaml-deep", "yaml-bigint", "yaml-nan",
-        "yaml-cycle", "yaml-binary"])
+@pytest.mark.parametrize(
+    "fmt, text",
+    [
+        ("json", DEEP_JSON),
+        ("json", '{"records": [' + "1" * 5000 + "]}"),
+        (
+            "json",
+            '{"schema": "stations/v1", "generated": "2024-06-30", "records": [{"station_id": 1,'
+            ' "name": "x", "latitude": NaN, "longitude": 0, "elevation_m": 0, "active": true}]}',
+        ),
+        ("yaml", "records: " + "[" * 20_000 + "]" * 20_000),
+        ("yaml", "records: [" + "1" * 5000 + "]"),
+        (
+            "yaml",
+            "schema: stations/v1\ngenerated: '2024-06-30'\nrecords:\n- {station_id: 1, name: x, "
+            "latitude: .nan, longitude: .inf, elevation_m: 0, active: true}",
+        ),
+        ("yaml", "&a [*a]"),
+        ("yaml", "\x00\xff binary"),
+    ],
+    ids=[
+        "json-deep",
+        "json-bigint",
+        "json-nan",
+        "yaml-deep",
+        "yaml-bigint",
+        "yaml-nan",
+        "yaml-cycle",
+        "yaml-binary",
+    ],
+)
 def test_artifact_checker_is_total(fmt, text):
     bad = artifacts.check(fmt, text, "stations", [])
     assert bad is not None and bad[0] in ("parses", "records_valid", "unchanged"), bad
 
 
-@pytest.mark.parametrize("text", ["[project]\nname = " + "[" * 50_000 + "]" * 50_000,
-                                  "[project]\nname = " + "1" * 5000,
-                                  "[project]\nname = nan", "\x00\x01"],
-                         ids=["toml-deep", "toml-bigint", "toml-nan", "binary"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[project]\nname = " + "[" * 50_000 + "]" * 50_000,
+        "[project]\nname = " + "1" * 5000,
+        "[project]\nname = nan",
+        "\x00\x01",
+    ],
+    ids=["toml-deep", "toml-bigint", "toml-nan", "binary"],
+)
 def test_metadata_checker_is_total(text):
     expected = {f: "x" for f in metadata.FIELDS}
     assert metadata.check("toml", text, expected, {}) is not None
@@ -234,9 +286,11 @@ def test_deep_artifact_through_the_env_is_a_failed_check():
     unit = next(x for x in u._units.values() if x.kind == "artifact")
     target = unit.secret["target"]
     deep = "[" * 30_000 + "]" * 30_000 if target.endswith(".json") else "a: " + "[" * 30_000
-    for call in ({"tool": "write_file", "path": target, "content": deep},
-                 {"tool": "run_verifier", "unit_id": unit.id},
-                 {"tool": "submit", "unit_id": unit.id}):
+    for call in (
+        {"tool": "write_file", "path": target, "content": deep},
+        {"tool": "run_verifier", "unit_id": unit.id},
+        {"tool": "submit", "unit_id": unit.id},
+    ):
         d = json.loads(env.step(call)[0])
         assert d["ok"], d
     assert d["result"]["verdicts"][0]["verdict"] == "rejected"
@@ -248,8 +302,11 @@ def test_deep_artifact_through_the_env_is_a_failed_check():
 def test_every_error_type_in_the_code_is_documented():
     """Scan the sources for codes given to ActionError/SandboxError; each is in ERROR_TYPES."""
     codes = set()
-    call = re.compile(r"(?:ActionError|SandboxError)\(\s*"
-                      r"(\"[a-z_]+\"(?:\s+if .*? else\s+\"[a-z_]+\")?)", re.S)
+    call = re.compile(
+        r"(?:ActionError|SandboxError)\(\s*"
+        r"(\"[a-z_]+\"(?:\s+if .*? else\s+\"[a-z_]+\")?)",
+        re.S,
+    )
     for path in (ROOT / "pushbench").rglob("*.py"):
         for m in call.finditer(path.read_text()):
             codes.update(re.findall(r'"([a-z_]+)"', m.group(1)))
@@ -261,7 +318,7 @@ def test_every_error_type_in_the_code_is_documented():
 
 def test_integrity_page_lists_every_error_type():
     readme = (ROOT / "docs" / "integrity.md").read_text()
-    section = readme[readme.index("## Every input is answered"):]
+    section = readme[readme.index("## Every input is answered") :]
     for code in A.ERROR_TYPES:
         assert f"`{code}`" in section, code
 

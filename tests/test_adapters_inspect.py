@@ -47,12 +47,18 @@ NO_USAGE = ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0)
 
 
 def _output(calls: list[dict] | None = None, text: str = "") -> ModelOutput:
-    tool_calls = [ToolCall(id=f"call_{i}", function=c["tool"],
-                           arguments={k: v for k, v in c.items() if k != "tool"})
-                  for i, c in enumerate(calls or [])]
+    tool_calls = [
+        ToolCall(
+            id=f"call_{i}",
+            function=c["tool"],
+            arguments={k: v for k, v in c.items() if k != "tool"},
+        )
+        for i, c in enumerate(calls or [])
+    ]
     msg = ChatMessageAssistant(content=text, tool_calls=tool_calls or None, model="mockllm")
-    return ModelOutput(model="mockllm/model", choices=[ChatCompletionChoice(message=msg)],
-                       usage=NO_USAGE)
+    return ModelOutput(
+        model="mockllm/model", choices=[ChatCompletionChoice(message=msg)], usage=NO_USAGE
+    )
 
 
 class PolicyModel:
@@ -68,11 +74,16 @@ class PolicyModel:
         key = (state.sample_id, state.epoch)
         if key not in self.policies:
             meta = state.metadata
-            env = pushbench.make(meta["task_id"], controller=meta["controller"],
-                                 **({"budget": meta["budget_override"]}
-                                    if meta["budget_override"] else {}))
-            opts = ({env.unwrapped._instance_option: meta["instance"]}
-                    if meta["pinned_instance"] else None)
+            env = pushbench.make(
+                meta["task_id"],
+                controller=meta["controller"],
+                **({"budget": meta["budget_override"]} if meta["budget_override"] else {}),
+            )
+            opts = (
+                {env.unwrapped._instance_option: meta["instance"]}
+                if meta["pinned_instance"]
+                else None
+            )
             first, _ = env.reset(seed=meta["seed"], options=opts)
             env.close()
             pol = make_policy(self.policy, seed=meta["seed"])
@@ -96,20 +107,21 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-@pytest.mark.parametrize("family,target,instance,controller,seed", [
-    ("reposcan", 10, "requests-assert", "stateqgp", 3),
-    ("reposcan", 10, "flask-decorated", "standard", 1),
-    ("dataops", 3, "b1", "unitqgp", 0),
-    ("swelite", 3, "flask", "verifier_gated", 0),
-])
+@pytest.mark.parametrize(
+    "family,target,instance,controller,seed",
+    [
+        ("reposcan", 10, "requests-assert", "stateqgp", 3),
+        ("reposcan", 10, "flask-decorated", "standard", 1),
+        ("dataops", 3, "b1", "unitqgp", 0),
+        ("swelite", 3, "flask", "verifier_gated", 0),
+    ],
+)
 def test_inspect_numbers_equal_the_runner(family, target, instance, controller, seed, tmp_path):
-    task = getattr(it, family)(target=target, instance=instance, controller=controller,
-                               seeds=seed)
+    task = getattr(it, family)(target=target, instance=instance, controller=controller, seeds=seed)
     log = _run(task, PolicyModel(), tmp_path)
     [sample] = log.samples
     rec = sample.metadata["record"]
-    ref = run_episode(sample.metadata["task_id"], controller, "diligent", seed,
-                      instance=instance)
+    ref = run_episode(sample.metadata["task_id"], controller, "diligent", seed, instance=instance)
     # the same episode: every call, every verdict, every metric
     assert rec["calls"] == ref["calls"] and rec["instance"] == ref["instance"] == instance
     assert rec["metrics"] == ref["metrics"] == metrics.episode_metrics(rec)
@@ -117,7 +129,11 @@ def test_inspect_numbers_equal_the_runner(family, target, instance, controller, 
     # the sample carries task id, instance, target, seed
     meta = sample.metadata
     assert (meta["task_id"], meta["instance"], meta["target"], meta["seed"]) == (
-        ref["task_id"], instance, target, seed)
+        ref["task_id"],
+        instance,
+        target,
+        seed,
+    )
     # scorer values and Inspect's metrics equal episode_metrics of the runner's record
     values = sample.scores["qgp_scorer"].value
     expected = it.score_values(ref)
@@ -148,15 +164,18 @@ def test_suite_mode_seed_picks_the_instance(tmp_path):
 def test_every_instance_by_default_and_lists():
     n = len(pushbench.tasks.get_task("DataOps-N5").instances)
     assert len(it.dataops(target=5, seeds=[0, 1]).dataset) == 2 * n
-    ids = [s.metadata["instance"] for s in it.reposcan(instance="requests-assert,flask-decorated")
-           .dataset]
+    ids = [
+        s.metadata["instance"]
+        for s in it.reposcan(instance="requests-assert,flask-decorated").dataset
+    ]
     assert ids == ["requests-assert", "flask-decorated"]
     assert [s.metadata["instance"] for s in it.swelite(instance=["flask"]).dataset] == ["flask"]
 
 
 def test_plain_text_reply_costs_one_step(tmp_path):
-    outputs = iter([_output(text="I think I am done."),
-                    _output([{"tool": "final", "reported_count": 0}])])
+    outputs = iter(
+        [_output(text="I think I am done."), _output([{"tool": "final", "reported_count": 0}])]
+    )
     log = _run(it.reposcan(instance="requests-assert"), outputs, tmp_path)
     rec = log.samples[0].metadata["record"]
     assert rec["steps_used"] == 2 and rec["calls"][0]["error_type"] == "not_object"
@@ -166,8 +185,7 @@ def test_plain_text_reply_costs_one_step(tmp_path):
 
 def test_calls_after_the_end_are_not_executed(tmp_path):
     outputs = iter([_output([{"tool": "final", "reported_count": 5}, {"tool": "status"}])])
-    log = _run(it.reposcan(instance="requests-assert", controller="standard"), outputs,
-               tmp_path)
+    log = _run(it.reposcan(instance="requests-assert", controller="standard"), outputs, tmp_path)
     sample = log.samples[0]
     rec = sample.metadata["record"]
     assert rec["steps_used"] == 1 and rec["reported_count"] == 5
@@ -189,8 +207,14 @@ def test_budget_override_truncates(tmp_path):
 def test_unparseable_arguments_are_refused_with_one_step():
     env = pushbench.make("RepoScan-N10")
     env.reset(seed=0)
-    action = it._action(ToolCall(id="c", function="submit", arguments={},
-                                 parse_error="Error parsing the following tool call arguments"))
+    action = it._action(
+        ToolCall(
+            id="c",
+            function="submit",
+            arguments={},
+            parse_error="Error parsing the following tool call arguments",
+        )
+    )
     obs, *_ = env.step(action)
     assert json.loads(obs)["ok"] is False and env.unwrapped.steps_used == 1
 
@@ -210,12 +234,19 @@ def test_tools_come_from_the_environment_schemas():
                         assert f"{key} {prop[key]}" in info.parameters.properties[name].description
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"target": 7}, "target"), ({"instance": "nope"}, "nope"),
-    ({"controller": "stateqpg"}, "stateqgp"), ({"seeds": "1,x"}, "seeds"),
-    ({"seeds": -1}, "seeds"), ({"seeds": []}, "seeds"), ({"budget": 0}, "budget"),
-    ({"budget": "10"}, "budget"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"target": 7}, "target"),
+        ({"instance": "nope"}, "nope"),
+        ({"controller": "stateqpg"}, "stateqgp"),
+        ({"seeds": "1,x"}, "seeds"),
+        ({"seeds": -1}, "seeds"),
+        ({"seeds": []}, "seeds"),
+        ({"budget": 0}, "budget"),
+        ({"budget": "10"}, "budget"),
+    ],
+)
 def test_bad_task_parameters_fail_before_any_model_call(kwargs, match):
     with pytest.raises((ValueError, KeyError), match=match):
         it.reposcan(**kwargs)
@@ -238,9 +269,12 @@ def test_any_seed_text_parses_or_is_refused(text):
 
 
 def test_tasks_register_through_the_entry_point():
-    code = ("from inspect_ai._util.registry import registry_lookup\n"
-            "print([registry_lookup('task', f'pushbench/{n}') is not None "
-            "for n in ('reposcan', 'dataops', 'dataops_public', 'swelite')])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
+    code = (
+        "from inspect_ai._util.registry import registry_lookup\n"
+        "print([registry_lookup('task', f'pushbench/{n}') is not None "
+        "for n in ('reposcan', 'dataops', 'dataops_public', 'swelite')])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert out.stdout.strip() == "[True, True, True, True]"

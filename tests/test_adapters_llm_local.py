@@ -41,11 +41,35 @@ def test_inspect_eval_cli_with_the_openai_compatible_provider(llama_server, tmp_
     from pushbench.adapters.inspect_tasks import SCORE_KEYS, score_values
 
     env = {**os.environ, "LOCAL_BASE_URL": llama_server, "LOCAL_API_KEY": "unused"}
-    cmd = [sys.executable, "-m", "inspect_ai", "eval", "pushbench/reposcan",
-           "-T", "target=10", "-T", "controller=stateqgp", "-T", "instance=requests-assert",
-           "-T", "seeds=3", "-T", f"budget={BUDGET}",
-           "--model", f"openai-api/local/{MODEL}", "--temperature", "0", "--max-tokens", "64",
-           "--max-connections", "1", "--log-dir", str(tmp_path), "--display", "none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "inspect_ai",
+        "eval",
+        "pushbench/reposcan",
+        "-T",
+        "target=10",
+        "-T",
+        "controller=stateqgp",
+        "-T",
+        "instance=requests-assert",
+        "-T",
+        "seeds=3",
+        "-T",
+        f"budget={BUDGET}",
+        "--model",
+        f"openai-api/local/{MODEL}",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "64",
+        "--max-connections",
+        "1",
+        "--log-dir",
+        str(tmp_path),
+        "--display",
+        "none",
+    ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=2400)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     [path] = list(tmp_path.glob("*.eval"))
@@ -60,7 +84,9 @@ def test_inspect_eval_cli_with_the_openai_compatible_provider(llama_server, tmp_
         assert rec["metrics"] == metrics.episode_metrics(rec)
         assert rec["controller"]["name"] == "stateqgp" and rec["policy"]["name"] == "inspect"
         assert (sample.metadata["task_id"], sample.metadata["instance"]) == (
-            "RepoScan-N10", "requests-assert")
+            "RepoScan-N10",
+            "requests-assert",
+        )
         values = sample.scores["qgp_scorer"].value
         expected = score_values(rec)
         assert all(_same(values[k], expected[k]) for k in SCORE_KEYS)
@@ -89,9 +115,19 @@ def test_openenv_llm_rollouts(llama_server):  # noqa: F811
     with start_server() as url, PushBenchClient(base_url=url).sync() as env:
         # each family under its full controller (a controller out of a family's scope is refused)
         for task, seed, ctl in (("RepoScan-N10", 0, "stateqgp"), ("DataOps-N3", 1, "unitqgp")):
-            out = llm_rollout(env, chat, MODEL, task, seed, controller=ctl,
-                              budget=BUDGET, reward_weights=WEIGHTS, max_tokens=64,
-                              temperature=0.0, context_tokens=1024)
+            out = llm_rollout(
+                env,
+                chat,
+                MODEL,
+                task,
+                seed,
+                controller=ctl,
+                budget=BUDGET,
+                reward_weights=WEIGHTS,
+                max_tokens=64,
+                temperature=0.0,
+                context_tokens=1024,
+            )
             rec = out.record
             assert rec is not None and rec["task_id"] == task and rec["seed"] == seed
             assert 1 <= rec["steps_used"] == len(rec["calls"]) == len(out.rewards) <= BUDGET

@@ -61,20 +61,27 @@ def _expected_return(record: dict, w: dict) -> float:
     """The return from the record's metrics (not from the adapter's own helper)."""
     m = metrics.episode_metrics(record)
     dups = round((m["duplicate_submit_rate"] or 0.0) * m["submissions"])
-    return (w["accepted"] * m["valid_count"] - w["duplicate"] * dups
-            + w["success"] * float(m["success"])
-            + w["verified_fraction"] * min(m["valid_count"] / record["target"], 1.0))
+    return (
+        w["accepted"] * m["valid_count"]
+        - w["duplicate"] * dups
+        + w["success"] * float(m["success"])
+        + w["verified_fraction"] * min(m["valid_count"] / record["target"], 1.0)
+    )
 
 
-@pytest.mark.parametrize("task,controller,policy,seed", [
-    ("RepoScan-N10", "stateqgp", "diligent", 0),
-    ("RepoScan-N10", "standard", "simulated-weak", 1),
-    ("DataOps-N3", "standard", "random", 2),
-    ("SWELite-N3", "verifier_gated", "diligent", 0),
-])
+@pytest.mark.parametrize(
+    "task,controller,policy,seed",
+    [
+        ("RepoScan-N10", "stateqgp", "diligent", 0),
+        ("RepoScan-N10", "standard", "simulated-weak", 1),
+        ("DataOps-N3", "standard", "random", 2),
+        ("SWELite-N3", "verifier_gated", "diligent", 0),
+    ],
+)
 def test_rollout_rewards_equal_metrics_from_the_record(task, controller, policy, seed):
-    out = policy_rollout(LocalSession(), policy, task, seed, controller=controller,
-                         reward_weights=WEIGHTS)
+    out = policy_rollout(
+        LocalSession(), policy, task, seed, controller=controller, reward_weights=WEIGHTS
+    )
     ref = run_episode(task, controller, policy, seed)
     rec = out.record
     assert rec is not None and rec["calls"] == ref["calls"]
@@ -89,8 +96,12 @@ def test_rollout_rewards_equal_metrics_from_the_record(task, controller, policy,
 
 def test_duplicate_penalty_counts_duplicate_verdicts():
     env = PushBenchEnvironment()
-    obs = env.reset(task="RepoScan-N10", seed=0, instance="requests-assert",
-                    reward_weights={"accepted": 0.0, "duplicate": 1.0})
+    obs = env.reset(
+        task="RepoScan-N10",
+        seed=0,
+        instance="requests-assert",
+        reward_weights={"accepted": 0.0, "duplicate": 1.0},
+    )
     assert obs.tools and obs.qgp["valid_count"] == 0
     ident = "requests/api.py::request"
     first = env.step(PushBenchAction(tool="submit", arguments={"ids": [ident]}))
@@ -127,9 +138,13 @@ def test_reset_errors_are_clear_and_keep_the_previous_episode():
         PushBenchEnvironment().step(PushBenchAction(tool="status"))
 
 
-@given(tool=st.one_of(st.none(), st.text(max_size=20)), text=st.one_of(st.none(), st.text()),
-       arguments=st.one_of(st.text(max_size=200),
-                           st.dictionaries(st.text(max_size=8), st.integers(), max_size=3)))
+@given(
+    tool=st.one_of(st.none(), st.text(max_size=20)),
+    text=st.one_of(st.none(), st.text()),
+    arguments=st.one_of(
+        st.text(max_size=200), st.dictionaries(st.text(max_size=8), st.integers(), max_size=3)
+    ),
+)
 def test_any_action_is_one_step_or_refused_at_validation(tool, text, arguments):
     try:
         action = PushBenchAction(tool=tool, text=text, arguments=arguments)
@@ -155,8 +170,11 @@ def start_server(max_concurrent: int = 4):
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_pushbench_app(max_concurrent),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_pushbench_app(max_concurrent), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -179,8 +197,9 @@ def server_url():
 def test_rollouts_over_the_server_equal_the_runner(server_url):
     with PushBenchClient(base_url=server_url).sync() as env:
         for seed in (0, 1):
-            out = policy_rollout(env, "diligent", "RepoScan-N10", seed, controller="stateqgp",
-                                 reward_weights=WEIGHTS)
+            out = policy_rollout(
+                env, "diligent", "RepoScan-N10", seed, controller="stateqgp", reward_weights=WEIGHTS
+            )
             ref = run_episode("RepoScan-N10", "stateqgp", "diligent", seed)
             assert out.record["metrics"] == ref["metrics"]
             assert out.record["calls"] == ref["calls"]
@@ -190,8 +209,10 @@ def test_rollouts_over_the_server_equal_the_runner(server_url):
 
 
 def test_two_sessions_are_independent(server_url):
-    with PushBenchClient(base_url=server_url).sync() as a, \
-            PushBenchClient(base_url=server_url).sync() as b:
+    with (
+        PushBenchClient(base_url=server_url).sync() as a,
+        PushBenchClient(base_url=server_url).sync() as b,
+    ):
         a.reset(task="RepoScan-N10", seed=0)
         b.reset(task="DataOps-N3", seed=0)
         a.step(PushBenchAction(tool="status"))

@@ -48,8 +48,10 @@ def _drive(envs, task, seeds):
         p.reset(o)
     records: list[dict | None] = [None] * n
     while any(r is None for r in records):
-        acts = [p.act(o) if records[i] is None else {"tool": "status"}
-                for i, (p, o) in enumerate(zip(pols, obs, strict=True))]
+        acts = [
+            p.act(o) if records[i] is None else {"tool": "status"}
+            for i, (p, o) in enumerate(zip(pols, obs, strict=True))
+        ]
         obs, _, term, trunc, _ = envs.step(acts)
         done = np.logical_or(term, trunc)
         if done.any():
@@ -60,10 +62,15 @@ def _drive(envs, task, seeds):
     return records
 
 
-@pytest.mark.parametrize("task,controller", [("RepoScan-N10", "stateqgp"),
-                                             ("RepoScan-N10", "standard"),
-                                             ("DataOps-N3", "unitqgp"),
-                                             ("SWELite-N3", "verifier_gated")])
+@pytest.mark.parametrize(
+    "task,controller",
+    [
+        ("RepoScan-N10", "stateqgp"),
+        ("RepoScan-N10", "standard"),
+        ("DataOps-N3", "unitqgp"),
+        ("SWELite-N3", "verifier_gated"),
+    ],
+)
 def test_make_vec_records_equal_the_runner(task, controller):
     seeds = [0, 1, 2]
     envs = pushbench.make_vec(task, 3, controller=controller)
@@ -82,8 +89,7 @@ def test_async_make_vec_with_controller_equals_sync():
     seeds = [5, 6]
     out = {}
     for mode in ("sync", "async"):
-        envs = pushbench.make_vec("RepoScan-N10", 2, controller="stateqgp",
-                                  vectorization_mode=mode)
+        envs = pushbench.make_vec("RepoScan-N10", 2, controller="stateqgp", vectorization_mode=mode)
         try:
             out[mode] = _drive(envs, "RepoScan-N10", seeds)
         finally:
@@ -132,13 +138,17 @@ def test_disabled_autoreset_keeps_finished_copies_until_masked_reset():
         envs.close()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"num_envs": 0}, "num_envs"), ({"num_envs": True}, "num_envs"),
-    ({"vectorization_mode": "threads"}, "vectorization_mode"),
-    ({"autoreset_mode": "sometimes"}, "autoreset_mode"),
-    ({"controller": "no-such-controller"}, "no-such-controller"),
-    ({"budget": 0}, "budget"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"num_envs": 0}, "num_envs"),
+        ({"num_envs": True}, "num_envs"),
+        ({"vectorization_mode": "threads"}, "vectorization_mode"),
+        ({"autoreset_mode": "sometimes"}, "autoreset_mode"),
+        ({"controller": "no-such-controller"}, "no-such-controller"),
+        ({"budget": 0}, "budget"),
+    ],
+)
 def test_make_vec_bad_arguments_fail_clearly(kwargs, match):
     args = {"num_envs": 2, **kwargs}
     with pytest.raises((ValueError, KeyError), match=match):
@@ -163,11 +173,12 @@ def test_controller_infos_of_any_shape_batch(mode):
             _, _, _, _, info = envs.step(envs.action_space.sample())
             if "controller" not in info:  # every copy was autoresetting on this step
                 continue
-            entries = [json.loads(t)
-                       for t, m in zip(info["controller"], info["_controller"], strict=True)
-                       if m]
-            assert all({"step", "proposed", "executed", "interventions"} <= set(e)
-                       for e in entries)
+            entries = [
+                json.loads(t)
+                for t, m in zip(info["controller"], info["_controller"], strict=True)
+                if m
+            ]
+            assert all({"step", "proposed", "executed", "interventions"} <= set(e) for e in entries)
             seen_interventions += sum(bool(e["interventions"]) for e in entries)
         assert seen_interventions > 0
     finally:

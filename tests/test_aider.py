@@ -46,10 +46,16 @@ def test_shipped_pin_is_one_exact_aider_version():
     assert pin.version_of("aider_chat") == "0.86.2"
 
 
-@pytest.mark.parametrize("text,why", [
-    ("aider-chat>=0.86\n", "not an exact pin"), ("# nothing\n\n", "pins nothing"),
-    ("aider-chat==1\naider_chat==2\n", "twice"), ("-e .\n", "not an exact pin"),
-    ("https://x/y.whl\n", "not an exact pin")])
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("aider-chat>=0.86\n", "not an exact pin"),
+        ("# nothing\n\n", "pins nothing"),
+        ("aider-chat==1\naider_chat==2\n", "twice"),
+        ("-e .\n", "not an exact pin"),
+        ("https://x/y.whl\n", "not an exact pin"),
+    ],
+)
 def test_pin_file_errors_name_the_problem(text, why):
     with pytest.raises(B.BaselineError, match=why):
         B.parse_pin("aider", text)
@@ -63,12 +69,14 @@ def test_any_pin_text_parses_to_exact_pins_or_one_clear_error(text):
     except B.BaselineError as e:
         assert "\n" not in str(e)
         return
-    assert pin.requirements and all(re.fullmatch(r"[^=\s#]+==[^=\s#]+", r)
-                                    for r in pin.requirements)
+    assert pin.requirements and all(
+        re.fullmatch(r"[^=\s#]+==[^=\s#]+", r) for r in pin.requirements
+    )
 
 
 def _fake_runner(calls):
     """Does what ``python -m venv`` + pip leave behind (the program), recording each call."""
+
     def run(cmd, **kw):
         calls.append(cmd)
         if cmd[1:3] == ["-m", "venv"]:
@@ -77,7 +85,9 @@ def _fake_runner(calls):
             prog = Path(cmd[0]).parent / "aider"
             prog.write_text("#!/bin/sh\n")
         import subprocess
+
         return subprocess.CompletedProcess(cmd, 0, "", "")
+
     return run
 
 
@@ -89,7 +99,7 @@ def test_install_is_idempotent_by_the_pins_digest(tmp_path, monkeypatch):
     assert "aider-chat==0.86.2" in calls[1]
     assert B.installed("aider")["pin_digest"] == B.read_pin("aider").digest
     again = B.install("aider", run=_fake_runner(calls))
-    assert again["kept"] and len(calls) == 2          # nothing run the second time
+    assert again["kept"] and len(calls) == 2  # nothing run the second time
     # another pin: the marker no longer matches, the venv is rebuilt
     pins = tmp_path / "pins"
     pins.mkdir()
@@ -110,13 +120,20 @@ def test_pip_failure_is_one_line_quoting_pips_error(tmp_path, monkeypatch):
         if cmd[1:3] == ["-m", "venv"]:
             (Path(cmd[3]) / "bin").mkdir(parents=True)
             return subprocess.CompletedProcess(cmd, 0, "", "")
-        return subprocess.CompletedProcess(cmd, 1, "", "Looking in indexes: x\nERROR: Could not "
-                                           "find a version that satisfies the requirement "
-                                           "aider-chat==0.86.2\nhint: offline?\n")
+        return subprocess.CompletedProcess(
+            cmd,
+            1,
+            "",
+            "Looking in indexes: x\nERROR: Could not "
+            "find a version that satisfies the requirement "
+            "aider-chat==0.86.2\nhint: offline?\n",
+        )
+
     with pytest.raises(B.BaselineError) as e:
         B.install("aider", run=run)
-    assert str(e.value).endswith("ERROR: Could not find a version that satisfies the "
-                                 "requirement aider-chat==0.86.2")
+    assert str(e.value).endswith(
+        "ERROR: Could not find a version that satisfies the requirement aider-chat==0.86.2"
+    )
     assert "\n" not in str(e.value) and not B.venv_dir("aider").exists()
 
 
@@ -152,8 +169,11 @@ def test_cli_baselines_errors_are_one_line(tmp_path, monkeypatch):
 
 
 # ----- oracle-edit ---------------------------------------------------------------------------
-_BLOCK = re.compile(r"^(?P<path>[^\n`]+)\n```[^\n]*\n<<<<<<< SEARCH\n(?P<search>.*?)^=======\n"
-                    r"(?P<replace>.*?)^>>>>>>> REPLACE\n```", re.MULTILINE | re.DOTALL)
+_BLOCK = re.compile(
+    r"^(?P<path>[^\n`]+)\n```[^\n]*\n<<<<<<< SEARCH\n(?P<search>.*?)^=======\n"
+    r"(?P<replace>.*?)^>>>>>>> REPLACE\n```",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def parse_blocks(text: str) -> list[tuple[str, str, str]]:
@@ -162,11 +182,16 @@ def parse_blocks(text: str) -> list[tuple[str, str, str]]:
 
 
 def _chat(client, last_user: str, stream: bool, system: str = "You are Aider.") -> str:
-    body = {"model": "pushbench-policy", "stream": stream, "messages": [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "Example request"},
-        {"role": "assistant", "content": "Example answer"},
-        {"role": "user", "content": last_user}]}
+    body = {
+        "model": "pushbench-policy",
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Example request"},
+            {"role": "assistant", "content": "Example answer"},
+            {"role": "user", "content": last_user},
+        ],
+    }
     r = client.post("/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
     if not stream:
@@ -189,7 +214,7 @@ def test_oracle_edit_answers_with_the_reference_fix(tiny, stream):
     a, b = units[0], units[1]
     text = _chat(client, f"Fix these:\n{b['issue']}\n\n{a['issue']}\n", stream)
     blocks = parse_blocks(text)
-    assert [p for p, _, _ in blocks] == [b["file"], a["file"]]   # in the message's order
+    assert [p for p, _, _ in blocks] == [b["file"], a["file"]]  # in the message's order
     for (_path, search, replace), u in zip(blocks, (b, a), strict=True):
         assert search == u["mutated_func"] and replace == u["original_func"]
     # The answer comes from the last user message only (Aider's examples come first).
@@ -204,8 +229,9 @@ def test_oracle_edit_on_the_cli_and_labelled_oracle():
 
 
 # ----- Aider's changes as edit_file calls ----------------------------------------------------
-_lines = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "    return x\n", "\n", "pass\n"]),
-                  max_size=25)
+_lines = st.lists(
+    st.sampled_from(["a\n", "b\n", "c\n", "    return x\n", "\n", "pass\n"]), max_size=25
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -240,32 +266,40 @@ def test_tree_and_changes_leave_out_aiders_files(tmp_path):
 def _program(tmp_path: Path, body: str) -> str:
     """An executable in Aider's place: it gets Aider's argv and its cwd (the copy)."""
     p = tmp_path / "fake-aider"
-    p.write_text(f"#!{sys.executable}\nimport sys, os, time, pathlib\n"
-                 "argv = sys.argv\n"
-                 "if '--version' in argv:\n    print('aider 0.0-standin'); sys.exit(0)\n"
-                 "hist = pathlib.Path(argv[argv.index('--llm-history-file') + 1])\n"
-                 + body)
+    p.write_text(
+        f"#!{sys.executable}\nimport sys, os, time, pathlib\n"
+        "argv = sys.argv\n"
+        "if '--version' in argv:\n    print('aider 0.0-standin'); sys.exit(0)\n"
+        "hist = pathlib.Path(argv[argv.index('--llm-history-file') + 1])\n" + body
+    )
     p.chmod(p.stat().st_mode | stat.S_IXUSR)
     return str(p)
 
 
-_REQUESTS = ("for i in range({n}):\n"
-             "    with open(hist, 'a') as f:\n"
-             "        f.write(f'TO LLM 2026-01-01T00:00:0{{i}}\\nUSER hi\\n'\n"
-             "                'LLM RESPONSE 2026-01-01T00:00:0{{i}}\\nASSISTANT ok\\n')\n")
-_EDIT = ("f = pathlib.Path('src/requests/__version__.py')\n"
-         "f.write_text(f.read_text() + '# touched by the stand-in\\n')\n")
+_REQUESTS = (
+    "for i in range({n}):\n"
+    "    with open(hist, 'a') as f:\n"
+    "        f.write(f'TO LLM 2026-01-01T00:00:0{{i}}\\nUSER hi\\n'\n"
+    "                'LLM RESPONSE 2026-01-01T00:00:0{{i}}\\nASSISTANT ok\\n')\n"
+)
+_EDIT = (
+    "f = pathlib.Path('src/requests/__version__.py')\n"
+    "f.write_text(f.read_text() + '# touched by the stand-in\\n')\n"
+)
 
 
 def _episode(tmp_path, body, controller="standard", budget=None, **params):
-    pol = AiderPolicy(seed=0, aider_bin=_program(tmp_path, body),
-                      base_url="http://127.0.0.1:9/v1", **params)
+    pol = AiderPolicy(
+        seed=0, aider_bin=_program(tmp_path, body), base_url="http://127.0.0.1:9/v1", **params
+    )
     return run_episode("SWELite-requests-N3", controller, pol, 0, budget=budget)
 
 
 def test_count_requests_reads_aiders_llm_history():
-    hist = ("TO LLM 2026-12-01T23:00:00\n-------\nSYSTEM x\nTO LLM is not a header here\n"
-            "LLM RESPONSE 2026-12-01T23:00:01\nASSISTANT y\nTO LLM 2026-12-01T23:00:02\n")
+    hist = (
+        "TO LLM 2026-12-01T23:00:00\n-------\nSYSTEM x\nTO LLM is not a header here\n"
+        "LLM RESPONSE 2026-12-01T23:00:01\nASSISTANT y\nTO LLM 2026-12-01T23:00:02\n"
+    )
     assert count_requests(hist) == 2
 
 
@@ -286,9 +320,16 @@ def test_step_charge_one_step_per_request_or_edit(tiny, tmp_path):
 
 
 def test_more_edits_than_requests_costs_the_edits(tiny, tmp_path):
-    rec = _episode(tmp_path, _REQUESTS.format(n=1) + _EDIT + (
-        "g = pathlib.Path('src/requests/__init__.py')\n"
-        "g.write_text('# head\\n' + g.read_text())\n"), budget=7)
+    rec = _episode(
+        tmp_path,
+        _REQUESTS.format(n=1)
+        + _EDIT
+        + (
+            "g = pathlib.Path('src/requests/__init__.py')\n"
+            "g.write_text('# head\\n' + g.read_text())\n"
+        ),
+        budget=7,
+    )
     assert [c["tool"] for c in rec["calls"]][5:] == ["edit_file", "edit_file"]
     assert rec["aider"]["status_charged"] == 0
 
@@ -302,8 +343,10 @@ def test_crashed_aider_is_a_backend_error_with_the_record(tiny, tmp_path):
 
 def test_aider_killed_mid_turn_is_a_backend_error_with_the_record(tiny, tmp_path):
     # a real SIGKILL of the process after its first request, as an OOM killer or a user would
-    rec = _episode(tmp_path, _REQUESTS.format(n=1)
-                   + "import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n")
+    rec = _episode(
+        tmp_path,
+        _REQUESTS.format(n=1) + "import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n",
+    )
     assert rec["terminated_by"] == "error" and rec["error"]["type"] == "aider_crashed"
     assert rec["metrics"]["error"] is True and rec["steps_used"] == len(rec["calls"])
 
@@ -346,12 +389,18 @@ def test_aider_oracle_episodes_standard_and_unitqgp(tmp_path, monkeypatch):
     import subprocess
 
     exp = tmp_path / "exp.yaml"
-    exp.write_text("name: aider-oracle\ntasks: [SWELite-requests-N3]\n"
-                   "controllers: [standard, unitqgp]\nseeds: [0]\n"
-                   "policies:\n  - name: aider\n    params: {model_server: oracle-edit}\n")
+    exp.write_text(
+        "name: aider-oracle\ntasks: [SWELite-requests-N3]\n"
+        "controllers: [standard, unitqgp]\nseeds: [0]\n"
+        "policies:\n  - name: aider\n    params: {model_server: oracle-edit}\n"
+    )
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run", str(exp), "--out",
-                           str(out)], capture_output=True, text=True, timeout=3000)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pushbench.cli", "run", str(exp), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert sorted(x["controller"]["name"] for x in lines) == ["standard", "unitqgp"]
@@ -364,6 +413,7 @@ def test_aider_oracle_episodes_standard_and_unitqgp(tmp_path, monkeypatch):
         assert line["aider"]["model_requests"] >= 1
         assert "transcript" not in line
     import gzip
+
     for trace in (out / "traces").glob("*.json.gz"):
         rec = json.loads(gzip.decompress(trace.read_bytes()))
         turns = rec["transcript"]
@@ -386,12 +436,30 @@ def test_aider_smollm2_episode_is_recorded(tmp_path, monkeypatch):
 
     require_local_llm()
     program = _real_aider()
-    args = ["--model", str(gguf_path()), "--chat_format", "chatml", "--host", "127.0.0.1",
-            "--port", str(free_port()), "--n_ctx", "8192", "--n_threads", "2"]
+    args = [
+        "--model",
+        str(gguf_path()),
+        "--chat_format",
+        "chatml",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--n_ctx",
+        "8192",
+        "--n_threads",
+        "2",
+    ]
     with serve(args, tmp_path / "llama.log") as url:
-        pol = AiderPolicy(seed=0, aider_bin=program, base_url=url,
-                          model="SmolLM2-135M-Instruct", context=8192, max_tokens=256,
-                          turn_timeout=1800.0)
+        pol = AiderPolicy(
+            seed=0,
+            aider_bin=program,
+            base_url=url,
+            model="SmolLM2-135M-Instruct",
+            context=8192,
+            max_tokens=256,
+            turn_timeout=1800.0,
+        )
         rec = run_episode("SWELite-requests-N3", "standard", pol, 0)
     assert rec["terminated_by"] in ("final", "budget"), rec.get("error")
     assert rec["steps_used"] == len(rec["calls"]) and rec["simulated"] is False
@@ -399,9 +467,15 @@ def test_aider_smollm2_episode_is_recorded(tmp_path, monkeypatch):
     assert "oracle" not in rec["policy"]
     turn = rec["transcript"][0]
     assert turn["rc"] == 0 and turn["llm_history"].count("TO LLM ") >= 1
-    print(json.dumps({"valid_count": rec["valid_count"], "steps_used": rec["steps_used"],
-                      **{k: rec["aider"][k] for k in ("model_requests", "edit_calls",
-                                                      "aider_seconds")}}))
+    print(
+        json.dumps(
+            {
+                "valid_count": rec["valid_count"],
+                "steps_used": rec["steps_used"],
+                **{k: rec["aider"][k] for k in ("model_requests", "edit_calls", "aider_seconds")},
+            }
+        )
+    )
 
 
 def test_experiment_file_loads_and_the_estimate_bounds_requests_by_the_budget():

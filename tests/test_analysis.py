@@ -31,33 +31,57 @@ def test_derived_labels():
     # a record stores a preset's resolved params: the defaults are not part of the identity
     from pushbench.policies import make_policy
 
-    assert derived_label("simulated-mid", make_policy("simulated-mid", seed=3).params) \
+    assert (
+        derived_label("simulated-mid", make_policy("simulated-mid", seed=3).params)
         == "simulated-mid"
-    assert derived_label("simulated-mid", {**make_policy("simulated-mid").params, "window": 4}) \
+    )
+    assert (
+        derived_label("simulated-mid", {**make_policy("simulated-mid").params, "window": 4})
         == "simulated-mid[window=4]"
-    assert derived_label("llm", {"model": "gpt-4.1-mini", "base_url": None, "prices": {"x": 1},
-                                 "timeout": 5}) == "llm[model=gpt-4.1-mini]"
-    assert derived_label("llm-langgraph", {"model": "m", "base_url": "http://h:1/v1"}) \
+    )
+    assert (
+        derived_label(
+            "llm", {"model": "gpt-4.1-mini", "base_url": None, "prices": {"x": 1}, "timeout": 5}
+        )
+        == "llm[model=gpt-4.1-mini]"
+    )
+    assert (
+        derived_label("llm-langgraph", {"model": "m", "base_url": "http://h:1/v1"})
         == "llm-langgraph[model=m,base_url=http://h:1/v1]"
-    assert derived_label("blackbox-mcp:claude:checklist", {"agent": "claude"}) \
+    )
+    assert (
+        derived_label("blackbox-mcp:claude:checklist", {"agent": "claude"})
         == "blackbox-mcp:claude:checklist"
+    )
     assert label_of({"name": "x", "params": {"a": 1}, "label": "mine"}) == "mine"
     assert label_of("bare") == "bare"
 
 
 def test_keys_of_runs_without_labels_are_unchanged():
-    exp = validate({"name": "k", "tasks": ["RepoScan-requests-returns-N10"],
-                    "controllers": ["standard"], "seeds": [0],
-                    "policies": ["diligent", {"name": "simulated-mid", "params": {"window": 4}},
-                                 {"name": "simulated-mid", "label": "mid-default"}]})
+    exp = validate(
+        {
+            "name": "k",
+            "tasks": ["RepoScan-requests-returns-N10"],
+            "controllers": ["standard"],
+            "seeds": [0],
+            "policies": [
+                "diligent",
+                {"name": "simulated-mid", "params": {"window": 4}},
+                {"name": "simulated-mid", "label": "mid-default"},
+            ],
+        }
+    )
     specs = expand(exp)
     assert specs[0].key == legacy_key("RepoScan-requests-returns-N10", "standard", "diligent", 0)
-    assert specs[1].key == legacy_key("RepoScan-requests-returns-N10", "standard",
-                                      'simulated-mid{"window":4}', 0)
-    assert specs[2].key == legacy_key("RepoScan-requests-returns-N10", "standard", "mid-default",
-                                      0)
-    assert [p.report_label for p in exp.policies] == ["diligent", "simulated-mid[window=4]",
-                                                      "mid-default"]
+    assert specs[1].key == legacy_key(
+        "RepoScan-requests-returns-N10", "standard", 'simulated-mid{"window":4}', 0
+    )
+    assert specs[2].key == legacy_key("RepoScan-requests-returns-N10", "standard", "mid-default", 0)
+    assert [p.report_label for p in exp.policies] == [
+        "diligent",
+        "simulated-mid[window=4]",
+        "mid-default",
+    ]
     # result_fields (compared on resume) look as before for entries without a label
     assert exp.result_fields()["policies"][0] == {"name": "diligent", "params": {}}
 
@@ -65,46 +89,79 @@ def test_keys_of_runs_without_labels_are_unchanged():
 def test_run_episode_key_and_label_agree_with_the_spec():
     from pushbench.runner.episode import run_episode
 
-    exp = validate({"name": "k", "tasks": ["RepoScan-requests-returns-N10"],
-                    "controllers": ["stateqgp"], "seeds": [1],
-                    "policies": [{"name": "simulated-weak", "params": {"window": 3}},
-                                 {"name": "simulated-weak", "label": "weak-plain"}]})
+    exp = validate(
+        {
+            "name": "k",
+            "tasks": ["RepoScan-requests-returns-N10"],
+            "controllers": ["stateqgp"],
+            "seeds": [1],
+            "policies": [
+                {"name": "simulated-weak", "params": {"window": 3}},
+                {"name": "simulated-weak", "label": "weak-plain"},
+            ],
+        }
+    )
     for spec in expand(exp):
-        rec = run_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
-                          instance=spec.instance, policy_params=dict(spec.policy_params) or None,
-                          label=spec.policy_label)
+        rec = run_episode(
+            spec.task_id,
+            spec.controller,
+            spec.policy,
+            spec.seed,
+            instance=spec.instance,
+            policy_params=dict(spec.policy_params) or None,
+            label=spec.policy_label,
+        )
         assert rec["key"] == spec.key
     assert rec["policy"]["label"] == "weak-plain"
     assert policy_key_id("simulated-weak", {"window": 3}) == 'simulated-weak{"window":3}'
 
 
-@pytest.mark.parametrize("policies,problem", [
-    ([{"name": "llm", "params": {"model": "m", "temperature": 0}},
-      {"name": "llm", "params": {"model": "m", "temperature": 1}}], "share the label"),
-    (["diligent", "diligent"], "listed twice"),
-    ([{"name": "diligent", "label": "has space"}], "label"),
-])
+@pytest.mark.parametrize(
+    "policies,problem",
+    [
+        (
+            [
+                {"name": "llm", "params": {"model": "m", "temperature": 0}},
+                {"name": "llm", "params": {"model": "m", "temperature": 1}},
+            ],
+            "share the label",
+        ),
+        (["diligent", "diligent"], "listed twice"),
+        ([{"name": "diligent", "label": "has space"}], "label"),
+    ],
+)
 def test_label_problems_are_rejected(policies, problem):
     from pushbench.runner.experiment import ExperimentError
 
     with pytest.raises(ExperimentError, match=problem):
-        validate({"name": "k", "tasks": ["RepoScan-requests-returns-N10"],
-                  "controllers": ["standard"], "seeds": [0], "policies": policies})
+        validate(
+            {
+                "name": "k",
+                "tasks": ["RepoScan-requests-returns-N10"],
+                "controllers": ["standard"],
+                "seeds": [0],
+                "policies": policies,
+            }
+        )
 
 
 def test_two_param_sets_of_one_preset_are_two_rows_and_separate_deltas(tmp_path):
     from pushbench.runner.sweep import run_experiment
 
-    exp = validate({"name": "two-mids", "tasks": ["RepoScan-requests-returns-N10",
-                                                  "RepoScan-flask-decorated-N25"],
-                    "controllers": ["standard", "stateqgp"], "seeds": [0, 1],
-                    "policies": ["simulated-mid",
-                                 {"name": "simulated-mid", "params": {"window": 2}}]})
+    exp = validate(
+        {
+            "name": "two-mids",
+            "tasks": ["RepoScan-requests-returns-N10", "RepoScan-flask-decorated-N25"],
+            "controllers": ["standard", "stateqgp"],
+            "seeds": [0, 1],
+            "policies": ["simulated-mid", {"name": "simulated-mid", "params": {"window": 2}}],
+        }
+    )
     run_experiment(exp, tmp_path, progress=False)
     frames = report.write_report(report.load_episodes(tmp_path), tmp_path, n_resamples=199)
     s = frames["summary"]
     assert sorted(set(s["policy"])) == ["simulated-mid", "simulated-mid[window=2]"]
-    assert (s["n_episodes"] == 2).all() and len(s) == 2 * 2 * 2   # never one row with n = 4
+    assert (s["n_episodes"] == 2).all() and len(s) == 2 * 2 * 2  # never one row with n = 4
     d = frames["paired_deltas"]
     succ = d[(d["metric"] == "success") & ~d["pooled"]]
     assert sorted(set(succ["policy"])) == ["simulated-mid", "simulated-mid[window=2]"]
@@ -130,8 +187,13 @@ def suite_lines() -> list[dict]:
             inst = f"inst{seed % 6}"
             for ctrl, p in (("standard", 0.3), ("stateqgp", 0.8)):
                 ok = rng.random() < p
-                ep = line(ctrl, instance=inst, target=target, seed=seed,
-                          valid=target if ok else target // 2)
+                ep = line(
+                    ctrl,
+                    instance=inst,
+                    target=target,
+                    seed=seed,
+                    valid=target if ok else target // 2,
+                )
                 ep["task_id"] = f"RepoScan-N{target}"
                 ep["key"] = f"{ep['key']}|suite"
                 out.append(ep)
@@ -141,7 +203,7 @@ def suite_lines() -> list[dict]:
 def test_suite_tasks_cluster_by_instance_not_task_id():
     d = report.paired_deltas(suite_lines(), metrics=["success"], n_resamples=499)
     per = d[~d["pooled"]]
-    assert list(per["n_clusters"]) == [6, 6]        # by task id it would be 1 cluster each
+    assert list(per["n_clusters"]) == [6, 6]  # by task id it would be 1 cluster each
     assert (per["n_pairs"] == 12).all()
     pooled = d[d["pooled"]].iloc[0]
     assert pooled["n_clusters"] == 6 and pooled["n_pairs"] == 24 and pooled["n_targets"] == 2
@@ -152,8 +214,9 @@ def test_pooled_row_is_the_mean_of_instance_means_over_all_targets():
     eps = synthetic_run(n_instances=4, seeds=(0, 1, 2), targets=(10, 25))
     df = report.episodes_frame(eps)
     d = report.paired_deltas(df, metrics=["success"], n_resamples=499)
-    row = d[d["pooled"] & (d["controller_a"] == "stateqgp")
-            & (d["controller_b"] == "standard")].iloc[0]
+    row = d[
+        d["pooled"] & (d["controller_a"] == "stateqgp") & (d["controller_b"] == "standard")
+    ].iloc[0]
     a = df[df["controller"] == "stateqgp"].set_index(["target", "instance", "seed"])["success"]
     b = df[df["controller"] == "standard"].set_index(["target", "instance", "seed"])["success"]
     diff = (a.astype(float) - b.astype(float)).groupby(level="instance").mean()
@@ -161,10 +224,21 @@ def test_pooled_row_is_the_mean_of_instance_means_over_all_targets():
     assert row["n_clusters"] == 4 and row["n_pairs"] == 24 and pd.isna(row["target"])
     csv = report.to_csv_bytes(d).decode().splitlines()
     head = csv[0].split(",")
-    assert {"pooled", "target", "ci_method", "p_value", "p_holm", "n_clusters", "degenerate",
-            "n_pairs", "mean_a", "mean_b", "confidence"} <= set(head)
+    assert {
+        "pooled",
+        "target",
+        "ci_method",
+        "p_value",
+        "p_holm",
+        "n_clusters",
+        "degenerate",
+        "n_pairs",
+        "mean_a",
+        "mean_b",
+        "confidence",
+    } <= set(head)
     pooled_line = next(x for x in csv[1:] if x.split(",")[head.index("pooled")] == "True")
-    assert pooled_line.split(",")[head.index("target")] == ""    # empty, not "all" or NaN
+    assert pooled_line.split(",")[head.index("target")] == ""  # empty, not "all" or NaN
 
 
 def test_holm_family_is_the_testable_rows_of_one_family_metric_and_scope():
@@ -182,11 +256,12 @@ def test_holm_family_is_the_testable_rows_of_one_family_metric_and_scope():
 # ----- section 3: pass^k and steps_ratio -----------------------------------------------------
 def test_pass_hat_k_by_hand():
     assert report.pass_hat_k(3, 3, 3) == 1.0 and report.pass_hat_k(2, 3, 3) == 0.0
-    assert report.pass_hat_k(2, 3, 2) == pytest.approx(1 / 3)      # C(2,2)/C(3,2)
+    assert report.pass_hat_k(2, 3, 2) == pytest.approx(1 / 3)  # C(2,2)/C(3,2)
     assert report.pass_hat_k(2, 3, 1) == pytest.approx(2 / 3)
     assert math.isnan(report.pass_hat_k(1, 1, 2))
-    eps = [line("standard", instance="a", seed=s, valid=10) for s in range(3)] + \
-          [line("standard", instance="b", seed=s, valid=10 if s == 0 else 2) for s in range(3)]
+    eps = [line("standard", instance="a", seed=s, valid=10) for s in range(3)] + [
+        line("standard", instance="b", seed=s, valid=10 if s == 0 else 2) for s in range(3)
+    ]
     s = report.summary_table(eps, steps_reference=False).iloc[0]
     assert s["pass^1"] == pytest.approx((1 + 1 / 3) / 2) == pytest.approx(s["success_rate"])
     assert s["pass^2"] == pytest.approx((1 + 0) / 2)
@@ -206,28 +281,33 @@ def test_pass_hat_k_is_monotone_in_k(cn):
 def test_steps_ratio_uses_diligent_rows_or_computes_the_same_reference(tmp_path):
     from pushbench.runner.sweep import run_experiment
 
-    exp = validate({"name": "ratio", "tasks": ["RepoScan-requests-returns-N10",
-                                               "RepoScan-flask-decorated-N25"],
-                    "controllers": ["standard", "stateqgp"], "seeds": [0, 1],
-                    "policies": ["diligent", "simulated-strong"]})
+    exp = validate(
+        {
+            "name": "ratio",
+            "tasks": ["RepoScan-requests-returns-N10", "RepoScan-flask-decorated-N25"],
+            "controllers": ["standard", "stateqgp"],
+            "seeds": [0, 1],
+            "policies": ["diligent", "simulated-strong"],
+        }
+    )
     run_experiment(exp, tmp_path, progress=False)
     df = report.episodes_frame(report.load_episodes(tmp_path))
     in_run = reference.steps_ratio(df, on_demand=False)
     reference.diligent_steps.cache_clear()
     computed = reference.steps_ratio(df[df["policy"] != "diligent"], on_demand=True)
-    assert reference.diligent_steps.cache_info().misses == 4     # 2 tasks x 2 seeds, cached
+    assert reference.diligent_steps.cache_info().misses == 4  # 2 tasks x 2 seeds, cached
     sim = df["policy"] != "diligent"
     pd.testing.assert_series_equal(in_run[sim], computed, check_names=False)
     ok = df["success"] & sim
     assert in_run[ok].notna().all() and in_run[~df["success"]].isna().all()
     dil = df[(df["policy"] == "diligent") & (df["controller"] == "standard")]
-    assert (in_run[dil.index] == 1.0).all()     # the reference against itself
+    assert (in_run[dil.index] == 1.0).all()  # the reference against itself
     s = report.summary_table(df)
     assert s["steps_ratio"].notna().any()
 
 
 def test_steps_ratio_is_nan_without_a_reference():
-    df = report.episodes_frame([line("standard")])       # task RS-i1-N10 does not exist here
+    df = report.episodes_frame([line("standard")])  # task RS-i1-N10 does not exist here
     assert reference.steps_ratio(df).isna().all()
 
 
@@ -238,16 +318,32 @@ def new_metrics(ep: dict, **values) -> dict:
 
 
 def test_contract_metrics_reach_frame_and_summary_and_old_lines_are_nan():
-    eps = [new_metrics(line("standard", seed=0, valid=6, reported=10), precision=0.5,
-                       rejected=4, proposed_duplicate_rate=0.25, false_claim=True,
-                       honest_stop=False, gated_over_claim=None, anytime_steps=[3, 5, None, None]),
-           new_metrics(line("standard", seed=1, valid=10), precision=1.0, rejected=0,
-                       proposed_duplicate_rate=0.0, false_claim=False, honest_stop=False,
-                       gated_over_claim=2.0, anytime_steps=[2, 4, 6, 8]),
-           line("standard", seed=2, valid=10)]                          # an older line
+    eps = [
+        new_metrics(
+            line("standard", seed=0, valid=6, reported=10),
+            precision=0.5,
+            rejected=4,
+            proposed_duplicate_rate=0.25,
+            false_claim=True,
+            honest_stop=False,
+            gated_over_claim=None,
+            anytime_steps=[3, 5, None, None],
+        ),
+        new_metrics(
+            line("standard", seed=1, valid=10),
+            precision=1.0,
+            rejected=0,
+            proposed_duplicate_rate=0.0,
+            false_claim=False,
+            honest_stop=False,
+            gated_over_claim=2.0,
+            anytime_steps=[2, 4, 6, 8],
+        ),
+        line("standard", seed=2, valid=10),
+    ]  # an older line
     df = report.episodes_frame(eps)
     assert df["precision"].tolist()[:2] == [0.5, 1.0] and math.isnan(df["precision"].iloc[2])
-    assert df["steps_to_75"].iloc[0] != df["steps_to_75"].iloc[0]       # never reached: NaN
+    assert df["steps_to_75"].iloc[0] != df["steps_to_75"].iloc[0]  # never reached: NaN
     s = report.summary_table(df, steps_reference=False).iloc[0]
     assert s["precision"] == pytest.approx(0.75) and s["mean_rejected"] == pytest.approx(2)
     assert s["proposed_duplicate_rate"] == pytest.approx(0.125)
@@ -257,16 +353,21 @@ def test_contract_metrics_reach_frame_and_summary_and_old_lines_are_nan():
 
 
 def test_tampered_lines_are_counted_and_excluded_everywhere(tmp_path):
-    eps = [line("standard", instance=i, seed=0, valid=10) for i in "abc"] + \
-          [line("stateqgp", instance=i, seed=0, valid=10) for i in "abc"]
-    eps[0] = {**eps[0], "tampered": True, "tamper_reasons": ["verdict of x changed"],
-              "blackbox": {"out_of_band_edits_count": 2}}
+    eps = [line("standard", instance=i, seed=0, valid=10) for i in "abc"] + [
+        line("stateqgp", instance=i, seed=0, valid=10) for i in "abc"
+    ]
+    eps[0] = {
+        **eps[0],
+        "tampered": True,
+        "tamper_reasons": ["verdict of x changed"],
+        "blackbox": {"out_of_band_edits_count": 2},
+    }
     frames = report.write_report(eps, tmp_path, n_resamples=199)
     s = frames["summary"].set_index("controller")
     assert s.loc["standard", "n_tampered"] == 1 and s.loc["standard", "n_episodes"] == 2
     assert s.loc["stateqgp", "n_tampered"] == 0 and "out_of_band_edits" in s.columns
     d = frames["paired_deltas"]
-    assert (d["n_clusters"] == 2).all()                  # instance a lost its standard side
+    assert (d["n_clusters"] == 2).all()  # instance a lost its standard side
     md = (tmp_path / "report.md").read_text()
     assert "| tampered |" in md or "tampered" in md.split("## Failures")[1]
     fails = report.failures(frames["episodes"])
@@ -274,31 +375,45 @@ def test_tampered_lines_are_counted_and_excluded_everywhere(tmp_path):
 
 
 def test_failure_classes():
-    eps = [line("standard", seed=0, valid=4, reported=10),                 # false claim
-           line("standard", seed=1, valid=4, reported=4),                  # honest stop
-           line("standard", seed=2, valid=4, terminated_by="ask_user"),    # premature stop
-           line("standard", seed=3, valid=4, terminated_by="budget", steps=40),
-           {**line("standard", seed=4, valid=4, terminated_by="error"), "error": "x"},
-           {**line("standard", seed=5, valid=2, terminated_by=None), "incomplete": True},
-           line("standard", seed=6, valid=10)]                             # success
+    eps = [
+        line("standard", seed=0, valid=4, reported=10),  # false claim
+        line("standard", seed=1, valid=4, reported=4),  # honest stop
+        line("standard", seed=2, valid=4, terminated_by="ask_user"),  # premature stop
+        line("standard", seed=3, valid=4, terminated_by="budget", steps=40),
+        {**line("standard", seed=4, valid=4, terminated_by="error"), "error": "x"},
+        {**line("standard", seed=5, valid=2, terminated_by=None), "incomplete": True},
+        line("standard", seed=6, valid=10),
+    ]  # success
     got = report.failures(report.episodes_frame(eps)).set_index("seed")["failure"].to_dict()
-    assert got == {0: "false_claim", 1: "honest_stop", 2: "premature_stop",
-                   3: "budget_exhausted", 4: "backend_error", 5: "incomplete"}
+    assert got == {
+        0: "false_claim",
+        1: "honest_stop",
+        2: "premature_stop",
+        3: "budget_exhausted",
+        4: "backend_error",
+        5: "incomplete",
+    }
 
 
 # ----- outside input: lines with or without the newer fields -----------------------------
-OPTIONAL = {"precision": st.one_of(st.none(), st.floats(0, 1)),
-            "rejected": st.integers(0, 50),
-            "proposed_duplicate_rate": st.one_of(st.none(), st.floats(0, 1)),
-            "false_claim": st.booleans(), "honest_stop": st.booleans(),
-            "gated_over_claim": st.one_of(st.none(), st.floats(-20, 20)),
-            "anytime_steps": st.one_of(st.none(), st.lists(
-                st.one_of(st.none(), st.integers(1, 99)), min_size=4, max_size=4))}
+OPTIONAL = {
+    "precision": st.one_of(st.none(), st.floats(0, 1)),
+    "rejected": st.integers(0, 50),
+    "proposed_duplicate_rate": st.one_of(st.none(), st.floats(0, 1)),
+    "false_claim": st.booleans(),
+    "honest_stop": st.booleans(),
+    "gated_over_claim": st.one_of(st.none(), st.floats(-20, 20)),
+    "anytime_steps": st.one_of(
+        st.none(), st.lists(st.one_of(st.none(), st.integers(1, 99)), min_size=4, max_size=4)
+    ),
+}
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.fixed_dictionaries({}, optional=OPTIONAL), min_size=2, max_size=6),
-       st.lists(st.booleans(), min_size=6, max_size=6))
+@given(
+    st.lists(st.fixed_dictionaries({}, optional=OPTIONAL), min_size=2, max_size=6),
+    st.lists(st.booleans(), min_size=6, max_size=6),
+)
 def test_frame_and_summary_accept_lines_with_any_subset_of_new_metrics(extras, flags):
     eps = []
     for i, extra in enumerate(extras):
@@ -310,23 +425,33 @@ def test_frame_and_summary_accept_lines_with_any_subset_of_new_metrics(extras, f
     df = report.episodes_frame(eps)
     s = report.summary_table(df, steps_reference=False)
     assert s["n_episodes"].sum() + s["n_tampered"].sum() == len(eps)
-    for col in ("precision", "proposed_duplicate_rate", "false_claim_rate", "mean_rejected",
-                "mean_steps_to_25pct"):
+    for col in (
+        "precision",
+        "proposed_duplicate_rate",
+        "false_claim_rate",
+        "mean_rejected",
+        "mean_steps_to_25pct",
+    ):
         assert pd.api.types.is_float_dtype(s[col])
-    report.paired_deltas(df, n_resamples=99)          # never raises on such lines
+    report.paired_deltas(df, n_resamples=99)  # never raises on such lines
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.sampled_from(["window", "accuracy", "explore", "zeta"]),
-                       st.one_of(st.integers(0, 9), st.floats(0, 1), st.text(max_size=5)),
-                       max_size=3))
+@given(
+    st.dictionaries(
+        st.sampled_from(["window", "accuracy", "explore", "zeta"]),
+        st.one_of(st.integers(0, 9), st.floats(0, 1), st.text(max_size=5)),
+        max_size=3,
+    )
+)
 def test_offline_labels_are_deterministic_and_tell_param_sets_apart(params):
     from pushbench.policies import make_policy
 
     defaults = make_policy("simulated-mid").params
     a = derived_label("simulated-mid", {**defaults, **params})
-    assert a == derived_label("simulated-mid", {**params, **{k: v for k, v in defaults.items()
-                                                             if k not in params}})
+    assert a == derived_label(
+        "simulated-mid", {**params, **{k: v for k, v in defaults.items() if k not in params}}
+    )
     changed = {k: v for k, v in params.items() if defaults.get(k, object()) != v}
     assert (a == "simulated-mid") == (not changed)
 
@@ -344,8 +469,10 @@ def _versioned(lines: list[dict], version) -> list[dict]:
 
 
 def _tables(lines: list[dict]) -> tuple[bytes, bytes]:
-    return (report.to_csv_bytes(report.summary_table(lines, steps_reference=False)),
-            report.to_csv_bytes(report.paired_deltas(lines, n_resamples=199)))
+    return (
+        report.to_csv_bytes(report.summary_table(lines, steps_reference=False)),
+        report.to_csv_bytes(report.paired_deltas(lines, n_resamples=199)),
+    )
 
 
 @pytest.mark.parametrize("version", [1, 2, 7])
@@ -357,14 +484,15 @@ def test_one_version_per_family_keeps_the_table_bytes_of_unversioned_lines(versi
 
 
 def test_two_versions_are_never_pooled_in_a_row():
-    v1 = synthetic_run()                       # old lines: no version key, count as version 1
+    v1 = synthetic_run()  # old lines: no version key, count as version 1
     v2 = _versioned(synthetic_run(), 2)
-    for ep in v2:                              # version 2 behaves differently: all succeed
+    for ep in v2:  # version 2 behaves differently: all succeed
         ep["success"] = ep["metrics"]["success"] = True
     s = report.summary_table(v1 + v2, steps_reference=False)
     assert list(s.columns[:3]) == ["family", "family_version", "policy"]
-    alone = {v: report.summary_table(lines, steps_reference=False)
-             for v, lines in ((1, v1), (2, v2))}
+    alone = {
+        v: report.summary_table(lines, steps_reference=False) for v, lines in ((1, v1), (2, v2))
+    }
     for v, one in alone.items():
         rows = s[s["family_version"] == v].drop(columns="family_version").reset_index(drop=True)
         pd.testing.assert_frame_equal(rows, one, check_dtype=False)
@@ -395,12 +523,15 @@ def test_a_mixed_run_folder_says_so_in_the_report_and_the_terminal(tmp_path):
     lines = synthetic_run(n_instances=2, seeds=(0,), targets=(10,))
     mixed = lines + _versioned(lines, 2)
     err, out = Console(record=True, width=300), Console(record=True, width=300)
-    frames = write_and_print_report(mixed, tmp_path, tmp_path, console=err, out=out,
-                                    n_resamples=199)
+    frames = write_and_print_report(
+        mixed, tmp_path, tmp_path, console=err, out=out, n_resamples=199
+    )
     md = (tmp_path / "report.md").read_text()
     n = len(lines)
-    note = (f"more than one family version (reposcan v1: {n} episodes, v2: {n} episodes): "
-            "every summary and delta row is one version, never pooled")
+    note = (
+        f"more than one family version (reposcan v1: {n} episodes, v2: {n} episodes): "
+        "every summary and delta row is one version, never pooled"
+    )
     assert md.count(note) == 1 and note in err.export_text()
     assert "### reposcan v1 | simulated-mid" in md and "### reposcan v2 | simulated-mid" in md
     assert "reposcan v2 | simulated-mid" in out.export_text()
@@ -420,6 +551,8 @@ def test_figure_panels_split_versions_only_when_mixed():
     one = {(f, p) for f, p, _ in _panels(report.episodes_frame(lines))}
     assert one == {("reposcan", "simulated-mid")}
     mixed = _panels(report.episodes_frame(lines + _versioned(lines, 3)))
-    assert {(f, p) for f, p, _ in mixed} == {("reposcan v1", "simulated-mid"),
-                                            ("reposcan v3", "simulated-mid")}
+    assert {(f, p) for f, p, _ in mixed} == {
+        ("reposcan v1", "simulated-mid"),
+        ("reposcan v3", "simulated-mid"),
+    }
     assert all(len(g) == len(lines) for _, _, g in mixed)

@@ -96,9 +96,17 @@ def honest(tmp_path_factory) -> dict[str, Path]:
     zero = [("search", {"query": "session", "page": p}) for p in (1, 2)] + [("status", {})]
     scripted_run(root / "zero", zero + [("final", {"reported_count": 0})])
     ids = search_ids("session")
-    scripted_run(root / "mixed", [("search", {"query": "session"}), ("submit", {"ids": ids}),
-                                  ("status", {}), ("submit", {"ids": ids[:3]}),
-                                  ("final", {"reported_count": 4})], seed=1)
+    scripted_run(
+        root / "mixed",
+        [
+            ("search", {"query": "session"}),
+            ("submit", {"ids": ids}),
+            ("status", {}),
+            ("submit", {"ids": ids[:3]}),
+            ("final", {"reported_count": 4}),
+        ],
+        seed=1,
+    )
     return {p.name: p for p in root.iterdir()}
 
 
@@ -169,8 +177,15 @@ def test_trace_lines_form_a_digest_chain(honest):
 # ----- forgeries -------------------------------------------------------------------------------
 def fake_submit(rec: dict, ids: list[str]) -> None:
     """Insert a submit whose every id is 'accepted' before the last call."""
-    fake = {"step": 0, "tool": "submit", "args": {"ids": ids}, "ok": True,
-            "verdicts": [[i, "accepted"] for i in ids], "reward": len(ids), "valid_count": 0}
+    fake = {
+        "step": 0,
+        "tool": "submit",
+        "args": {"ids": ids},
+        "ok": True,
+        "verdicts": [[i, "accepted"] for i in ids],
+        "reward": len(ids),
+        "valid_count": 0,
+    }
     rec["calls"].insert(len(rec["calls"]) - 1, fake)
     resummarise(rec)
 
@@ -204,6 +219,7 @@ def _flip_first(verdict_from: str, verdict_to: str):
                     resummarise(rec)
                     return
         raise AssertionError(f"no {verdict_from} verdict to edit")
+
     return fn
 
 
@@ -211,15 +227,16 @@ FORGERIES = {
     "edit a verdict": lambda run: edit_record(run, _flip_first("rejected", "accepted")),
     "change steps_used": lambda run: edit_record(run, lambda r: r.update(steps_used=3)),
     "edit the stored valid_count": lambda run: edit_record(
-        run, lambda r: r.update(valid_count=99, success=True)),
-    "drop a call": lambda run: edit_record(
-        run, lambda r: (r["calls"].pop(1), resummarise(r))),
+        run, lambda r: r.update(valid_count=99, success=True)
+    ),
+    "drop a call": lambda run: edit_record(run, lambda r: (r["calls"].pop(1), resummarise(r))),
     "delete a trace line": lambda run: edit_trace(run, lambda ls: ls[:2] + ls[3:]),
     "edit a trace line": lambda run: edit_trace(
-        run, lambda ls: ls[:1] + [ls[1].replace(b'"ok":true', b'"ok":false', 1)] + ls[2:]),
+        run, lambda ls: ls[:1] + [ls[1].replace(b'"ok":true', b'"ok":false', 1)] + ls[2:]
+    ),
     "edit the last trace line": lambda run: edit_trace(
-        run, lambda ls: ls[:-1] + [re.sub(rb'"server_ms":[0-9.]+', b'"server_ms":1.0',
-                                          ls[-1])]),
+        run, lambda ls: ls[:-1] + [re.sub(rb'"server_ms":[0-9.]+', b'"server_ms":1.0', ls[-1])]
+    ),
     "truncate the trace": lambda run: edit_trace(run, lambda ls: ls[:-2]),
     "drop the last trace line of a closed run": lambda run: edit_trace(run, lambda ls: ls[:-1]),
     "swap two trace lines": lambda run: edit_trace(run, lambda ls: [ls[1], ls[0], *ls[2:]]),
@@ -232,15 +249,19 @@ def test_forged_reposcan_runs_are_flagged(honest, tmp_path, how):
     FORGERIES[how](run)
     rec = evaluate(run)
     assert rec["tampered"] is True, how
-    assert rec["tamper_reasons"] and all(isinstance(r, str) and len(r) < 120
-                                         for r in rec["tamper_reasons"])
+    assert rec["tamper_reasons"] and all(
+        isinstance(r, str) and len(r) < 120 for r in rec["tamper_reasons"]
+    )
 
 
-@pytest.mark.parametrize("src, dst, reason", [
-    ("duplicate", "accepted", "accepted after it was accepted"),      # a unit accepted twice
-    ("accepted", "duplicate", "duplicate of a unit never accepted"),  # before any accept
-    ("rejected", "accepted", "accepted without a passing check"),
-])
+@pytest.mark.parametrize(
+    "src, dst, reason",
+    [
+        ("duplicate", "accepted", "accepted after it was accepted"),  # a unit accepted twice
+        ("accepted", "duplicate", "duplicate of a unit never accepted"),  # before any accept
+        ("rejected", "accepted", "accepted without a passing check"),
+    ],
+)
 def test_forged_unit_verdicts_are_flagged(honest, tmp_path, src, dst, reason):
     run = forged(honest["dataops"], tmp_path)
     rec0 = json.loads((run / "episode.json").read_text())
@@ -255,39 +276,76 @@ def test_forged_unit_verdicts_are_flagged(honest, tmp_path, src, dst, reason):
 
 
 def _accepted_units(rec):
-    return [c["args"]["unit_id"] for c in rec["calls"]
-            if any(v == "accepted" for _, v in c.get("verdicts") or ())]
+    return [
+        c["args"]["unit_id"]
+        for c in rec["calls"]
+        if any(v == "accepted" for _, v in c.get("verdicts") or ())
+    ]
 
 
 def _append_resubmit(rec):
     uid = _accepted_units(rec)[0]
-    rec["calls"].insert(len(rec["calls"]) - 1, {
-        "step": 0, "tool": "submit", "args": {"unit_id": uid}, "ok": True,
-        "verdicts": [[uid, "duplicate"]], "reward": 0, "valid_count": 0})
+    rec["calls"].insert(
+        len(rec["calls"]) - 1,
+        {
+            "step": 0,
+            "tool": "submit",
+            "args": {"unit_id": uid},
+            "ok": True,
+            "verdicts": [[uid, "duplicate"]],
+            "reward": 0,
+            "valid_count": 0,
+        },
+    )
     resummarise(rec)
 
 
 def _append_rejected(rec):
     uid = next(u for u in (f"u{i:02d}" for i in range(1, 100)) if u not in _accepted_units(rec))
-    rec["calls"].insert(len(rec["calls"]) - 1, {
-        "step": 0, "tool": "submit", "args": {"unit_id": uid}, "ok": True,
-        "verdicts": [[uid, "rejected"]], "check": {"unit": uid, "passed": False},
-        "reward": 0, "valid_count": 0})
+    rec["calls"].insert(
+        len(rec["calls"]) - 1,
+        {
+            "step": 0,
+            "tool": "submit",
+            "args": {"unit_id": uid},
+            "ok": True,
+            "verdicts": [[uid, "rejected"]],
+            "check": {"unit": uid, "passed": False},
+            "reward": 0,
+            "valid_count": 0,
+        },
+    )
     resummarise(rec)
 
 
 # ----- any edit of a checked field, and any garbage, on a property-based basis ------------------
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=True)
-    | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 10**6)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 def _checked_paths(rec: dict) -> list[tuple]:
     """Fields the audit re-derives: changing any of them must mark the run tampered."""
-    out = [("steps_used",), ("valid_count",), ("success",), ("progress",), ("terminated_by",),
-           ("blackbox", "trace_head"), ("blackbox", "trace_lines"), ("blackbox", "mcp_calls"),
-           ("blackbox", "after_end_calls"), ("blackbox", "out_of_band_edits_count")]
+    out = [
+        ("steps_used",),
+        ("valid_count",),
+        ("success",),
+        ("progress",),
+        ("terminated_by",),
+        ("blackbox", "trace_head"),
+        ("blackbox", "trace_lines"),
+        ("blackbox", "mcp_calls"),
+        ("blackbox", "after_end_calls"),
+        ("blackbox", "out_of_band_edits_count"),
+    ]
     for i, c in enumerate(rec["calls"]):
         out += [("calls", i, k) for k in ("step", "ok", "tool", "valid_count", "reward")]
         if c.get("tool") == "submit":
@@ -310,8 +368,9 @@ def test_any_change_to_a_checked_field_is_flagged(honest, tmp_path):
     base = json.loads((run / "episode.json").read_text())
     paths = _checked_paths(base)
 
-    @settings(max_examples=150, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(data=st.data())
     def check(data):
         path = data.draw(st.sampled_from(paths), label="path")
@@ -341,8 +400,9 @@ def test_garbage_anywhere_in_a_record_never_crashes_evaluate(honest, tmp_path):
 
     every = [p for p in paths(base) if p]
 
-    @settings(max_examples=200, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(path=st.sampled_from(every), new=JSON_VALUES)
     def check(path, new):
         rec = copy.deepcopy(base)
@@ -398,12 +458,15 @@ def test_evaluate_prints_and_marks_tampered_runs(honest, tmp_path):
     run = forged(honest["mixed"], tmp_path)
     FORGERIES["edit a verdict"](run)
     out = tmp_path / "report"
-    result = CliRunner().invoke(app, ["evaluate", str(honest["zero"]), str(run), "--out",
-                                      str(out), "--resamples", "200"])
+    result = CliRunner().invoke(
+        app, ["evaluate", str(honest["zero"]), str(run), "--out", str(out), "--resamples", "200"]
+    )
     assert result.exit_code == 0, result.output
     assert "1 tampered run" in result.output and str(run) in result.output
-    lines = {json.loads(x)["blackbox"]["run_dir"]: json.loads(x)
-             for x in (out / "episodes.jsonl").read_text().splitlines()}
+    lines = {
+        json.loads(x)["blackbox"]["run_dir"]: json.loads(x)
+        for x in (out / "episodes.jsonl").read_text().splitlines()
+    }
     assert lines[str(run)]["tampered"] is True and lines[str(run)]["tamper_reasons"]
     assert lines[str(honest["zero"])]["tampered"] is False
     for p in [out, *out.rglob("*")]:  # evaluation output holds full records: private too
@@ -414,8 +477,11 @@ def test_evaluate_prints_and_marks_tampered_runs(honest, tmp_path):
 # ----- out-of-band workspace edits over real MCP -------------------------------------------------
 def server_params(run_dir: Path, *extra: str, task: str = DATAOPS) -> StdioServerParameters:
     env = {k: os.environ[k] for k in ("PUSHBENCH_HOME", "PYTHONPATH") if k in os.environ}
-    return StdioServerParameters(command=sys.executable, env=env, args=[
-        "-m", "pushbench.cli", "mcp", "--task", task, "--run-dir", str(run_dir), *extra])
+    return StdioServerParameters(
+        command=sys.executable,
+        env=env,
+        args=["-m", "pushbench.cli", "mcp", "--task", task, "--run-dir", str(run_dir), *extra],
+    )
 
 
 def _obs(result) -> dict:
@@ -438,11 +504,14 @@ def test_out_of_band_edits_between_mcp_calls_are_recorded(tmp_path):
             # the agent's own file tools, behind the server's back:
             target.write_text(target.read_text() + "\nforged,row\n")
             (ws / "u01" / "notes.txt").write_text("an answer key, perhaps")
-            other = next(p for p in sorted(ws.rglob("*")) if p.is_file() and p != target
-                         and p.parent.name != "u01")
+            other = next(
+                p
+                for p in sorted(ws.rglob("*"))
+                if p.is_file() and p != target and p.parent.name != "u01"
+            )
             seen["deleted"] = other.relative_to(ws).as_posix()
             other.unlink()
-            await c.call_tool("status", {})                          # step 3
+            await c.call_tool("status", {})  # step 3
             # the server's own edits are not out of band
             for path in (seen["target"], "u01/by_the_server.txt"):
                 res = await c.call_tool("write_file", {"path": path, "content": "a,b\n1,2\n"})
@@ -453,9 +522,9 @@ def test_out_of_band_edits_between_mcp_calls_are_recorded(tmp_path):
     anyio.run(main)
     rec = json.loads((run_dir / "episode.json").read_text())
     edits = rec["blackbox"]["out_of_band_edits"]
-    assert sorted((e["kind"], e["path"]) for e in edits) == sorted([
-        ("modified", seen["target"]), ("created", "u01/notes.txt"),
-        ("deleted", seen["deleted"])])
+    assert sorted((e["kind"], e["path"]) for e in edits) == sorted(
+        [("modified", seen["target"]), ("created", "u01/notes.txt"), ("deleted", seen["deleted"])]
+    )
     assert {e["step_before"] for e in edits} == {3}
     assert rec["blackbox"]["out_of_band_edits_count"] == 3
     line = blackbox.records_from_run_dirs([run_dir])[0]
@@ -464,8 +533,9 @@ def test_out_of_band_edits_between_mcp_calls_are_recorded(tmp_path):
     assert line["tampered"] is False  # the record itself is honest
     assert not seen["ws"].exists()  # the live workspace is gone with the server
     # the edits are in the chained trace too: a record that hides them is flagged
-    edit_record(run_dir, lambda r: r["blackbox"].update(out_of_band_edits=[],
-                                                        out_of_band_edits_count=0))
+    edit_record(
+        run_dir, lambda r: r["blackbox"].update(out_of_band_edits=[], out_of_band_edits_count=0)
+    )
     hidden = evaluate(run_dir)
     assert hidden["tampered"] and any("out-of-band" in r for r in hidden["tamper_reasons"])
 
@@ -480,10 +550,24 @@ def test_mcp_run_dir_and_files_are_private(honest):
 
 def _serve_once(run_dir: Path, *extra: str, env: dict | None = None):
     """Start the server with stdin already closed: it sets up, serves nothing and exits."""
-    return subprocess.run([sys.executable, "-m", "pushbench.cli", "mcp", "--task", REPOSCAN,
-                           "--run-dir", str(run_dir), *extra], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "mcp",
+            "--task",
+            REPOSCAN,
+            "--run-dir",
+            str(run_dir),
+            *extra,
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_mcp_refuses_a_run_dir_other_users_can_read(tmp_path):

@@ -43,8 +43,15 @@ def binary(agent: str) -> str:
 def test_real_client_runs_diligent_like_in_process(agent, tmp_path):
     binary(agent)
     out = tmp_path / "batch"
-    batch = blackbox_run.Batch(agent=agent, tasks=[TASK], seeds=[SEED], condition="default",
-                               out=out, policy="diligent", timeout=600)
+    batch = blackbox_run.Batch(
+        agent=agent,
+        tasks=[TASK],
+        seeds=[SEED],
+        condition="default",
+        out=out,
+        policy="diligent",
+        timeout=600,
+    )
     summary = blackbox_run.run_batch(batch, log=lambda m: None)
     ep = blackbox_run.episode_dir(batch, TASK, SEED)
     client = json.loads((ep / "client.json").read_text())
@@ -53,19 +60,36 @@ def test_real_client_runs_diligent_like_in_process(agent, tmp_path):
     rec = json.loads((ep / "run" / "episode.json").read_text())
     ref = run_episode(TASK, "standard", "diligent", SEED)
     strip = lambda r: [{k: c.get(k) for k in CALL_FIELDS} for c in r["calls"]]  # noqa: E731
-    assert strip(rec) == strip(ref)                      # the harness added and lost nothing
+    assert strip(rec) == strip(ref)  # the harness added and lost nothing
     assert rec["success"] and rec["terminated_by"] == "final"
-    assert summary["harness"] == {"episodes": 1, "calls_equal": 1, "success_in_process": 1,
-                                  "success_harness": 1}
+    assert summary["harness"] == {
+        "episodes": 1,
+        "calls_equal": 1,
+        "success_in_process": 1,
+        "success_harness": 1,
+    }
     # every model request was answered by the model server, none refused
     reqs = [json.loads(x) for x in (ep / "model-server.jsonl").read_text().splitlines()]
     assert reqs and all(r["status"] == 200 for r in reqs)
     assert reqs[-1]["decision"]["ended_by"] == "final"
     # `pushbench evaluate` gives the expected row
     report = tmp_path / "report"
-    p = subprocess.run([sys.executable, "-m", "pushbench.cli", "evaluate", str(ep / "run"),
-                        "--out", str(report), "--resamples", "200"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "evaluate",
+            str(ep / "run"),
+            "--out",
+            str(report),
+            "--resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     lines = [json.loads(x) for x in (report / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == 1
@@ -90,17 +114,29 @@ def test_claude_mcp_list_health_checks_then_the_agent_run(tmp_path):
     claude = binary("claude-code")
     ep, task = tmp_path / "ep", "RepoScan-requests-docstring-N10"
     (ep / "agent").mkdir(parents=True)
-    cmd = blackbox_clients.server_command(task, 0, "default", "claude-code", ep / "run",
-                                          ep / "agent" / "repo", "standard", None)
+    cmd = blackbox_clients.server_command(
+        task, 0, "default", "claude-code", ep / "run", ep / "agent" / "repo", "standard", None
+    )
     with modelserver.running(modelserver.PolicyBackend("diligent", None, 0)) as url:
-        launch = blackbox_clients.claude_code(claude, ep, episode_prompt("default", task, 0),
-                                              cmd, blackbox_clients.Endpoint(base_url=url))
+        launch = blackbox_clients.claude_code(
+            claude,
+            ep,
+            episode_prompt("default", task, 0),
+            cmd,
+            blackbox_clients.Endpoint(base_url=url),
+        )
         env = {**launch.env, **blackbox_clients.server_env()}
 
         def run(*args):
-            return subprocess.run([claude, *args], cwd=ep / "agent", env=env,
-                                  capture_output=True, text=True, timeout=300,
-                                  stdin=subprocess.DEVNULL)
+            return subprocess.run(
+                [claude, *args],
+                cwd=ep / "agent",
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                stdin=subprocess.DEVNULL,
+            )
 
         added = run("mcp", "add", "--transport", "stdio", "pushbench", "--", *cmd)
         assert added.returncode == 0, added.stderr
@@ -108,7 +144,7 @@ def test_claude_mcp_list_health_checks_then_the_agent_run(tmp_path):
             listed = run("mcp", "list")
             assert "pushbench" in listed.stdout and "Connected" in listed.stdout, listed.stdout
         i = launch.argv.index("--mcp-config")  # now the local-scope server `claude mcp add` wrote
-        agent = run(*launch.argv[1:i], *launch.argv[i + 3:])
+        agent = run(*launch.argv[1:i], *launch.argv[i + 3 :])
     assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-2000:]
     rec = json.loads((ep / "run" / "episode.json").read_text())
     ref = run_episode(task, "standard", "diligent", 0)

@@ -24,8 +24,9 @@ def test_client_configs_are_written_the_documented_way(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-key-must-not-leak")
     ep = tmp_path / "ep"
     (ep / "agent").mkdir(parents=True)
-    cmd = bc.server_command(TASK, 3, "checklist", "codex", ep / "run", ep / "agent" / "repo",
-                            "standard", 40)
+    cmd = bc.server_command(
+        TASK, 3, "checklist", "codex", ep / "run", ep / "agent" / "repo", "standard", 40
+    )
     end = bc.Endpoint(base_url="http://127.0.0.1:5555")
     cc = bc.claude_code("/bin/true", ep, "PROMPT", cmd, end)
     mcp = json.loads((ep / "agent" / ".mcp.json").read_text())["mcpServers"]["pushbench"]
@@ -51,9 +52,15 @@ def test_client_configs_are_written_the_documented_way(tmp_path, monkeypatch):
 
 
 def test_compare_names_the_first_difference():
-    a = {"calls": [{"tool": "search", "args": {"q": 1}, "ok": True, "valid_count": 0},
-                   {"tool": "final", "args": {}, "ok": True, "valid_count": 0}],
-         "success": False, "valid_count": 0, "terminated_by": "final"}
+    a = {
+        "calls": [
+            {"tool": "search", "args": {"q": 1}, "ok": True, "valid_count": 0},
+            {"tool": "final", "args": {}, "ok": True, "valid_count": 0},
+        ],
+        "success": False,
+        "valid_count": 0,
+        "terminated_by": "final",
+    }
     assert blackbox_run.compare(a, a)["calls_equal"]
     b = json.loads(json.dumps(a))
     b["calls"][1]["tool"] = "status"
@@ -68,9 +75,16 @@ def test_a_client_that_hangs_is_killed_at_the_timeout(tmp_path):
     script = tmp_path / "claude"
     script.write_text("#!/bin/sh\necho started\nsleep 300 &\nwait\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    b = blackbox_run.Batch(agent="claude-code", tasks=[TASK], seeds=[0], condition="default",
-                           out=tmp_path / "out", policy="diligent", timeout=2,
-                           client_bin=str(script))
+    b = blackbox_run.Batch(
+        agent="claude-code",
+        tasks=[TASK],
+        seeds=[0],
+        condition="default",
+        out=tmp_path / "out",
+        policy="diligent",
+        timeout=2,
+        client_bin=str(script),
+    )
     summary = blackbox_run.run_batch(b, log=lambda m: None)
     ep = blackbox_run.episode_dir(b, TASK, 0)
     client = json.loads((ep / "client.json").read_text())
@@ -89,9 +103,16 @@ def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, m
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.chdir(tmp_path)
     assert bc.find_binary("claude-code", "bin/claude") == str(script)
-    b = blackbox_run.Batch(agent="claude-code", tasks=[TASK], seeds=[0], condition="default",
-                           out=tmp_path / "out", policy="diligent", timeout=60,
-                           client_bin="bin/claude")
+    b = blackbox_run.Batch(
+        agent="claude-code",
+        tasks=[TASK],
+        seeds=[0],
+        condition="default",
+        out=tmp_path / "out",
+        policy="diligent",
+        timeout=60,
+        client_bin="bin/claude",
+    )
     blackbox_run.run_batch(b, log=lambda m: None)
     ep = blackbox_run.episode_dir(b, TASK, 0)
     assert (ep / "client.out").read_text() == "started\n"
@@ -99,11 +120,16 @@ def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, m
 
 
 FAKE_CLIENTS = {  # each prints "config found" when the paths it was given exist where it runs
-    "claude-code": ('while [ $# -gt 0 ]; do [ "$1" = --mcp-config ] && cfg=$2; shift; done\n'
-                    'test -f "$cfg" && echo "config found"\n'),
-    "codex": ('test -f "$CODEX_HOME/config.toml" || exit 3\n'
-              'while [ $# -gt 0 ]; do [ "$1" = --cd ] && test -d "$2" && echo "config found"; '
-              'shift; done\n')}
+    "claude-code": (
+        'while [ $# -gt 0 ]; do [ "$1" = --mcp-config ] && cfg=$2; shift; done\n'
+        'test -f "$cfg" && echo "config found"\n'
+    ),
+    "codex": (
+        'test -f "$CODEX_HOME/config.toml" || exit 3\n'
+        'while [ $# -gt 0 ]; do [ "$1" = --cd ] && test -d "$2" && echo "config found"; '
+        "shift; done\n"
+    ),
+}
 
 
 @pytest.mark.parametrize("agent", sorted(FAKE_CLIENTS))
@@ -115,9 +141,16 @@ def test_a_relative_out_folder_still_names_the_client_config(agent, tmp_path, mo
     script.write_text("#!/bin/sh\n" + FAKE_CLIENTS[agent])
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.chdir(tmp_path)
-    b = blackbox_run.Batch(agent=agent, tasks=[TASK], seeds=[0], condition="default",
-                           out="runs/rel", policy="diligent", timeout=60,
-                           client_bin=str(script))
+    b = blackbox_run.Batch(
+        agent=agent,
+        tasks=[TASK],
+        seeds=[0],
+        condition="default",
+        out="runs/rel",
+        policy="diligent",
+        timeout=60,
+        client_bin=str(script),
+    )
     blackbox_run.run_batch(b, log=lambda m: None)
     ep = tmp_path / "runs" / "rel" / agent / TASK / "default" / "seed0"
     client = json.loads((ep / "client.json").read_text())
@@ -131,28 +164,48 @@ def test_blackbox_run_exits_1_when_an_episode_has_no_record(tmp_path):
     script = tmp_path / "claude"
     script.write_text("#!/bin/sh\necho 'no model' >&2\nexit 0\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    r = CliRunner().invoke(app, ["blackbox", "run", "--agent", "claude-code", "--tasks", TASK,
-                                 "--out", str(tmp_path / "out"), "--model-server", "diligent",
-                                 "--client-bin", str(script)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "blackbox",
+            "run",
+            "--agent",
+            "claude-code",
+            "--tasks",
+            TASK,
+            "--out",
+            str(tmp_path / "out"),
+            "--model-server",
+            "diligent",
+            "--client-bin",
+            str(script),
+        ],
+    )
     assert r.exit_code == 1, r.output
     assert "1 episode(s) without a record" in r.output and "client.err" in r.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--agent", "cursor"], "choose claude-code, codex or letta"),
-    (["--agent", "codex", "--condition", "nagging"], "--condition 'nagging'"),
-    (["--agent", "codex"], "exactly one of --model-server"),
-    (["--agent", "codex", "--model-server", "llm"], "not an offline policy"),
-    (["--agent", "codex", "--model-server", "diligent", "--params", "{\"x\": 1}"],
-     "unknown parameter"),
-    (["--agent", "codex", "--model-server", "diligent", "--seeds", "a"], "integers"),
-    (["--agent", "codex", "--base-url", "http://x", "--api-key-env", "PB_UNSET_KEY_VAR"],
-     "not set"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--agent", "cursor"], "choose claude-code, codex or letta"),
+        (["--agent", "codex", "--condition", "nagging"], "--condition 'nagging'"),
+        (["--agent", "codex"], "exactly one of --model-server"),
+        (["--agent", "codex", "--model-server", "llm"], "not an offline policy"),
+        (
+            ["--agent", "codex", "--model-server", "diligent", "--params", '{"x": 1}'],
+            "unknown parameter",
+        ),
+        (["--agent", "codex", "--model-server", "diligent", "--seeds", "a"], "integers"),
+        (
+            ["--agent", "codex", "--base-url", "http://x", "--api-key-env", "PB_UNSET_KEY_VAR"],
+            "not set",
+        ),
+    ],
+)
 def test_blackbox_run_input_errors(tmp_path, args, message):
     os.environ.pop("PB_UNSET_KEY_VAR", None)
-    r = CliRunner().invoke(app, ["blackbox", "run", "--tasks", TASK, "--out", str(tmp_path),
-                                 *args])
+    r = CliRunner().invoke(app, ["blackbox", "run", "--tasks", TASK, "--out", str(tmp_path), *args])
     assert r.exit_code == 2 and message in r.output, r.output
 
 
@@ -172,11 +225,11 @@ def test_a_batch_needs_exactly_one_of_policy_and_endpoint(tmp_path):
     # launcher, which failed only when the first episode started.
     from pushbench.blackbox import clients
 
-    common = dict(agent="codex", tasks=[TASK], seeds=[0], condition="default",
-                  out=tmp_path / "out")
+    common = dict(agent="codex", tasks=[TASK], seeds=[0], condition="default", out=tmp_path / "out")
     with pytest.raises(ValueError, match="exactly one of policy and endpoint"):
         blackbox_run.Batch(**common)
     with pytest.raises(ValueError, match="exactly one of policy and endpoint"):
-        blackbox_run.Batch(**common, policy="diligent",
-                           endpoint=clients.Endpoint(base_url="http://127.0.0.1:1"))
+        blackbox_run.Batch(
+            **common, policy="diligent", endpoint=clients.Endpoint(base_url="http://127.0.0.1:1")
+        )
     assert blackbox_run.Batch(**common, policy="diligent").policy == "diligent"

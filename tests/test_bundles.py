@@ -52,16 +52,19 @@ def verify(bundles, out, **kw):
 
 
 # ----- writing ------------------------------------------------------------------------------------
-def test_a_bundle_is_deterministic_and_its_manifest_names_every_member(run_dir, the_bundle,
-                                                                       tmp_path):
+def test_a_bundle_is_deterministic_and_its_manifest_names_every_member(
+    run_dir, the_bundle, tmp_path
+):
     again = bundle([run_dir], tmp_path / "again.pushbench.tar.gz")
     assert again.read_bytes() == the_bundle.read_bytes()
     with tarfile.open(the_bundle, "r:gz") as tar:
         infos = tar.getmembers()
     names = [m.name for m in infos]
     assert names == sorted(names) and names[0] == MANIFEST
-    assert all(m.isfile() and m.uid == 0 and m.gid == 0 and m.uname == "" and
-               m.mtime == infos[0].mtime for m in infos)
+    assert all(
+        m.isfile() and m.uid == 0 and m.gid == 0 and m.uname == "" and m.mtime == infos[0].mtime
+        for m in infos
+    )
     members = members_of(the_bundle)
     manifest = json.loads(members[MANIFEST])
     import hashlib
@@ -78,8 +81,10 @@ def test_a_bundle_is_deterministic_and_its_manifest_names_every_member(run_dir, 
     for tid in TASKS:
         spec = tasks.get_task(tid)
         assert manifest["tasks"][tid] == {
-            "family": "reposcan", "family_version": tasks.family_version("reposcan"),
-            "manifest_digest": tasks.task_manifest_digest(tid)}
+            "family": "reposcan",
+            "family_version": tasks.family_version("reposcan"),
+            "manifest_digest": tasks.task_manifest_digest(tid),
+        }
         assert spec.family == "reposcan"
     assert manifest["date"] == outdir.read_manifest(run_dir)["created"]
     assert manifest["packages"]["pushbench"] and "git" in manifest
@@ -87,8 +92,11 @@ def test_a_bundle_is_deterministic_and_its_manifest_names_every_member(run_dir, 
 
 def test_no_valid_set_workspace_or_cache_file_goes_in(run_dir, the_bundle):
     members = members_of(the_bundle)
-    assert set(members) == {MANIFEST, "runs/000/run.json",
-                            *(f"runs/000/records/{i:06d}.json" for i in range(16))}
+    assert set(members) == {
+        MANIFEST,
+        "runs/000/run.json",
+        *(f"runs/000/records/{i:06d}.json" for i in range(16)),
+    }
     text = b"".join(members.values()).decode()
     assert str(paths.home()) not in text and "valid_sha256" not in text
     for name, data in members.items():  # a record is the trace's record, nothing added
@@ -119,8 +127,11 @@ def test_bundle_refuses_what_it_cannot_replay(run_dir, tmp_path):
     v = tasks.family_version(rec["family"])
     assert rec["family_version"] == v
     trace.write_bytes(gzip.compress(json.dumps({**rec, "family_version": v + 1}).encode()))
-    with pytest.raises(BundleError, match=rf"ran under {rec['family']} v{v + 1}, this "
-                                          rf"installation is v{v}"):
+    with pytest.raises(
+        BundleError,
+        match=rf"ran under {rec['family']} v{v + 1}, this "
+        rf"installation is v{v}",
+    ):
         write_bundle([other], tmp_path / "x.pushbench.tar.gz")
     assert not (tmp_path / "x.pushbench.tar.gz").exists()
 
@@ -136,11 +147,16 @@ def _fresh_home(tmp_path: Path) -> dict:
 
 
 def test_verify_in_a_fresh_home_reproduces_summary_and_deltas_byte_for_byte(
-        run_dir, the_bundle, tmp_path):
+    run_dir, the_bundle, tmp_path
+):
     out = tmp_path / "verified"
-    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "verify", str(the_bundle),
-                           "--out", str(out)], env=_fresh_home(tmp_path), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pushbench.cli", "verify", str(the_bundle), "--out", str(out)],
+        env=_fresh_home(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "16 episodes replayed, 0 flagged" in proc.stderr
     for name in ("summary.csv", "paired_deltas.csv"):
@@ -154,8 +170,14 @@ def test_verify_in_a_fresh_home_reproduces_summary_and_deltas_byte_for_byte(
 def test_a_dataops_run_verifies_to_the_same_report(tmp_path):
     """In-process DataOps records (workspace edits through write_file, the checker's runs)
     replay through a fresh workspace to the same lines and tables."""
-    run = make_run(tmp_path / "dops", "dops", ("diligent",), controllers=("standard", "unitqgp"),
-                   seeds=(0,), tasks=("DataOps-b0-N3",))
+    run = make_run(
+        tmp_path / "dops",
+        "dops",
+        ("diligent",),
+        controllers=("standard", "unitqgp"),
+        seeds=(0,),
+        tasks=("DataOps-b0-N3",),
+    )
     [v] = verify([bundle([run], tmp_path / "d.pushbench.tar.gz")], tmp_path / "v")
     assert len(v.records) == 2 and v.flagged == []
     for name in ("episodes.jsonl", "summary.csv", "paired_deltas.csv"):
@@ -203,10 +225,13 @@ def test_a_changed_target_is_flagged(the_bundle, tmp_path):
     assert any("target" in r for r in v.flagged[0]["reasons"]), v.flagged
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("manifest_digest", "0" * 64, "manifest digest differs"),
-    ("family_version", 99, "version 99 in the bundle"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("manifest_digest", "0" * 64, "manifest digest differs"),
+        ("family_version", 99, "version 99 in the bundle"),
+    ],
+)
 def test_a_changed_task_fact_refuses_the_bundle(the_bundle, tmp_path, field, value, needle):
     def edit(members):
         manifest = json.loads(members[MANIFEST])
@@ -249,8 +274,11 @@ def test_a_black_box_run_travels_to_another_installation(tmp_path, monkeypatch):
     bb = make_blackbox_run(tmp_path / "bb")
     b = bundle([bb], tmp_path / "bb.pushbench.tar.gz")
     names = set(members_of(b))
-    assert {"runs/000/blackbox/run.json", "runs/000/blackbox/episode.json",
-            "runs/000/blackbox/trace.jsonl"} <= names
+    assert {
+        "runs/000/blackbox/run.json",
+        "runs/000/blackbox/episode.json",
+        "runs/000/blackbox/trace.jsonl",
+    } <= names
     assert not any("server.log" in n for n in names)
     assert record_from_run_dir(bb)["tampered"] is False  # signed by this installation
     monkeypatch.setenv("PUSHBENCH_HOME", _fresh_home(tmp_path)["PUSHBENCH_HOME"])
@@ -262,8 +290,10 @@ def test_a_black_box_run_travels_to_another_installation(tmp_path, monkeypatch):
     assert line["blackbox"]["signature"] == "not checked (bundle)"
     assert line["family_version"] == tasks.family_version(line["family"])
     # under another version of its family the run is not bundled
-    with monkeypatch.context() as m, pytest.raises(
-            BundleError, match=rf"ran under {line['family']} v{line['family_version']}"):
+    with (
+        monkeypatch.context() as m,
+        pytest.raises(BundleError, match=rf"ran under {line['family']} v{line['family_version']}"),
+    ):
         m.setitem(tasks.FAMILY_VERSIONS, line["family"], line["family_version"] + 1)
         bundle([bb], tmp_path / "bb2.pushbench.tar.gz")
 
@@ -295,6 +325,7 @@ def _link(kind):
         info = tarfile.TarInfo("runs/000/run.json")
         info.type, info.linkname = kind, "/etc/passwd"
         tar.addfile(info)
+
     return add
 
 
@@ -304,13 +335,16 @@ def _fifo(tar):
     tar.addfile(info)
 
 
-@pytest.mark.parametrize("add,needle", [
-    (lambda t: _file(t, "/tmp/pushbench-escape"), "absolute path"),
-    (lambda t: _file(t, "runs/../../escape"), "'..'"),
-    (_link(tarfile.SYMTYPE), "symbolic link"),
-    (_link(tarfile.LNKTYPE), "hard link"),
-    (_fifo, "device, FIFO"),
-])
+@pytest.mark.parametrize(
+    "add,needle",
+    [
+        (lambda t: _file(t, "/tmp/pushbench-escape"), "absolute path"),
+        (lambda t: _file(t, "runs/../../escape"), "'..'"),
+        (_link(tarfile.SYMTYPE), "symbolic link"),
+        (_link(tarfile.LNKTYPE), "hard link"),
+        (_fifo, "device, FIFO"),
+    ],
+)
 def test_hostile_members_are_refused_before_anything_is_written(tmp_path, add, needle):
     archive = _tar(tmp_path / "h.pushbench.tar.gz", add)
     with pytest.raises(BundleError, match=needle):
@@ -325,17 +359,16 @@ def test_caps_on_member_size_total_and_count(tmp_path, monkeypatch):
     from pushbench import archives
     from pushbench.bundles import archive as arch
 
-    monkeypatch.setattr(arch, "LIMITS", archives.Limits(files=3, file_bytes=100,
-                                                         total_bytes=150))
+    monkeypatch.setattr(arch, "LIMITS", archives.Limits(files=3, file_bytes=100, total_bytes=150))
     big = _tar(tmp_path / "big.pushbench.tar.gz", lambda t: _file(t, "a", b"x" * 101))
     with pytest.raises(BundleError, match="per member"):
         extract_bundle(big, tmp_path / "1")
-    total = _tar(tmp_path / "t.pushbench.tar.gz",
-                 lambda t: [_file(t, n, b"x" * 80) for n in ("a", "b")])
+    total = _tar(
+        tmp_path / "t.pushbench.tar.gz", lambda t: [_file(t, n, b"x" * 80) for n in ("a", "b")]
+    )
     with pytest.raises(BundleError, match="total"):
         extract_bundle(total, tmp_path / "2")
-    many = _tar(tmp_path / "m.pushbench.tar.gz",
-                lambda t: [_file(t, f"f{i}") for i in range(4)])
+    many = _tar(tmp_path / "m.pushbench.tar.gz", lambda t: [_file(t, f"f{i}") for i in range(4)])
     with pytest.raises(BundleError, match="members"):
         extract_bundle(many, tmp_path / "3")
     bomb = tmp_path / "bomb.pushbench.tar.gz"  # 1 GB of zeros stated in one header
@@ -352,8 +385,9 @@ def test_caps_on_member_size_total_and_count(tmp_path, monkeypatch):
         extract_bundle(not_tar, tmp_path / "5")
 
 
-NAMES = st.lists(st.text(st.sampled_from("ab./-_\\\x00:"), min_size=0, max_size=12),
-                 min_size=1, max_size=5)
+NAMES = st.lists(
+    st.text(st.sampled_from("ab./-_\\\x00:"), min_size=0, max_size=12), min_size=1, max_size=5
+)
 
 
 @given(names=NAMES, sizes=st.lists(st.integers(0, 300), min_size=5, max_size=5))
@@ -366,8 +400,12 @@ def test_any_archive_is_extracted_inside_its_target_or_refused(tmp_path_factory,
     try:
         # sizes has 5 entries for up to 5 names: one per name (strict: a ValueError here would
         # be taken for tarfile refusing a name below and end the example unchecked)
-        _tar(archive, lambda t: [_file(t, n, b"y" * s)
-                                 for n, s in zip(names, sizes[:len(names)], strict=True)])
+        _tar(
+            archive,
+            lambda t: [
+                _file(t, n, b"y" * s) for n, s in zip(names, sizes[: len(names)], strict=True)
+            ],
+        )
     except (ValueError, UnicodeError, tarfile.TarError):
         return  # tarfile itself cannot write the name
     old = arch.LIMITS
@@ -383,15 +421,23 @@ def test_any_archive_is_extracted_inside_its_target_or_refused(tmp_path_factory,
         assert p == archive or p.resolve() == inside or inside in p.resolve().parents, p
 
 
-@given(edits=st.dictionaries(st.sampled_from(["kind", "schema_version", "members", "tasks",
-                                              "runs", "date"]),
-                             st.one_of(st.none(), st.integers(), st.text(max_size=5),
-                                       st.lists(st.integers(), max_size=2),
-                                       st.dictionaries(st.text(max_size=3), st.integers(),
-                                                       max_size=2)),
-                             min_size=1, max_size=3))
-def test_any_edit_of_the_manifest_is_refused_or_read_never_raised(the_bundle, tmp_path_factory,
-                                                                  edits):
+@given(
+    edits=st.dictionaries(
+        st.sampled_from(["kind", "schema_version", "members", "tasks", "runs", "date"]),
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=5),
+            st.lists(st.integers(), max_size=2),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_any_edit_of_the_manifest_is_refused_or_read_never_raised(
+    the_bundle, tmp_path_factory, edits
+):
     from pushbench.bundles.verify import task_problems
 
     tmp = tmp_path_factory.mktemp("m")
@@ -412,8 +458,9 @@ def test_cli_bundle_and_verify(run_dir, tmp_path):
     b = tmp_path / "cli.pushbench.tar.gz"
     res = runner.invoke(cli.app, ["bundle", str(run_dir), "--out", str(b)])
     assert res.exit_code == 0 and "16 episodes" in res.output, res.output
-    res = runner.invoke(cli.app, ["verify", str(b), "--out", str(tmp_path / "v"),
-                                  "--resamples", "200"])
+    res = runner.invoke(
+        cli.app, ["verify", str(b), "--out", str(tmp_path / "v"), "--resamples", "200"]
+    )
     assert res.exit_code == 0 and "0 flagged" in res.output, res.output
     res = runner.invoke(cli.app, ["bundle", str(tmp_path / "nope"), "--out", str(b)])
     assert res.exit_code == 2 and "not a folder" in res.output
@@ -428,19 +475,20 @@ def test_a_proposed_submit_clipped_in_the_trace_is_rebuilt_and_replays_clean():
     from pushbench.runner.replay_steps import _whole_submit, steps_from_record
 
     rec = run_episode("RepoScan-requests-assert-N25", "stateqgp", "simulated-weak", 0)
-    clipped = [s for s in rec["controller"]["steps"]
-               if isinstance(s.get("proposed"), str) and s["proposed"].endswith("...")]
+    clipped = [
+        s
+        for s in rec["controller"]["steps"]
+        if isinstance(s.get("proposed"), str) and s["proposed"].endswith("...")
+    ]
     assert clipped, "the episode no longer proposes a clipped submit: pick another"
     steps = steps_from_record(rec)
     assert steps.unverifiable == []
-    checked = check_episode(rec, steps, task_id=rec["task_id"], controller="stateqgp",
-                            seed=0)
+    checked = check_episode(rec, steps, task_id=rec["task_id"], controller="stateqgp", seed=0)
     assert checked.reasons == [] and checked.unverifiable == []
     s = clipped[0]
     assert _whole_submit(s["proposed"], s["proposed_ids"][1:]) is None  # not the stored text
     assert _whole_submit(s["proposed"], None) is None
     s["proposed_ids"] = s["proposed_ids"][:-1]  # an id past the clip lost: rebuilt, but the
-    steps = steps_from_record(rec)              # replay then differs and the record is flagged
+    steps = steps_from_record(rec)  # replay then differs and the record is flagged
     assert steps.unverifiable == []
-    assert check_episode(rec, steps, task_id=rec["task_id"], controller="stateqgp",
-                         seed=0).reasons
+    assert check_episode(rec, steps, task_id=rec["task_id"], controller="stateqgp", seed=0).reasons

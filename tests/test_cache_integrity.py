@@ -139,8 +139,10 @@ def leaks(home: Path, pinned: dict[str, tuple[int, str]]) -> tuple[list[str], in
         n_records += len(records)
         for name, ids in candidate_sets(records).items():
             if len(ids) in sizes and verifier.digest(ids) in digests:
-                found.append(f"{p.relative_to(home)}: filter '{name}' gives the valid set of "
-                             f"{digests[verifier.digest(ids)]}")
+                found.append(
+                    f"{p.relative_to(home)}: filter '{name}' gives the valid set of "
+                    f"{digests[verifier.digest(ids)]}"
+                )
     return found, n_files, n_records
 
 
@@ -186,14 +188,17 @@ def temp_home(tmp_path_factory, snapshot_roots):
 
 
 def pinned_sets() -> dict[str, tuple[int, str]]:
-    return {inst: (cfg["valid_count"], cfg["valid_sha256"])
-            for inst, cfg in manifests()["reposcan"].instances.items()}
+    return {
+        inst: (cfg["valid_count"], cfg["valid_sha256"])
+        for inst, cfg in manifests()["reposcan"].instances.items()
+    }
 
 
 def test_no_file_in_the_cache_lets_a_filter_rebuild_a_valid_set(temp_home):
     index_files = sorted((temp_home / "index").glob("*.json.gz"))
-    assert len(index_files) == 3 and all(f"-v{indexer.INDEX_VERSION}." in f.name
-                                         for f in index_files)
+    assert len(index_files) == 3 and all(
+        f"-v{indexer.INDEX_VERSION}." in f.name for f in index_files
+    )
     for f in index_files:  # the cache holds display fields only
         rows = json.loads(gzip.decompress(f.read_bytes()))
         assert rows and all(set(r) == DISPLAY_FIELDS for r in rows), f
@@ -214,16 +219,20 @@ def test_the_filter_search_finds_a_planted_fact():
     sets = candidate_sets(planted)
     assert any(verifier.digest(ids) == pinned_sets()[inst][1] for ids in sets.values())
     # fixture predicates: parameter names as a list, restricted to test functions
-    flask = [(f.ident, {"ident": f.ident, "params": list(f.params)})
-             for f in indexer.load_facts("flask")]
+    flask = [
+        (f.ident, {"ident": f.ident, "params": list(f.params)}) for f in indexer.load_facts("flask")
+    ]
     sets = candidate_sets(flask)
     assert sets["params contains 'app' and a test function"] == set(_valid_set("flask-fixture-app"))
     assert len(valid) == pinned_sets()[inst][0]
 
 
 def test_the_cache_is_private_to_its_user(temp_home):
-    loose = [str(p.relative_to(temp_home)) for p in [temp_home, *temp_home.rglob("*")]
-             if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077]
+    loose = [
+        str(p.relative_to(temp_home))
+        for p in [temp_home, *temp_home.rglob("*")]
+        if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077
+    ]
     assert loose == []  # the world-readable copies were tightened on first use
     assert stat.S_IMODE(temp_home.stat().st_mode) == 0o700
     for p in (temp_home / "index").iterdir():
@@ -233,8 +242,7 @@ def test_the_cache_is_private_to_its_user(temp_home):
 
 def test_stale_index_versions_are_removed_and_never_read(temp_home, monkeypatch):
     stale = temp_home / "index" / "requests-55365417734eb182-v4.json.gz"
-    stale.write_bytes(gzip.compress(json.dumps([{"ident": "x.py::f", "docstring": True}])
-                                    .encode()))
+    stale.write_bytes(gzip.compress(json.dumps([{"ident": "x.py::f", "docstring": True}]).encode()))
     current = next((temp_home / "index").glob(f"requests-*-v{indexer.INDEX_VERSION}.json.gz"))
     current.unlink()
     monkeypatch.setenv("PUSHBENCH_HOME", str(temp_home))
@@ -265,8 +273,11 @@ def test_new_cache_entries_are_created_private(tmp_path, monkeypatch):
 
 
 def _loose(root: Path) -> list[str]:
-    return [str(p.relative_to(root)) for p in [root, *root.rglob("*")]
-            if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077]
+    return [
+        str(p.relative_to(root))
+        for p in [root, *root.rglob("*")]
+        if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077
+    ]
 
 
 def test_runner_run_folders_are_private_and_tightened_on_resume(tmp_path):
@@ -274,9 +285,16 @@ def test_runner_run_folders_are_private_and_tightened_on_resume(tmp_path):
     from pushbench.runner.experiment import validate
     from pushbench.runner.sweep import run_experiment
 
-    exp = validate({"schema_version": 1, "name": "privacy", "seeds": [0, 1],
-                    "tasks": ["RepoScan-requests-docstring-N10"], "controllers": ["standard"],
-                    "policies": ["random"]})
+    exp = validate(
+        {
+            "schema_version": 1,
+            "name": "privacy",
+            "seeds": [0, 1],
+            "tasks": ["RepoScan-requests-docstring-N10"],
+            "controllers": ["standard"],
+            "policies": ["random"],
+        }
+    )
     out = tmp_path / "runs" / "privacy"
     run_experiment(exp, out, executor=ex.InProcessExecutor(), progress=False, limit=1)
     names = {p.name for p in out.rglob("*")}

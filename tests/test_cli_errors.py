@@ -24,8 +24,14 @@ TASK = "RepoScan-requests-docstring-N10"
 
 
 def experiment(tmp_path: Path, name: str = "exp.yaml", **fields) -> Path:
-    data = {"name": "t", "tasks": [TASK], "controllers": ["standard"], "policies": ["random"],
-            "seeds": [0], **fields}
+    data = {
+        "name": "t",
+        "tasks": [TASK],
+        "controllers": ["standard"],
+        "policies": ["random"],
+        "seeds": [0],
+        **fields,
+    }
     path = tmp_path / name
     path.write_text(json.dumps(data))  # JSON is YAML
     return path
@@ -76,8 +82,7 @@ def test_run_missing_experiment(tmp_path):
 def test_run_unreadable_experiment(tmp_path, monkeypatch):
     path = experiment(tmp_path)
     real = os.access
-    monkeypatch.setattr(os, "access",
-                        lambda p, mode: False if Path(p) == path else real(p, mode))
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == path else real(p, mode))
     misuse("run", path, "--out", tmp_path / "o", needle="not readable")
 
 
@@ -92,48 +97,75 @@ def test_load_experiment_unreadable_file(tmp_path, monkeypatch):
         load_experiment(path)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--workers", "-3"], "workers"),
-    (["--workers", "100000"], "workers"),
-    (["--seeds", "5-1"], "backwards"),
-    (["--seeds", "-1"], "seed"),
-    (["--seeds", "0-100000000"], f"more than {MAX_SEEDS}"),
-    (["--seeds", "x"], "seed"),
-    (["--limit", "0"], "--limit"),
-    (["--budget", "0"], "budget"),
-    (["--concurrency", "0"], "--concurrency"),
-    (["--executor", "bogus"], "unknown executor"),
-    (["--tasks", "Nope*"], "matches no task"),
-    (["--policies", "simulated-weak", "--tasks", "SWELite-N3"], "no agent for swelite"),
-    (["--workers", "abc"], "--workers"),
-    (["--nope"], "no such option"),
-], ids=lambda v: v if isinstance(v, str) else "-".join(v))
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--workers", "-3"], "workers"),
+        (["--workers", "100000"], "workers"),
+        (["--seeds", "5-1"], "backwards"),
+        (["--seeds", "-1"], "seed"),
+        (["--seeds", "0-100000000"], f"more than {MAX_SEEDS}"),
+        (["--seeds", "x"], "seed"),
+        (["--limit", "0"], "--limit"),
+        (["--budget", "0"], "budget"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--executor", "bogus"], "unknown executor"),
+        (["--tasks", "Nope*"], "matches no task"),
+        (["--policies", "simulated-weak", "--tasks", "SWELite-N3"], "no agent for swelite"),
+        (["--workers", "abc"], "--workers"),
+        (["--nope"], "no such option"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "-".join(v),
+)
 def test_run_bad_overrides(tmp_path, args, needle):
     misuse("run", experiment(tmp_path), "--out", tmp_path / "o", *args, needle=needle)
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
-@pytest.mark.parametrize("fields, needle", [
-    ({"seeds": {"count": 1.0e8}}, f"less than or equal to {MAX_SEEDS}"),
-    ({"seeds": {"count": "1e8"}}, "seeds"),
-    ({"seeds": [-1]}, "greater than or equal to 0"),
-    ({"seeds": {"start": -5, "count": 2}}, "greater than or equal to 0"),
-    ({"policies": [{"name": "simulated-weak", "params": {"windw": 99}}]}, "'windw'"),
-    ({"policies": [{"name": "simulated-weak", "params": {"window": -5}}]}, "'window'"),
-    ({"policies": [{"name": "simulated-weak", "params": {"window": "4"}}]}, "'window'"),
-    ({"policies": [{"name": "random", "params": {"stop_rate": 1.5}}]}, "'stop_rate'"),
-    ({"policies": [{"name": "diligent", "params": {"care": 1}}]}, "'care'"),
-    ({"policies": [{"name": "simulated-mid", "params": {"overbatch": 0.5}}],
-      "tasks": ["DataOps-N3"]}, "no effect on dataops"),
-    ({"policies": [{"name": "random", "params": {"stop_rate": 0.1}}], "tasks": ["DataOps-N3"]},
-     "no effect on dataops"),
-    ({"policies": [{"name": "llm", "params": {"model": "m", "temprature": 0}}]}, "'temprature'"),
-    ({"tasks": ["RepoScan-*"], "controllers": ["standard", "stateqgp"],
-      "seeds": {"count": MAX_SEEDS}}, f"the limit is {MAX_EPISODES}"),
-    ({"budget": 10**9}, "budget"),
-    ({"controllers": ["unitqgp"]}, "component 'unit_tracker'"),
-    ({"controllers": ["standard", "stateqgp"], "tasks": ["DataOps-N3"]}, "component 'dedupe'"),
-], ids=lambda v: json.dumps(v)[:40] if isinstance(v, dict) else v)
+@pytest.mark.parametrize(
+    "fields, needle",
+    [
+        ({"seeds": {"count": 1.0e8}}, f"less than or equal to {MAX_SEEDS}"),
+        ({"seeds": {"count": "1e8"}}, "seeds"),
+        ({"seeds": [-1]}, "greater than or equal to 0"),
+        ({"seeds": {"start": -5, "count": 2}}, "greater than or equal to 0"),
+        ({"policies": [{"name": "simulated-weak", "params": {"windw": 99}}]}, "'windw'"),
+        ({"policies": [{"name": "simulated-weak", "params": {"window": -5}}]}, "'window'"),
+        ({"policies": [{"name": "simulated-weak", "params": {"window": "4"}}]}, "'window'"),
+        ({"policies": [{"name": "random", "params": {"stop_rate": 1.5}}]}, "'stop_rate'"),
+        ({"policies": [{"name": "diligent", "params": {"care": 1}}]}, "'care'"),
+        (
+            {
+                "policies": [{"name": "simulated-mid", "params": {"overbatch": 0.5}}],
+                "tasks": ["DataOps-N3"],
+            },
+            "no effect on dataops",
+        ),
+        (
+            {
+                "policies": [{"name": "random", "params": {"stop_rate": 0.1}}],
+                "tasks": ["DataOps-N3"],
+            },
+            "no effect on dataops",
+        ),
+        (
+            {"policies": [{"name": "llm", "params": {"model": "m", "temprature": 0}}]},
+            "'temprature'",
+        ),
+        (
+            {
+                "tasks": ["RepoScan-*"],
+                "controllers": ["standard", "stateqgp"],
+                "seeds": {"count": MAX_SEEDS},
+            },
+            f"the limit is {MAX_EPISODES}",
+        ),
+        ({"budget": 10**9}, "budget"),
+        ({"controllers": ["unitqgp"]}, "component 'unit_tracker'"),
+        ({"controllers": ["standard", "stateqgp"], "tasks": ["DataOps-N3"]}, "component 'dedupe'"),
+    ],
+    ids=lambda v: json.dumps(v)[:40] if isinstance(v, dict) else v,
+)
 def test_experiment_fields_are_validated_before_the_first_episode(tmp_path, fields, needle):
     out = misuse("run", experiment(tmp_path, **fields), "--out", tmp_path / "o", needle=needle)
     if "params" in json.dumps(fields):
@@ -155,13 +187,15 @@ def test_bad_params_do_not_grow_errors_jsonl_on_resume(tmp_path):
     now the experiment is refused before the first episode, every time."""
     out = tmp_path / "run"
     good = experiment(tmp_path, "good.yaml", policies=["simulated-weak"])
-    res = runner.invoke(cli.app, ["run", str(good), "--out", str(out), "--no-progress",
-                                  "--no-plot", "--no-report"])
+    res = runner.invoke(
+        cli.app, ["run", str(good), "--out", str(out), "--no-progress", "--no-plot", "--no-report"]
+    )
     assert res.exit_code == 0, res.output
     errors = out / "errors.jsonl"
     before = errors.read_text() if errors.exists() else ""
-    bad = experiment(tmp_path, "good.yaml", policies=[{"name": "simulated-weak",
-                                                       "params": {"window": -5}}])
+    bad = experiment(
+        tmp_path, "good.yaml", policies=[{"name": "simulated-weak", "params": {"window": -5}}]
+    )
     for _ in range(2):  # a resume of the same command
         misuse("run", bad, "--out", out, "--force", needle="'window'")
         assert (errors.read_text() if errors.exists() else "") == before
@@ -179,8 +213,18 @@ def test_report_and_plot_on_missing_runs(tmp_path, cmd):
 def finished_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run")
     out = tmp / "run"
-    res = runner.invoke(cli.app, ["run", str(experiment(tmp)), "--out", str(out),
-                                  "--no-progress", "--no-plot", "--no-report"])
+    res = runner.invoke(
+        cli.app,
+        [
+            "run",
+            str(experiment(tmp)),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plot",
+            "--no-report",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return out
 
@@ -202,19 +246,28 @@ def test_evaluate_misuse(tmp_path, files, finished_run):
     misuse("evaluate", finished_run, "--out", tmp_path / "e", needle="run.json")
 
 
-@pytest.mark.parametrize("extra, needle", [
-    (["--agent", "../x"], "--agent '../x'"),
-    (["--condition", "a b"], "--condition"),
-    (["--seed", "-1"], "--seed"),
-    (["--budget", "0"], "--budget"),
-    (["--task", "Nope"], "unknown task"),
-    (["--controller", "nope"], "unknown controller"),
-    (["--instance", "nope"], "not part of"),
-], ids=lambda v: v if isinstance(v, str) else "-".join(v))
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--agent", "../x"], "--agent '../x'"),
+        (["--condition", "a b"], "--condition"),
+        (["--seed", "-1"], "--seed"),
+        (["--budget", "0"], "--budget"),
+        (["--task", "Nope"], "unknown task"),
+        (["--controller", "nope"], "unknown controller"),
+        (["--instance", "nope"], "not part of"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "-".join(v),
+)
 def test_mcp_misuse(tmp_path, extra, needle):
     pytest.importorskip("mcp")
-    args = ["mcp", "--task", TASK if "--task" not in extra else extra[1],
-            "--run-dir", str(tmp_path / "run")]
+    args = [
+        "mcp",
+        "--task",
+        TASK if "--task" not in extra else extra[1],
+        "--run-dir",
+        str(tmp_path / "run"),
+    ]
     if "--task" in extra:
         extra = []
     if "--instance" in extra:
@@ -222,15 +275,29 @@ def test_mcp_misuse(tmp_path, extra, needle):
     misuse(*args, *extra, needle=needle)
 
 
-@pytest.mark.parametrize("extra, needle", [
-    (["--tasks", ","], "--tasks: give at least one"),
-    (["--tasks", TASK, "--seeds", " , "], "--seeds: give at least one"),
-], ids=["no-task", "no-seed"])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--tasks", ","], "--tasks: give at least one"),
+        (["--tasks", TASK, "--seeds", " , "], "--seeds: give at least one"),
+    ],
+    ids=["no-task", "no-seed"],
+)
 def test_blackbox_run_empty_lists(tmp_path, extra, needle):
     # Found by mypy (issue 34): split() gave an empty or None list where Batch needs one, and
     # the batch then ran no episode and still reported success.
-    misuse("blackbox", "run", "--agent", "codex", "--out", tmp_path / "b", "--model-server",
-           "random", *extra, needle=needle)
+    misuse(
+        "blackbox",
+        "run",
+        "--agent",
+        "codex",
+        "--out",
+        tmp_path / "b",
+        "--model-server",
+        "random",
+        *extra,
+        needle=needle,
+    )
 
 
 def test_mcp_run_dir_is_a_file(files):
@@ -254,12 +321,18 @@ def test_swelite_misuse(tmp_path, files):
 
 def test_console_entry_prints_exactly_one_line(tmp_path, files):
     """The real command (not CliRunner): stderr is one ``error:`` line, exit code 2."""
-    for args in (["run", str(files["binary"]), "--out", str(tmp_path / "o")],
-                 ["run", str(experiment(tmp_path)), "--out", str(files["file"])],
-                 ["run", str(experiment(tmp_path)), "--out", str(tmp_path / "o"), "--limit", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "pushbench.cli", *args],
-                              capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "COLUMNS": "40"})
+    for args in (
+        ["run", str(files["binary"]), "--out", str(tmp_path / "o")],
+        ["run", str(experiment(tmp_path)), "--out", str(files["file"])],
+        ["run", str(experiment(tmp_path)), "--out", str(tmp_path / "o"), "--limit", "0"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pushbench.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "40"},
+        )
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr

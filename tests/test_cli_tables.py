@@ -72,8 +72,9 @@ def invoke(*args: str) -> str:
 
 
 def test_snapshot_and_task_tables_fit_80_columns(eighty, home):
-    synth = invoke("snapshots", "synth", LONG_SNAPSHOT, "--seed", "5", "--defs", "160",
-                   "--modules", "4")
+    synth = invoke(
+        "snapshots", "synth", LONG_SNAPSHOT, "--seed", "5", "--defs", "160", "--modules", "4"
+    )
     fits(synth)
     assert "docstring" in synth and "fixture" in synth
     listed = invoke("snapshots", "list")
@@ -83,8 +84,18 @@ def test_snapshot_and_task_tables_fit_80_columns(eighty, home):
     home_dir = str(Path(os.environ["PUSHBENCH_HOME"]) / "snapshots")
     assert f"built in {terminal.short_path(home_dir)}" in listed
 
-    made = invoke("tasks", "new", "--snapshot", LONG_SNAPSHOT, "--predicate", "returns",
-                  "--targets", "10,25", "--name", LONG_NAME)
+    made = invoke(
+        "tasks",
+        "new",
+        "--snapshot",
+        LONG_SNAPSHOT,
+        "--predicate",
+        "returns",
+        "--targets",
+        "10,25",
+        "--name",
+        LONG_NAME,
+    )
     table = made.split("steps: diligent")[0]
     fits(table)
     rows = [line.split() for line in table.splitlines()]
@@ -95,8 +106,9 @@ def test_snapshot_and_task_tables_fit_80_columns(eighty, home):
 
     listing = invoke("tasks")
     fits(listing)
-    ids = {line.split()[0] for line in listing.splitlines() if line.startswith(("RepoScan",
-                                                                                "DataOps"))}
+    ids = {
+        line.split()[0] for line in listing.splitlines() if line.startswith(("RepoScan", "DataOps"))
+    }
     assert f"RepoScan-{LONG_NAME}-N25" in ids and "RepoScan-requests-docstring-N10" in ids
     assert ids == set(tasks.list_tasks()) & ids  # whole ids, none cut
 
@@ -125,10 +137,14 @@ def test_evaluate_condition_deltas_fit_80_columns():
                 for inst in range(7):
                     for target in (10, 25):
                         i += 1
-                        line = episode(i, controller=ctrl, target=target, instance=f"i{inst}",
-                                       policy=f"blackbox-mcp:{agent}:{cond}",
-                                       metrics={"success": (i * 7919) % 3 == 0,
-                                                "valid_count": (i * 31) % 12})
+                        line = episode(
+                            i,
+                            controller=ctrl,
+                            target=target,
+                            instance=f"i{inst}",
+                            policy=f"blackbox-mcp:{agent}:{cond}",
+                            metrics={"success": (i * 7919) % 3 == 0, "valid_count": (i * 31) % 12},
+                        )
                         line["simulated"] = line["policy"]["simulated"] = False
                         lines.append(line)
     deltas = condition_deltas(lines, n_resamples=199)
@@ -141,8 +157,10 @@ def test_evaluate_condition_deltas_fit_80_columns():
     assert "verifier_gated" in text and "checklist" in text
 
 
-@given(st.lists(st.text(alphabet="abc/-_. ", min_size=1, max_size=12), min_size=1,
-                max_size=4), st.booleans())
+@given(
+    st.lists(st.text(alphabet="abc/-_. ", min_size=1, max_size=12), min_size=1, max_size=4),
+    st.booleans(),
+)
 def test_short_path_only_abbreviates_the_home_folder(parts, under_home):
     base = Path.home() if under_home else Path("/srv/data")
     path = base.joinpath(*parts)
@@ -151,8 +169,10 @@ def test_short_path_only_abbreviates_the_home_folder(parts, under_home):
     assert short.startswith("~") == (under_home and str(path).startswith(str(Path.home())))
 
 
-@given(st.lists(st.text(alphabet="ab-", min_size=1, max_size=30), min_size=1, max_size=6),
-       st.integers(40, 120))
+@given(
+    st.lists(st.text(alphabet="ab-", min_size=1, max_size=30), min_size=1, max_size=6),
+    st.integers(40, 120),
+)
 def test_fit_caps_elastic_columns_so_the_table_fits(words, width):
     tab = terminal.table()
     terminal.ident_column(tab, "ID")

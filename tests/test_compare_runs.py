@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("compare_runs",
-                                               ROOT / "experiments" / "compare_runs.py")
+_spec = importlib.util.spec_from_file_location(
+    "compare_runs", ROOT / "experiments" / "compare_runs.py"
+)
 compare_runs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare_runs)
 
@@ -23,8 +24,7 @@ def _run(folder: Path, lines: list[dict]) -> Path:
 
 
 def test_family_filter_ignores_another_family_and_catches_a_change(tmp_path, capsys):
-    synth = [{"key": f"k{i}", "family": "dataops", "metrics": {"success": i % 2}}
-             for i in range(3)]
+    synth = [{"key": f"k{i}", "family": "dataops", "metrics": {"success": i % 2}} for i in range(3)]
     public = [{"key": "p0", "family": "dataops_public", "metrics": {"success": 1}}]
     before = _run(tmp_path / "a", synth)
     after = _run(tmp_path / "b", synth + public)

@@ -19,8 +19,11 @@ from pushbench.errors import ControllerScopeError, ExperimentError, PushBenchErr
 from pushbench.runner.experiment import load_experiment, validate
 
 ROOT = Path(__file__).resolve().parent.parent
-TASKS = {"reposcan": "RepoScan-requests-docstring-N10", "dataops": "DataOps-b0-N5",
-         "swelite": "SWELite-requests-N3"}
+TASKS = {
+    "reposcan": "RepoScan-requests-docstring-N10",
+    "dataops": "DataOps-b0-N5",
+    "swelite": "SWELite-requests-N3",
+}
 CASES = [(name, family) for name in catalogue() for family in TASKS]
 
 
@@ -87,15 +90,27 @@ def test_family_independent_needs_a_reason():
             Composition.model_validate({**base, "family_independent": bad})
 
 
-@pytest.mark.parametrize("tasks, controllers, needle", [
-    (["RepoScan-requests-docstring-N10"], ["standard", "unitqgp"], "component 'unit_tracker'"),
-    (["DataOps-N3"], ["stateqgp_nogate"], "component 'dedupe'"),
-    (["RepoScan-requests-docstring-N10", "DataOps-b0-N3"], ["verifier_gated", "only_dedupe"],
-     "'only_dedupe' cannot run on dataops"),
-])
+@pytest.mark.parametrize(
+    "tasks, controllers, needle",
+    [
+        (["RepoScan-requests-docstring-N10"], ["standard", "unitqgp"], "component 'unit_tracker'"),
+        (["DataOps-N3"], ["stateqgp_nogate"], "component 'dedupe'"),
+        (
+            ["RepoScan-requests-docstring-N10", "DataOps-b0-N3"],
+            ["verifier_gated", "only_dedupe"],
+            "'only_dedupe' cannot run on dataops",
+        ),
+    ],
+)
 def test_experiment_validation_refuses_out_of_scope_controllers(tasks, controllers, needle):
-    data = {"schema_version": 1, "name": "t", "tasks": tasks, "controllers": controllers,
-            "policies": ["random"], "seeds": [0]}
+    data = {
+        "schema_version": 1,
+        "name": "t",
+        "tasks": tasks,
+        "controllers": controllers,
+        "policies": ["random"],
+        "seeds": [0],
+    }
     with pytest.raises(ExperimentError, match=needle):
         validate(data)
 

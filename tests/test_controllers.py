@@ -52,10 +52,18 @@ def test_catalogue_has_the_paper_rows():
     cat = catalogue()
     assert cat["standard"].components == ()
     assert cat["verifier_gated"].components == ("completion_gate",)
-    assert set(cat["stateqgp"].components) == {"progress_state", "dedupe", "page_memory",
-                                               "buffered_submit", "completion_gate"}
-    for row in ("stateqgp_dedupe_only", "stateqgp_page_memory_only",
-                "stateqgp_dedupe_page_nobuffer"):
+    assert set(cat["stateqgp"].components) == {
+        "progress_state",
+        "dedupe",
+        "page_memory",
+        "buffered_submit",
+        "completion_gate",
+    }
+    for row in (
+        "stateqgp_dedupe_only",
+        "stateqgp_page_memory_only",
+        "stateqgp_dedupe_page_nobuffer",
+    ):
         assert set(cat[row].components) < set(cat["stateqgp"].components)
 
 
@@ -114,8 +122,10 @@ def test_buffered_submit_splits_oversized_submits():
         ids += [h["id"] for h in obs["result"]["results"]]
     obs, _, _, _, info = step(env, {"tool": "submit", "ids": ids[:14]})
     assert obs["ok"] and len(obs["result"]["verdicts"]) == 10
-    assert obs["progress"]["buffered_ids"] == 4 and "buffer_overflow" in \
-        info["controller"]["interventions"]
+    assert (
+        obs["progress"]["buffered_ids"] == 4
+        and "buffer_overflow" in info["controller"]["interventions"]
+    )
     obs, *_ = step(env, {"tool": "submit", "ids": ids[14:16]})
     assert [v["id"] for v in obs["result"]["verdicts"]] == ids[14:16] + ids[10:14]
     # Without the buffer the oversized call is refused by the environment (and costs a step).
@@ -181,9 +191,15 @@ def test_controller_never_sees_the_valid_set(name):
     obs, _ = env.reset(seed=0)
     shown = _strings(json.loads(obs))
     hit_ids: list[str] = []
-    for call in ({"tool": "search", "query": "", "page": 1}, {"tool": "search", "query": "test"},
-                 "submit", "submit", {"tool": "status"}, {"tool": "search", "query": "app"},
-                 {"tool": "final", "reported_count": 99}):
+    for call in (
+        {"tool": "search", "query": "", "page": 1},
+        {"tool": "search", "query": "test"},
+        "submit",
+        "submit",
+        {"tool": "status"},
+        {"tool": "search", "query": "app"},
+        {"tool": "final", "reported_count": 99},
+    ):
         if call == "submit":
             call, hit_ids = {"tool": "submit", "ids": hit_ids[:10]}, hit_ids[10:]
         obs, *_ = env.step(call)
@@ -194,25 +210,27 @@ def test_controller_never_sees_the_valid_set(name):
     valid = inner._verifier._valid
     reachable = _reachable(env, skip=inner)
     assert reachable[0] is env and env.env is inner  # the controller wraps the env directly
-    assert not any(isinstance(o, (gym.Env, Verifier)) for o in reachable[1:]), \
+    assert not any(isinstance(o, (gym.Env, Verifier)) for o in reachable[1:]), (
         "a component holds the environment or its verifier"
+    )
     assert not any(o is valid for o in reachable)
     held = {o for o in reachable if isinstance(o, str)}
     assert not (held & valid) - shown, "the controller holds valid ids the agent was never shown"
     for o in reachable:
         if isinstance(o, (set, frozenset, list, tuple, dict)) and len(o) >= len(valid):
-            assert not valid <= {x for x in o if isinstance(x, str)}, \
+            assert not valid <= {x for x in o if isinstance(x, str)}, (
                 "a container holds the whole valid set"
+            )
     # The episode accepted some ids but far from all: the checks above had something to find.
     assert 0 < inner._verifier.valid_count < len(valid) and len(held & valid) > 0
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["simulated-weak", "simulated-mid", "simulated-strong",
-                                    "random"])
+@pytest.mark.parametrize(
+    "policy", ["simulated-weak", "simulated-mid", "simulated-strong", "random"]
+)
 def test_stateqgp_duplicate_rate_is_exactly_zero_on_every_episode(policy):
-    tasks = sorted(t for t in builtin_tasks()
-                   if t.startswith("RepoScan-") and t.count("-") >= 3)
+    tasks = sorted(t for t in builtin_tasks() if t.startswith("RepoScan-") and t.count("-") >= 3)
     for task in tasks:
         for seed in range(2):
             rec = run_episode(task, "stateqgp", policy, seed)

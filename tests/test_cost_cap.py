@@ -36,8 +36,8 @@ from pushbench.runner.experiment import expand, validate
 from pushbench.runner.sweep import run_experiment
 
 TASK = "RepoScan-N10"
-P_TOK, C_TOK = 1000, 50           # what the stub reports for every call
-PRICE_IN, PRICE_OUT = 1.0, 10.0   # USD per million tokens
+P_TOK, C_TOK = 1000, 50  # what the stub reports for every call
+PRICE_IN, PRICE_OUT = 1.0, 10.0  # USD per million tokens
 CALL_COST = (P_TOK * PRICE_IN + C_TOK * PRICE_OUT) / 1e6
 
 
@@ -48,18 +48,35 @@ def stub():
 
 
 def llm_params(stub, **extra) -> dict:
-    p = {"model": "stub", "base_url": stub.url, "api_key_env": None, "context_tokens": 2000,
-         "max_tokens": 100, "backoff_base": 0.001, "backoff_max": 0.01, "timeout": 10,
-         "prices": {"stub": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT}}}
+    p = {
+        "model": "stub",
+        "base_url": stub.url,
+        "api_key_env": None,
+        "context_tokens": 2000,
+        "max_tokens": 100,
+        "backoff_base": 0.001,
+        "backoff_max": 0.01,
+        "timeout": 10,
+        "prices": {"stub": {"input_per_mtok": PRICE_IN, "output_per_mtok": PRICE_OUT}},
+    }
     p.update(extra)
     return p
 
 
-def experiment(stub, seeds=(0, 1), controllers=("standard", "stateqgp"), budget=3,
-               policies=None, **extra):
-    return validate({"name": "cost", "tasks": [TASK], "controllers": list(controllers),
-                     "policies": policies or [{"name": "llm", "params": llm_params(stub)}],
-                     "seeds": list(seeds), "budget": budget, **extra})
+def experiment(
+    stub, seeds=(0, 1), controllers=("standard", "stateqgp"), budget=3, policies=None, **extra
+):
+    return validate(
+        {
+            "name": "cost",
+            "tasks": [TASK],
+            "controllers": list(controllers),
+            "policies": policies or [{"name": "llm", "params": llm_params(stub)}],
+            "seeds": list(seeds),
+            "budget": budget,
+            **extra,
+        }
+    )
 
 
 def lines(out: Path, name: str = "episodes.jsonl") -> list[dict]:
@@ -90,18 +107,26 @@ def formula(spec, max_tokens: int, context: int, k: int = 0, memory_tools=()) ->
     calls_hi = B * (1 + k) + k
     prompt = (lo * (S + D), B * (context + D), calls_hi * (context + D))
     completion = (lo * min(max_tokens, 30), B * min(max_tokens, 150), calls_hi * max_tokens)
-    cost = tuple((p * PRICE_IN + c * PRICE_OUT) / 1e6
-                 for p, c in zip(prompt, completion, strict=True))
+    cost = tuple(
+        (p * PRICE_IN + c * PRICE_OUT) / 1e6 for p, c in zip(prompt, completion, strict=True)
+    )
     return (lo, B, B), prompt, completion, cost
 
 
 def test_estimate_without_pilot_is_the_stated_formula_and_spends_nothing(stub, tmp_path):
     from pushbench.policies.llm.memory import MemGPTMemory
 
-    exp = experiment(stub, budget=7, policies=[
-        {"name": "llm", "params": llm_params(stub)},
-        {"name": "llm-memgpt", "params": llm_params(stub, context_tokens=3000, max_tokens=40,
-                                                    max_memory_turns=2)}])
+    exp = experiment(
+        stub,
+        budget=7,
+        policies=[
+            {"name": "llm", "params": llm_params(stub)},
+            {
+                "name": "llm-memgpt",
+                "params": llm_params(stub, context_tokens=3000, max_tokens=40, max_memory_turns=2),
+            },
+        ],
+    )
     specs = expand(exp)
     rows = estimate_rows(specs, {})
     assert [r["label"] for r in rows][-1] == "TOTAL" and len(rows) == 3
@@ -114,13 +139,18 @@ def test_estimate_without_pilot_is_the_stated_formula_and_spends_nothing(stub, t
         want.setdefault(s.policy, []).append(f)
     for row, name in zip(rows[:2], ("llm", "llm-memgpt"), strict=True):  # rows[2]: TOTAL
         parts = list(zip(*want[name], strict=True))
-        for col, i in (("steps", 0), ("prompt_tokens", 1), ("completion_tokens", 2),
-                       ("cost_usd", 3)):
+        for col, i in (
+            ("steps", 0),
+            ("prompt_tokens", 1),
+            ("completion_tokens", 2),
+            ("cost_usd", 3),
+        ):
             expect = tuple(sum(p[j] for p in parts[i]) for j in range(3))
             assert row[col] == pytest.approx(expect), (name, col)
         assert row["planned"] == 4 and row["finished"] == 0 and row["basis"] == "assumptions"
     assert rows[-1]["cost_usd"] == pytest.approx(
-        tuple(a + b for a, b in zip(rows[0]["cost_usd"], rows[1]["cost_usd"], strict=True)))
+        tuple(a + b for a, b in zip(rows[0]["cost_usd"], rows[1]["cost_usd"], strict=True))
+    )
     # the CLI prints it and calls no model
     path = tmp_path / "exp.yaml"
     path.write_text(json.dumps(exp.model_dump(mode="json")))
@@ -142,11 +172,13 @@ def test_pilot_runs_k_per_label_into_the_run_and_extrapolates(stub, tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(json.dumps(exp.model_dump(mode="json")))
     out = tmp_path / "run"
-    res = CliRunner().invoke(cli.app, ["run", str(path), "--out", str(out), "--estimate",
-                                       "--pilot", "1", "--no-progress"])
+    res = CliRunner().invoke(
+        cli.app,
+        ["run", str(path), "--out", str(out), "--estimate", "--pilot", "1", "--no-progress"],
+    )
     assert res.exit_code == 0, res.output
     done = lines(out)
-    assert len(done) == 1 and done[0]["seed"] == 0       # the first episode of the label
+    assert len(done) == 1 and done[0]["seed"] == 0  # the first episode of the label
     steps, calls = done[0]["steps_used"], done[0]["usage"]["calls"]
     assert calls == steps == 3
     specs = expand(exp)
@@ -171,8 +203,10 @@ def test_cap_stops_at_the_right_episode_and_resume_ends_as_uncapped(stub, tmp_pa
     uncapped = lines(tmp_path / "uncapped")
     assert full["ran"] == 4
     cost = {x["key"]: x["usage"]["cost_usd"] for x in uncapped}
-    assert all(c == pytest.approx(x["usage"]["calls"] * CALL_COST)
-               for x, c in zip(uncapped, cost.values(), strict=True))
+    assert all(
+        c == pytest.approx(x["usage"]["calls"] * CALL_COST)
+        for x, c in zip(uncapped, cost.values(), strict=True)
+    )
     # a cap that lets exactly two episodes start: spent(0, 1) + worst(2) passes it
     worst = [reservation(s) for s in specs]
     cap = cost[specs[0].key] + cost[specs[1].key] + worst[2] - 1e-6
@@ -183,7 +217,8 @@ def test_cap_stops_at_the_right_episode_and_resume_ends_as_uncapped(stub, tmp_pa
     assert s["not_run"] == 2 and s["capped"] == 0 and s["spent_usd"] <= cap
     assert s["stopped_by_cap"] and not full["stopped_by_cap"]
     assert s["resume_cap_usd"] == pytest.approx(
-        math.ceil((cost[specs[0].key] + cost[specs[1].key] + worst[2] + worst[3]) * 100) / 100)
+        math.ceil((cost[specs[0].key] + cost[specs[1].key] + worst[2] + worst[3]) * 100) / 100
+    )
     # resume with the suggested cap: exactly the uncapped run's episodes
     s2 = run_experiment(exp, out, progress=False, max_cost_usd=s["resume_cap_usd"])
     assert s2["ran"] == 2 and s2["not_run"] == 0 and s2["resume_cap_usd"] is None
@@ -198,7 +233,7 @@ def test_cap_and_resume_under_parallel_executors(stub, tmp_path, executor, worke
     run_experiment(exp, tmp_path / "uncapped", progress=False)
     uncapped = lines(tmp_path / "uncapped")
     worst = max(reservation(s) for s in specs)
-    cap = 2.5 * worst          # at most two worst cases in flight at once
+    cap = 2.5 * worst  # at most two worst cases in flight at once
     out = tmp_path / "capped"
     s = run_experiment(exp, out, progress=False, max_cost_usd=cap)
     assert 2 <= s["ran"] < 4 and s["spent_usd"] <= cap and s["not_run"] == 4 - s["ran"]
@@ -210,8 +245,13 @@ def test_cap_and_resume_under_parallel_executors(stub, tmp_path, executor, worke
 def test_an_episode_over_its_worst_case_is_cut_at_the_cap_and_reruns_on_resume(tmp_path):
     # the server counts far more prompt tokens than the chars/4 worst case reserved for them
     with StubServer(fixed_usage={"prompt_tokens": 20000, "completion_tokens": C_TOK}) as big:
-        exp = experiment(big, seeds=(0,), controllers=("standard",), budget=4,
-                         policies=[{"name": "llm", "params": llm_params(big, context_tokens=256)}])
+        exp = experiment(
+            big,
+            seeds=(0,),
+            controllers=("standard",),
+            budget=4,
+            policies=[{"name": "llm", "params": llm_params(big, context_tokens=256)}],
+        )
         out = tmp_path / "run"
         per_call = (20000 * PRICE_IN + C_TOK * PRICE_OUT) / 1e6
         cap = 1.5 * per_call
@@ -219,7 +259,7 @@ def test_an_episode_over_its_worst_case_is_cut_at_the_cap_and_reruns_on_resume(t
         assert lines(out) == [] and s["capped"] == 1 and s["not_run"] == 1
         cut = lines(out, "capped.jsonl")
         assert len(cut) == 1 and cut[0]["terminated_by"] == "cost_cap"
-        assert cut[0]["usage"]["calls"] == 1          # the second call's worst case passed it
+        assert cut[0]["usage"]["calls"] == 1  # the second call's worst case passed it
         assert cut[0]["metrics"]["error"] is True and cut[0]["error"]["type"] == "cost_cap"
         assert s["spent_usd"] == pytest.approx(per_call) and s["spent_usd"] <= cap
         assert (out / "traces" / "capped" / f"{cut[0]['key']}.json.gz").is_file()
@@ -227,8 +267,10 @@ def test_an_episode_over_its_worst_case_is_cut_at_the_cap_and_reruns_on_resume(t
         done = lines(out)
         assert len(done) == 1 and done[0]["terminated_by"] == "budget"
         assert s2["spent_usd"] == pytest.approx(per_call + done[0]["usage"]["cost_usd"])
-        bill = totals(bill_table(episodes_frame(done)),
-                      {"capped_cost_usd": per_call, "capped_episodes": 1, "cap_usd": 1.0})
+        bill = totals(
+            bill_table(episodes_frame(done)),
+            {"capped_cost_usd": per_call, "capped_episodes": 1, "cap_usd": 1.0},
+        )
         assert bill["total_cost_usd"] == pytest.approx(s2["spent_usd"])
 
 
@@ -237,8 +279,9 @@ def test_episode_token_cap_ends_a_runaway_episode(tmp_path):
     # the check's prompt is the last real count. Call 1: estimate + 100 <= 12000; call 2:
     # 5050 + 5000 + 100 <= 12000; call 3: 10100 + 5000 + 100 > 12000: the episode ends.
     with StubServer(fixed_usage={"prompt_tokens": 5000, "completion_tokens": C_TOK}) as big:
-        exp = experiment(big, seeds=(0,), controllers=("standard",), budget=6,
-                         max_episode_tokens=12000)
+        exp = experiment(
+            big, seeds=(0,), controllers=("standard",), budget=6, max_episode_tokens=12000
+        )
         out = tmp_path / "run"
         run_experiment(exp, out, progress=False)
         (line,) = lines(out)
@@ -247,40 +290,54 @@ def test_episode_token_cap_ends_a_runaway_episode(tmp_path):
         assert line["error"]["type"] == "token_cap" and len(big.requests) == 2
         s = summary_table(episodes_frame([line]), steps_reference=False).iloc[0]
         assert s["n_episodes"] == 0 and s["n_spend_cut"] == 1
-        assert s["total_cost_usd"] == pytest.approx(2 * (5000 * PRICE_IN + C_TOK * PRICE_OUT)
-                                                    / 1e6)
+        assert s["total_cost_usd"] == pytest.approx(2 * (5000 * PRICE_IN + C_TOK * PRICE_OUT) / 1e6)
         # a token cap decides outcomes: changing it is another experiment
         with pytest.raises(Exception, match="different experiment"):
-            run_experiment(experiment(big, seeds=(0,), controllers=("standard",), budget=6,
-                                      max_episode_tokens=9000), out, progress=False)
+            run_experiment(
+                experiment(
+                    big, seeds=(0,), controllers=("standard",), budget=6, max_episode_tokens=9000
+                ),
+                out,
+                progress=False,
+            )
 
 
 def test_unpriced_model_refuses_the_cap_unless_allowed(stub, tmp_path):
     params = llm_params(stub)
     del params["prices"]
-    exp = experiment(stub, seeds=(0,), controllers=("standard",),
-                     policies=[{"name": "llm", "params": params}])
+    exp = experiment(
+        stub, seeds=(0,), controllers=("standard",), policies=[{"name": "llm", "params": params}]
+    )
     with pytest.raises(ExperimentError, match="allow-unpriced"):
         run_experiment(exp, tmp_path / "a", progress=False, max_cost_usd=1.0)
     assert stub.requests == [] and lines(tmp_path / "a") == []
-    s = run_experiment(exp, tmp_path / "b", progress=False, max_cost_usd=1.0,
-                       allow_unpriced=True)
+    s = run_experiment(exp, tmp_path / "b", progress=False, max_cost_usd=1.0, allow_unpriced=True)
     assert s["ran"] == 1 and s["spent_usd"] == 0.0
     path = tmp_path / "exp.yaml"
     path.write_text(json.dumps(exp.model_dump(mode="json")))
-    res = CliRunner().invoke(cli.app, ["run", str(path), "--out", str(tmp_path / "c"),
-                                       "--max-cost-usd", "1", "--no-progress"])
+    res = CliRunner().invoke(
+        cli.app,
+        ["run", str(path), "--out", str(tmp_path / "c"), "--max-cost-usd", "1", "--no-progress"],
+    )
     assert res.exit_code == 2 and "--allow-unpriced" in res.output
 
 
 def test_full_context_needs_a_token_cap_under_a_cost_cap(stub, tmp_path):
-    exp = experiment(stub, seeds=(0,), controllers=("standard",),
-                     policies=[{"name": "llm", "params": llm_params(stub, context_tokens=None)}])
+    exp = experiment(
+        stub,
+        seeds=(0,),
+        controllers=("standard",),
+        policies=[{"name": "llm", "params": llm_params(stub, context_tokens=None)}],
+    )
     with pytest.raises(ExperimentError, match="max_episode_tokens"):
         run_experiment(exp, tmp_path / "a", progress=False, max_cost_usd=1.0)
-    capped = experiment(stub, seeds=(0,), controllers=("standard",), max_episode_tokens=5000,
-                        policies=[{"name": "llm",
-                                   "params": llm_params(stub, context_tokens=None)}])
+    capped = experiment(
+        stub,
+        seeds=(0,),
+        controllers=("standard",),
+        max_episode_tokens=5000,
+        policies=[{"name": "llm", "params": llm_params(stub, context_tokens=None)}],
+    )
     s = run_experiment(capped, tmp_path / "b", progress=False, max_cost_usd=1.0)
     assert s["ran"] == 1
 
@@ -291,8 +348,9 @@ def test_bill_equals_the_sum_of_the_records(stub, tmp_path):
     out = tmp_path / "run"
     path = tmp_path / "exp.yaml"
     path.write_text(json.dumps(exp.model_dump(mode="json")))
-    res = CliRunner().invoke(cli.app, ["run", str(path), "--out", str(out), "--no-progress",
-                                       "--no-plot"])
+    res = CliRunner().invoke(
+        cli.app, ["run", str(path), "--out", str(out), "--no-progress", "--no-plot"]
+    )
     assert res.exit_code == 0, res.output
     done = lines(out)
     bill = bill_table(episodes_frame(done))
@@ -307,8 +365,9 @@ def test_bill_equals_the_sum_of_the_records(stub, tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) == 2
     assert sum(float(r["total_cost_usd"]) for r in rows) == pytest.approx(total, abs=1e-5)
-    assert sum(int(float(r["total_prompt_tokens"])) for r in rows) == \
-        sum(x["usage"]["prompt_tokens"] for x in done)
+    assert sum(int(float(r["total_prompt_tokens"])) for r in rows) == sum(
+        x["usage"]["prompt_tokens"] for x in done
+    )
     report = (out / "report.md").read_text()
     assert "## Bill" in report and f"Total ${total:,.4f}" in report and "cap $5.00" in report
     assert f"Total ${total:,.4f}" in res.output
@@ -320,30 +379,68 @@ def test_cli_prints_the_resume_command_with_a_higher_cap(stub, tmp_path):
     path.write_text(json.dumps(exp.model_dump(mode="json")))
     out = tmp_path / "run"
     worst = reservation(expand(exp)[0])
-    res = CliRunner().invoke(cli.app, ["run", str(path), "--out", str(out), "--no-progress",
-                                       "--no-plot", "--max-cost-usd", f"{1.5 * worst:.6f}"])
+    res = CliRunner().invoke(
+        cli.app,
+        [
+            "run",
+            str(path),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plot",
+            "--max-cost-usd",
+            f"{1.5 * worst:.6f}",
+        ],
+    )
     assert res.exit_code == 3, res.output
     text = " ".join(res.output.split())
     assert "cost cap" in text and "reached" in text and "--max-cost-usd" in text
     suggested = float(text.split("--max-cost-usd ")[-1].split()[0])
-    res2 = CliRunner().invoke(cli.app, ["run", str(path), "--out", str(out), "--no-progress",
-                                        "--no-plot", "--max-cost-usd", str(suggested)])
+    res2 = CliRunner().invoke(
+        cli.app,
+        [
+            "run",
+            str(path),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plot",
+            "--max-cost-usd",
+            str(suggested),
+        ],
+    )
     assert res2.exit_code == 0, res2.output
     assert len(lines(out)) == 4
 
 
 # ----- the experiment-file fields ------------------------------------------------------------
-BASE = {"name": "x", "tasks": [TASK], "controllers": ["standard"], "policies": ["random"],
-        "seeds": [0]}
+BASE = {
+    "name": "x",
+    "tasks": [TASK],
+    "controllers": ["standard"],
+    "policies": ["random"],
+    "seeds": [0],
+}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**8),
-                 st.text(max_size=5), st.none(), st.booleans(),
-                 st.lists(st.integers(), max_size=2)))
+@given(
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-10, 10**8),
+        st.text(max_size=5),
+        st.none(),
+        st.booleans(),
+        st.lists(st.integers(), max_size=2),
+    )
+)
 def test_max_cost_usd_field_accepts_exactly_positive_finite_amounts(value):
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and 0 < value <= 1e7)
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= 1e7
+    )
     if value is None:
         assert validate({**BASE, "max_cost_usd": value}).max_cost_usd is None
         return
@@ -359,11 +456,13 @@ def test_max_cost_usd_field_accepts_exactly_positive_finite_amounts(value):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.integers(-5, 10**11), st.floats(allow_nan=True, allow_infinity=True),
-                 st.none()))
+@given(
+    st.one_of(st.integers(-5, 10**11), st.floats(allow_nan=True, allow_infinity=True), st.none())
+)
 def test_max_episode_tokens_field_accepts_exactly_positive_whole_counts(value):
-    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)
-                                       and value == int(value))
+    whole = isinstance(value, int) or (
+        isinstance(value, float) and math.isfinite(value) and value == int(value)
+    )
     ok = value is None or (whole and 1 <= value <= 10**10)
     if ok:
         exp = validate({**BASE, "max_episode_tokens": value})
@@ -386,10 +485,20 @@ def test_token_cap_holds_for_every_backend_sync_and_async(policy, tmp_path):
         params = llm_params(big)
         if "langgraph" in policy:
             params["checkpoint_dir"] = str(tmp_path / "ckpt")
-        sync = run_episode(TASK, "standard", policy, 0, budget=6, policy_params=params,
-                           max_episode_tokens=12000)
-        asy = asyncio.run(arun_episode(TASK, "standard", policy, 1, budget=6,
-                                       policy_params=params, max_episode_tokens=12000))
+        sync = run_episode(
+            TASK, "standard", policy, 0, budget=6, policy_params=params, max_episode_tokens=12000
+        )
+        asy = asyncio.run(
+            arun_episode(
+                TASK,
+                "standard",
+                policy,
+                1,
+                budget=6,
+                policy_params=params,
+                max_episode_tokens=12000,
+            )
+        )
     for rec in (sync, asy):
         assert rec["terminated_by"] == "token_cap" and rec["usage"]["calls"] == 2
         assert rec["usage"]["prompt_tokens"] + rec["usage"]["completion_tokens"] <= 12000
@@ -401,8 +510,9 @@ def test_a_reused_process_pool_takes_the_new_cap_and_drops_it(stub, tmp_path):
     exp = experiment(stub)
     worst = max(reservation(s) for s in expand(exp))
     with LocalPoolExecutor(workers=2) as pool:
-        s = run_experiment(exp, tmp_path / "a", executor=pool, progress=False,
-                           max_cost_usd=1.5 * worst)
+        s = run_experiment(
+            exp, tmp_path / "a", executor=pool, progress=False, max_cost_usd=1.5 * worst
+        )
         assert s["stopped_by_cap"] and s["ran"] == 1
         again = run_experiment(exp, tmp_path / "a", executor=pool, progress=False)
         assert again["ran"] == 3 and again["not_run"] == 0 and not again["stopped_by_cap"]

@@ -39,20 +39,20 @@ def _generate(cfg: dict, target: int):
 def test_every_episode_gets_the_backlog_a_fresh_build_gives(instance):
     cfg = instance_config("dataops", instance)
     U._BLUEPRINTS.clear()
-    fresh_units, fresh_tree = _generate(cfg, 10)      # built now
+    fresh_units, fresh_tree = _generate(cfg, 10)  # built now
     assert len(U._BLUEPRINTS) == 1
     # An episode that mutates everything it holds must not reach the next one.
     for u in fresh_units:
         u.files.append("u99/x.csv")
         u.rules[0]["op"] = "changed"
         u.secret.clear()
-    units, tree = _generate(cfg, 10)                   # from the kept blueprint
+    units, tree = _generate(cfg, 10)  # from the kept blueprint
     U._BLUEPRINTS.clear()
-    again_units, again_tree = _generate(cfg, 10)       # built anew
+    again_units, again_tree = _generate(cfg, 10)  # built anew
     assert units == again_units and tree == again_tree == fresh_tree
     assert all(u.secret and u.rules[0].get("op") != "changed" for u in units)
     assert len(tree) == len({f for u in units for f in u.files}) > len(units)
-    other, _ = _generate(cfg, 3)                       # another target: another backlog
+    other, _ = _generate(cfg, 3)  # another target: another backlog
     assert [u.id for u in other] != [u.id for u in units]
 
 
@@ -79,8 +79,9 @@ def artifact_units():
         ws = Workspace.create()
         try:
             units = U.generate(instance_config("dataops", instance), 20, ws)
-            out += [(u, {f: ws.read_text(f) for f in u.files}) for u in units
-                    if u.kind == "artifact"]
+            out += [
+                (u, {f: ws.read_text(f) for f in u.files}) for u in units if u.kind == "artifact"
+            ]
         finally:
             ws.remove()
     return out
@@ -111,5 +112,9 @@ def test_the_memoised_artifact_fix_is_a_function_of_the_texts(artifact_units):
         S._fixed_text.cache_clear()
         assert S.artifact_fix(public, files) == good != bad
         assert S.artifact_fix(public, files, "drop_good") == bad
-        assert artifacts.check(unit.secret["format"], good[1], unit.secret["kind"],
-                               unit.secret["valid"]) is None
+        assert (
+            artifacts.check(
+                unit.secret["format"], good[1], unit.secret["kind"], unit.secret["valid"]
+            )
+            is None
+        )

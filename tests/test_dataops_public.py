@@ -47,6 +47,7 @@ def _frame(path: Path) -> pd.DataFrame:
 
 # ----- excerpts and provenance ----------------------------------------------------------------
 
+
 def test_every_excerpt_matches_its_manifest_digest_shape_and_an_allowed_licence():
     m = _manifest()["excerpts"]
     on_disk = sorted(p.name for p in DATA.glob("*.csv"))
@@ -82,15 +83,21 @@ def test_an_excerpt_whose_digest_differs_is_refused(tmp_path, monkeypatch):
 
 def test_the_package_clean_table_is_the_raw_table_under_the_stated_mapping():
     raw, clean = _frame(DATA / "penguins_raw.csv"), _frame(DATA / "penguins.csv")
-    mapped = pd.DataFrame({
-        "species": raw["Species"].str.split(" ").str[0], "island": raw["Island"],
-        "bill_length_mm": raw["Culmen Length (mm)"], "body_mass_g": raw["Body Mass (g)"],
-        "sex": raw["Sex"].where(raw["Sex"] == "NA", raw["Sex"].str.lower()),
-        "year": raw["Date Egg"].str.slice(0, 4)})
+    mapped = pd.DataFrame(
+        {
+            "species": raw["Species"].str.split(" ").str[0],
+            "island": raw["Island"],
+            "bill_length_mm": raw["Culmen Length (mm)"],
+            "body_mass_g": raw["Body Mass (g)"],
+            "sex": raw["Sex"].where(raw["Sex"] == "NA", raw["Sex"].str.lower()),
+            "year": raw["Date Egg"].str.slice(0, 4),
+        }
+    )
     pd.testing.assert_frame_equal(mapped, clean[list(mapped.columns)], check_dtype=False)
 
 
 # ----- every unit recomputed with pandas ------------------------------------------------------
+
 
 def _rows(mask: pd.Series) -> list[str]:
     return [str(i + 1) for i in mask[mask].index]
@@ -126,20 +133,32 @@ def _pandas_fix(unit, ws: Workspace) -> str:
     first = unit.rules[0]
     if first["op"] == "raw_to_clean":
         raw = _frame(Path(ws.root) / first["raw"])
-        clean = pd.DataFrame({
-            "species": raw["Species"].str.split(" ").str[0], "island": raw["Island"],
-            "bill_length_mm": raw["Culmen Length (mm)"], "body_mass_g": raw["Body Mass (g)"],
-            "sex": raw["Sex"].where(raw["Sex"] == "NA", raw["Sex"].str.lower()),
-            "year": raw["Date Egg"].str.slice(0, 4)})
+        clean = pd.DataFrame(
+            {
+                "species": raw["Species"].str.split(" ").str[0],
+                "island": raw["Island"],
+                "bill_length_mm": raw["Culmen Length (mm)"],
+                "body_mass_g": raw["Body Mass (g)"],
+                "sex": raw["Sex"].where(raw["Sex"] == "NA", raw["Sex"].str.lower()),
+                "year": raw["Date Egg"].str.slice(0, 4),
+            }
+        )
         return clean.to_csv(index=False, lineterminator="\n")
     assert first["op"] == "provenance_record"
     data = _frame(Path(ws.root) / first["data"])
     name = Path(first["data"]).name
     entry = _manifest()["excerpts"][name]
-    return json.dumps({"dataset": name, "package": entry["package"],
-                       "version": str(entry["version"]), "licence": entry["licence"],
-                       "citation": entry["citation"], "rows": int(len(data)),
-                       "columns": list(data.columns)})
+    return json.dumps(
+        {
+            "dataset": name,
+            "package": entry["package"],
+            "version": str(entry["version"]),
+            "licence": entry["licence"],
+            "citation": entry["citation"],
+            "rows": int(len(data)),
+            "columns": list(data.columns),
+        }
+    )
 
 
 @pytest.mark.parametrize("task_id", SINGLE)
@@ -156,8 +175,11 @@ def test_every_unit_answer_recomputed_with_pandas_is_what_the_checker_accepts(ta
                 items = _pandas_answer(unit, inner._ws)
                 assert len(items) >= (1 if unit.rules[0]["op"] == "keys_unresolved" else 2)
                 assert PU.check(unit, inner._ws, ",".join(items)).passed, unit.id
-                for wrong in (items[1:], items + ["999"], [str(int(items[0]) + 1)]
-                              if items[0].isdigit() else ["N0NE"]):
+                for wrong in (
+                    items[1:],
+                    items + ["999"],
+                    [str(int(items[0]) + 1)] if items[0].isdigit() else ["N0NE"],
+                ):
                     assert not PU.check(unit, inner._ws, ",".join(wrong) or "none").passed
             else:
                 inner._ws.write_text(unit.secret["target"], _pandas_fix(unit, inner._ws))
@@ -172,11 +194,13 @@ def test_the_record_checker_wants_types_not_only_values(tmp_path):
     env.reset(seed=0)
     inner = env.unwrapped
     try:
-        unit = next(u for u in inner._units.values()
-                    if u.rules[0].get("op") == "provenance_record")
+        unit = next(u for u in inner._units.values() if u.rules[0].get("op") == "provenance_record")
         doc = json.loads(_pandas_fix(unit, inner._ws))
-        for key, bad in (("rows", str(doc["rows"])), ("columns", ",".join(doc["columns"])),
-                         ("licence", "CC-BY-4.0")):
+        for key, bad in (
+            ("rows", str(doc["rows"])),
+            ("columns", ",".join(doc["columns"])),
+            ("licence", "CC-BY-4.0"),
+        ):
             inner._ws.write_text(unit.secret["target"], json.dumps({**doc, key: bad}))
             res = PU.check(unit, inner._ws)
             assert (res.passed, res.rule) == (False, key)
@@ -190,12 +214,19 @@ def test_edit_checkers_are_total_on_any_text(text):
     """Whatever an agent writes, the checkers answer with a verdict, never an exception."""
     clean = PU._check_clean(text, [["Adelie", "Dream", "39", "3700", "male", "2008"]])
     record = PU._check_record(text, {k: "x" for k in PU.RECORD_KEYS})
-    assert clean.passed is (text.strip() == "species,island,bill_length_mm,body_mass_g,sex,"
-                            "year\nAdelie,Dream,39,3700,male,2008") or clean.passed is False
+    assert (
+        clean.passed
+        is (
+            text.strip() == "species,island,bill_length_mm,body_mass_g,sex,"
+            "year\nAdelie,Dream,39,3700,male,2008"
+        )
+        or clean.passed is False
+    )
     assert record.passed is False or json.loads(text) == {k: "x" for k in PU.RECORD_KEYS}
 
 
 # ----- registration, the Gymnasium contract, determinism --------------------------------------
+
 
 def test_the_family_has_its_own_version_ids_and_manifest():
     assert tasks.family_version("dataops_public") == 1
@@ -204,8 +235,10 @@ def test_the_family_has_its_own_version_ids_and_manifest():
     assert not any(t.startswith("DataOps-public") for t in pushbench.list_tasks("DataOps-b"))
 
 
-@pytest.mark.parametrize("task_id", ["DataOps-public-N3", "DataOps-public-N20",
-                                     "DataOps-public-b0-N3", "DataOps-public-b3-N5"])
+@pytest.mark.parametrize(
+    "task_id",
+    ["DataOps-public-N3", "DataOps-public-N20", "DataOps-public-b0-N3", "DataOps-public-b3-N5"],
+)
 def test_check_env(task_id):
     env = gym.make(pushbench.registration.gym_id(task_id)).unwrapped
     with warnings.catch_warnings():
@@ -219,8 +252,7 @@ def test_same_backlog_same_files_and_nothing_secret_in_observations():
         env = pushbench.make("DataOps-public-b2-N10")
         obs, _ = env.reset(seed=5)
         inner = env.unwrapped
-        seen = [obs] + [env.step({"tool": "inspect", "unit_id": uid})[0]
-                        for uid in inner._units]
+        seen = [obs] + [env.step({"tool": "inspect", "unit_id": uid})[0] for uid in inner._units]
         files = {f: inner._ws.read_text(f) for u in inner._units.values() for f in u.files}
         secrets = [u.secret for u in inner._units.values()]
         env.close()
@@ -245,6 +277,7 @@ def test_inspect_adapter_lists_the_family():
 
 
 # ----- calibration and floors -----------------------------------------------------------------
+
 
 def test_budgets_leave_diligent_the_calibrated_headroom():
     """Budgets come from `diligent` with 1.6x headroom on every task (as the synthetic family)."""
@@ -278,8 +311,11 @@ def test_maintainer_script_re_derives_every_excerpt():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, str(ROOT / "experiments" /
-                                              "dataops_public_excerpts.py")],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "dataops_public_excerpts.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("ok   ") == len(_manifest()["excerpts"])

@@ -48,8 +48,9 @@ def test_blocks_tested_elsewhere_are():
             if "tested" in b.marks:
                 test = ROOT / b.marks["tested"]
                 assert test.is_file(), f"{b.where()}: no {test}"
-                assert page.split("/")[-1] in test.read_text(), \
+                assert page.split("/")[-1] in test.read_text(), (
                     f"{b.where()}: {test} never reads it"
+                )
 
 
 def test_client_blocks_name_known_clients():
@@ -94,7 +95,8 @@ def test_getting_started_shows_the_readme_commands_verbatim():
 def test_install_blocks_name_existing_extras():
     """The fast half of an ``install`` block's check: every extra it names is in pyproject."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
+        "optional-dependencies"
+    ]
     for bs in ALL.values():
         for b in bs:
             if "install" in b.marks:
@@ -175,8 +177,9 @@ def _run(block: Block, work, env, port: int | None) -> subprocess.CompletedProce
         cmd = [sys.executable, script.name]
     else:
         cmd = ["bash", "-euo", "pipefail", "-c", code]
-    return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
-                          timeout=BLOCK_TIMEOUT)
+    return subprocess.run(
+        cmd, cwd=work, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT
+    )
 
 
 def _run_page(page: str, tmp_path, slow: bool):
@@ -199,7 +202,8 @@ def _run_page(page: str, tmp_path, slow: bool):
             if "xfail" in block.marks:
                 assert res.returncode != 0, (
                     f"{block.where()} passed but is marked xfail ({block.marks['xfail']}): "
-                    f"remove the marker\n{out}")
+                    f"remove the marker\n{out}"
+                )
                 expected_failures.append(f"{block.where()}: {block.marks['xfail']}")
                 continue
             assert res.returncode == 0, f"{block.where()} ({block.lang}) failed\n{out}"

@@ -24,9 +24,14 @@ from doc_examples import ROOT
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                          str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
     return out
 
@@ -35,8 +40,11 @@ def test_the_site_builds_strict_with_every_page(site):
     """Every docs page became a page of the site, the API reference included."""
     pages = sorted(p.relative_to(ROOT / "docs") for p in (ROOT / "docs").rglob("*.md"))
     for page in pages:
-        html = (site / page.with_suffix("")).joinpath("index.html") \
-            if page.name != "index.md" else site / page.parent / "index.html"
+        html = (
+            (site / page.with_suffix("")).joinpath("index.html")
+            if page.name != "index.md"
+            else site / page.parent / "index.html"
+        )
         assert html.is_file(), page
     api = (site / "reference" / "pushbench" / "index.html").read_text()
     for name in ("make", "make_vec", "list_tasks"):
@@ -100,10 +108,14 @@ def test_the_viewer_screenshots_come_from_the_browser_test():
 
     browser_test = (ROOT / "tests" / "test_viewer_browser.py").read_text()
     written = set(re.findall(r'_for_docs\(page, "([\w.]+)"\)', browser_test))
-    width, height = map(int, re.search(r'viewport=\{"width": (\d+), "height": (\d+)\}',
-                                       browser_test).groups())
-    shown = {m for p in (ROOT / "docs").rglob("*.md")
-             for m in re.findall(r"\]\((?:\.\./)?(viewer_[\w]+\.png)\)", p.read_text())}
+    width, height = map(
+        int, re.search(r'viewport=\{"width": (\d+), "height": (\d+)\}', browser_test).groups()
+    )
+    shown = {
+        m
+        for p in (ROOT / "docs").rglob("*.md")
+        for m in re.findall(r"\]\((?:\.\./)?(viewer_[\w]+\.png)\)", p.read_text())
+    }
     assert shown and shown <= written, shown - written
     for name in shown:
         head = (ROOT / "docs" / name).read_bytes()[:24]

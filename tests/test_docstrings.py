@@ -21,25 +21,42 @@ import yaml
 from doc_examples import ROOT
 
 REFERENCE = sorted((ROOT / "docs" / "reference").glob("*.md"))
-MODULES = sorted({m for page in REFERENCE
-                  for m in re.findall(r"^::: ([\w.]+)\s*$", page.read_text(), re.MULTILINE)})
+MODULES = sorted(
+    {
+        m
+        for page in REFERENCE
+        for m in re.findall(r"^::: ([\w.]+)\s*$", page.read_text(), re.MULTILINE)
+    }
+)
 
 
 def _public(mod):
     names = getattr(mod, "__all__", None)
     if names is None:
-        names = [n for n, o in vars(mod).items() if not n.startswith("_")
-                 and (inspect.isclass(o) or inspect.isfunction(o))
-                 and getattr(o, "__module__", None) == mod.__name__]
-    return [n for n in names
-            if inspect.isclass(getattr(mod, n)) or inspect.isfunction(getattr(mod, n))]
+        names = [
+            n
+            for n, o in vars(mod).items()
+            if not n.startswith("_")
+            and (inspect.isclass(o) or inspect.isfunction(o))
+            and getattr(o, "__module__", None) == mod.__name__
+        ]
+    return [
+        n for n in names if inspect.isclass(getattr(mod, n)) or inspect.isfunction(getattr(mod, n))
+    ]
 
 
 def test_the_reference_documents_the_public_api():
     """The pages name the modules issue 32 lists (a regex slip would check nothing)."""
-    for m in ("pushbench", "pushbench.vector", "pushbench.metrics", "pushbench.policies.base",
-              "pushbench.controllers.wrapper", "pushbench.controllers.components",
-              "pushbench.envs.base", "pushbench.adapters.openenv_env"):
+    for m in (
+        "pushbench",
+        "pushbench.vector",
+        "pushbench.metrics",
+        "pushbench.policies.base",
+        "pushbench.controllers.wrapper",
+        "pushbench.controllers.components",
+        "pushbench.envs.base",
+        "pushbench.adapters.openenv_env",
+    ):
         assert m in MODULES
 
 
@@ -50,8 +67,9 @@ def test_every_public_name_has_a_docstring(module):
     for name in _public(mod):
         obj = getattr(mod, name)
         if name.endswith("Args"):
-            assert issubclass(obj, pydantic.BaseModel), \
+            assert issubclass(obj, pydantic.BaseModel), (
                 f"{module}.{name}: not a tool-argument model"
+            )
             continue
         own = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
         if not (own or "").strip():
@@ -74,6 +92,7 @@ def test_every_public_name_has_a_docstring(module):
 def test_the_reference_hides_what_the_test_exempts():
     """mkdocs.yml filters out private names and the ``*Args`` models, as the test exempts them."""
     cfg = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
-    plugin = next(p["mkdocstrings"] for p in cfg["plugins"] if isinstance(p, dict)
-                  and "mkdocstrings" in p)
+    plugin = next(
+        p["mkdocstrings"] for p in cfg["plugins"] if isinstance(p, dict) and "mkdocstrings" in p
+    )
     assert plugin["handlers"]["python"]["options"]["filters"] == ["!^_", "!Args$"]

@@ -81,9 +81,10 @@ def srv():
         yield pair
 
 
-@pytest.mark.parametrize("task,controller", [("RepoScan-N10", "standard"),
-                                             ("RepoScan-N10", "stateqgp"),
-                                             ("DataOps-N3", "unitqgp")])
+@pytest.mark.parametrize(
+    "task,controller",
+    [("RepoScan-N10", "standard"), ("RepoScan-N10", "stateqgp"), ("DataOps-N3", "unitqgp")],
+)
 def test_trajectory_over_the_server_equals_make(srv, task, controller):
     url, _ = srv
     actions = action_stream(task, 7, 150)  # past the budget: includes a reset mid-stream
@@ -103,8 +104,7 @@ def test_a_paced_session_keeps_the_trajectory(srv):
     assert pace == think_times(5, len(actions), 0.002) and len(set(pace)) == len(pace)
     remote = asyncio.run(ws_session(url, "RepoScan-N10", "stateqgp", 5, actions, pace=pace))
     assert remote.errors == [] and len(remote.latencies) == len(actions)
-    assert remote.trajectory.texts == local_trajectory("RepoScan-N10", "stateqgp", 5,
-                                                       actions).texts
+    assert remote.trajectory.texts == local_trajectory("RepoScan-N10", "stateqgp", 5, actions).texts
 
 
 def test_action_stream_is_seeded_and_never_terminal():
@@ -122,11 +122,19 @@ async def _open_close_many(url: str, n: int) -> list[str]:
         ws = await connect(ws_url(url), max_size=None, open_timeout=60)
         try:
             if i % 4 == 0:
-                return (await ws_session(url, "RepoScan-N10", "stateqgp", i,
-                                         action_stream("RepoScan-N10", i, 3))).errors and "e" or ""
+                return (
+                    (
+                        await ws_session(
+                            url, "RepoScan-N10", "stateqgp", i, action_stream("RepoScan-N10", i, 3)
+                        )
+                    ).errors
+                    and "e"
+                    or ""
+                )
             if i % 4 in (1, 2):
-                await ws.send(json.dumps({"type": "reset", "data": {"task": "DataOps-N3",
-                                                                    "seed": i}}))
+                await ws.send(
+                    json.dumps({"type": "reset", "data": {"task": "DataOps-N3", "seed": i}})
+                )
                 await ws.recv()
             if i % 4 == 2:
                 await ws.send(json.dumps({"type": "step", "data": {"tool": "status"}}))
@@ -170,8 +178,9 @@ def test_idle_timeout_closes_and_reclaims_the_session():
 
     async def idle(url: str) -> tuple[dict, bool]:
         async with connect(ws_url(url), max_size=None) as ws:
-            await ws.send(json.dumps({"type": "reset", "data": {"task": "RepoScan-N10",
-                                                                "seed": 0}}))
+            await ws.send(
+                json.dumps({"type": "reset", "data": {"task": "RepoScan-N10", "seed": 0}})
+            )
             await ws.recv()
             notice = json.loads(await asyncio.wait_for(ws.recv(), 60))  # no message sent
             try:
@@ -206,10 +215,24 @@ def test_capacity_refusal_is_one_error_and_frees_nothing_it_did_not_take():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.one_of(st.text(max_size=200), st.dictionaries(st.text(max_size=10), st.text(
-    max_size=10) | st.integers(), max_size=4).map(json.dumps),
-    st.sampled_from(['{"type":"step","data":{"tool":1}}', '{"type":"reset","data":[]}',
-                     '{"type":"step"}', '[1]', '{"type":"state"}', '"x"'])))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.dictionaries(st.text(max_size=10), st.text(max_size=10) | st.integers(), max_size=4).map(
+            json.dumps
+        ),
+        st.sampled_from(
+            [
+                '{"type":"step","data":{"tool":1}}',
+                '{"type":"reset","data":[]}',
+                '{"type":"step"}',
+                "[1]",
+                '{"type":"state"}',
+                '"x"',
+            ]
+        ),
+    )
+)
 def test_any_message_gets_a_reply_and_the_session_stays_usable(srv, message):
     from websockets.asyncio.client import connect
 
@@ -219,8 +242,9 @@ def test_any_message_gets_a_reply_and_the_session_stays_usable(srv, message):
             reply = json.loads(await ws.recv()) if not _is_close(message) else {"type": "x"}
             if _is_close(message):
                 return reply, {"type": "observation"}
-            await ws.send(json.dumps({"type": "reset", "data": {"task": "RepoScan-N10",
-                                                                "seed": 0}}))
+            await ws.send(
+                json.dumps({"type": "reset", "data": {"task": "RepoScan-N10", "seed": 0}})
+            )
             return reply, json.loads(await ws.recv())
 
     url, _ = srv
@@ -255,9 +279,22 @@ def test_k_local_workers_behind_one_port_keep_every_trajectory():
     """``pushbench serve-env --workers 2``: sessions land on both worker processes and each
     trajectory equals the in-process one."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "pushbench.cli", "serve-env", "--port",
-                             str(port), "--workers", "2", "--max-sessions", "16"],
-                            start_new_session=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "serve-env",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--max-sessions",
+            "16",
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -272,16 +309,19 @@ def test_k_local_workers_behind_one_port_keep_every_trajectory():
         streams = [action_stream(task, s, 20) for s in range(6)]
 
         async def all_sessions():
-            return await asyncio.gather(*(ws_session(url, task, controller, s, streams[s],
-                                                     ask_worker=True) for s in range(6)))
+            return await asyncio.gather(
+                *(
+                    ws_session(url, task, controller, s, streams[s], ask_worker=True)
+                    for s in range(6)
+                )
+            )
 
         pids = set()
         for _ in range(5):  # the kernel picks the worker: retry until both were used
             results = asyncio.run(all_sessions())
             for s, r in enumerate(results):
                 assert r.errors == []
-                assert r.trajectory.texts == local_trajectory(task, controller, s,
-                                                              streams[s]).texts
+                assert r.trajectory.texts == local_trajectory(task, controller, s, streams[s]).texts
             pids |= {r.pid for r in results}
             if len(pids) == 2:
                 break
@@ -312,13 +352,16 @@ def test_sessions_share_the_snapshot_index_not_copies():
         b.env.close()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--address", "auto"], "--ray"),
-    (["--replicas", "3"], "--ray"),
-    (["--ray", "--workers", "2"], "--replicas"),
-    (["--workers", "0"], "workers"),
-    (["--idle-timeout", "-1"], "idle-timeout"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--address", "auto"], "--ray"),
+        (["--replicas", "3"], "--ray"),
+        (["--ray", "--workers", "2"], "--replicas"),
+        (["--workers", "0"], "workers"),
+        (["--idle-timeout", "-1"], "idle-timeout"),
+    ],
+)
 def test_serve_env_misuse_is_one_error_line(args, needle):
     from typer.testing import CliRunner
 

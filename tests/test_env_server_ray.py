@@ -35,27 +35,40 @@ def _free_port() -> int:
 def serve_url():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 1024 ** 2,
-                 log_to_driver=False)
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=128 * 1024**2,
+            log_to_driver=False,
+        )
     try:
-        yield envserver_ray.run(ServerOptions(max_sessions=32, idle_timeout=120), replicas=2,
-                                port=_free_port(), replica_cpus=0.5)
+        yield envserver_ray.run(
+            ServerOptions(max_sessions=32, idle_timeout=120),
+            replicas=2,
+            port=_free_port(),
+            replica_cpus=0.5,
+        )
     finally:
         envserver_ray.shutdown()
         if started:
             ray.shutdown()
 
 
-@pytest.mark.parametrize("task,controller", [("RepoScan-N10", "stateqgp"),
-                                             ("DataOps-N3", "standard")])
+@pytest.mark.parametrize(
+    "task,controller", [("RepoScan-N10", "stateqgp"), ("DataOps-N3", "standard")]
+)
 def test_sessions_over_two_replicas_equal_make(serve_url, task, controller):
     seeds = range(8)
     streams = {s: action_stream(task, s, 25) for s in seeds}
 
     async def all_sessions():
         # every session is open at once, so the proxy sees both replicas busy and spreads them
-        return await asyncio.gather(*(ws_session(serve_url, task, controller, s, streams[s],
-                                                 ask_worker=True) for s in seeds))
+        return await asyncio.gather(
+            *(
+                ws_session(serve_url, task, controller, s, streams[s], ask_worker=True)
+                for s in seeds
+            )
+        )
 
     results = asyncio.run(all_sessions())
     for s, r in zip(seeds, results, strict=True):

@@ -98,14 +98,26 @@ def play_out_of_band(run_dir: Path, task: str, policy: str, seed: int = 0, **kw)
             if name in ("edit_file", "write_file") and (root / call["path"]).is_file():
                 path = root / call["path"]
                 text = path.read_text()
-                after = call["content"] if name == "write_file" else \
-                    text.replace(call["old"], call["new"], 1)
-                marker = next((ln for ln in after.splitlines() if ln.strip()
-                               and after.count(ln) == 1 and text.count(ln) == 0), None)
+                after = (
+                    call["content"]
+                    if name == "write_file"
+                    else text.replace(call["old"], call["new"], 1)
+                )
+                marker = next(
+                    (
+                        ln
+                        for ln in after.splitlines()
+                        if ln.strip() and after.count(ln) == 1 and text.count(ln) == 0
+                    ),
+                    None,
+                )
                 if marker is not None and (name == "write_file" or text.count(call["old"]) == 1):
                     path.write_text(after)  # behind the server's back
-                    name, call, made = "edit_file", {"path": call["path"], "old": marker,
-                                                     "new": marker}, made + 1
+                    name, call, made = (
+                        "edit_file",
+                        {"path": call["path"], "old": marker, "new": marker},
+                        made + 1,
+                    )
             obs, _ = s.call(name, call)
     return made
 
@@ -118,13 +130,23 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     valid = sorted(_valid_set("requests-docstring"))[:3]
     wrong = [i for i in search_ids("session") if i not in _valid_set("requests-docstring")][:2]
     # 3 of 10 accepted, then a final: a failed run
-    scripted_run(root / "three", [("search", {"query": "session"}),
-                                  ("submit", {"ids": valid + wrong}), ("status", {}),
-                                  ("final", {"reported_count": 10})], seed=2)
+    scripted_run(
+        root / "three",
+        [
+            ("search", {"query": "session"}),
+            ("submit", {"ids": valid + wrong}),
+            ("status", {}),
+            ("final", {"reported_count": 10}),
+        ],
+        seed=2,
+    )
     diligent_run(root / "reposcan", REPOSCAN)
     ten = sorted(_valid_set("requests-docstring"))[:10]  # a failed N25 run with 10 accepted
-    scripted_run(root / "n25", [("submit", {"ids": ten}), ("final", {"reported_count": 25})],
-                 task="RepoScan-requests-docstring-N25")
+    scripted_run(
+        root / "n25",
+        [("submit", {"ids": ten}), ("final", {"reported_count": 25})],
+        task="RepoScan-requests-docstring-N25",
+    )
     return {p.name: p for p in root.iterdir()}
 
 
@@ -148,7 +170,8 @@ def test_a_run_carries_the_family_version_its_session_ran_under(runs, tmp_path, 
         m.setitem(tasks.FAMILY_VERSIONS, "reposcan", now + 4)
         scripted_run(tmp_path / "old", [("status", {}), ("final", {"reported_count": 0})])
     assert json.loads((tmp_path / "old" / "run.json").read_text())["family_versions"] == {
-        "reposcan": now + 4}
+        "reposcan": now + 4
+    }
     assert blackbox.blackbox_line(evaluate(tmp_path / "old"))["family_version"] == now + 4
 
 
@@ -180,16 +203,26 @@ def test_a_dataops_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_p
     edit_trace(forged, blank)
     rechain(forged)
     bad = evaluate(forged)
-    assert bad["tampered"] and any("replay" in r for r in bad["tamper_reasons"]), \
-        bad["tamper_reasons"]
+    assert bad["tampered"] and any("replay" in r for r in bad["tamper_reasons"]), bad[
+        "tamper_reasons"
+    ]
     assert bad["success"] is False and bad["claimed"]["success"] is True
 
     # content dropped (as an older server wrote it): unverifiable, never counted
     bare = copy_run(run, tmp_path / "bare")
-    edit_trace(bare, lambda ls: [(json.dumps({k: v for k, v in json.loads(x).items()
-                                              if k != "out_of_band_edits"},
-                                             separators=(",", ":")) + "\n").encode()
-                                 for x in ls])
+    edit_trace(
+        bare,
+        lambda ls: [
+            (
+                json.dumps(
+                    {k: v for k, v in json.loads(x).items() if k != "out_of_band_edits"},
+                    separators=(",", ":"),
+                )
+                + "\n"
+            ).encode()
+            for x in ls
+        ],
+    )
     rechain(bare)
     old = evaluate(bare)
     assert old["unverifiable"] and old["tampered"]
@@ -197,12 +230,10 @@ def test_a_dataops_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_p
 
 
 @pytest.mark.timeout(900)
-def test_a_swelite_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_path,
-                                                                           monkeypatch):
+def test_a_swelite_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_path, monkeypatch):
     monkeypatch.setenv("PUSHBENCH_SWELITE_RECIPE", TINY)
     run = tmp_path / "swe"
-    made = play_out_of_band(run, "SWELite-requests-N3", "diligent-oracle",
-                            controller="unitqgp")
+    made = play_out_of_band(run, "SWELite-requests-N3", "diligent-oracle", controller="unitqgp")
     assert made >= 1
     rec = evaluate(run)
     assert rec["tampered"] is False, rec["tamper_reasons"]
@@ -217,8 +248,11 @@ def test_a_swelite_run_with_out_of_band_edits_replays_to_the_same_verdicts(tmp_p
                 data = e.get("b64") and __import__("base64").b64decode(e["b64"])
                 if data:
                     data += b"\nraise RuntimeError('forged')\n"
-                    e.update(b64=__import__("base64").b64encode(data).decode(),
-                             size=len(data), sha256=hashlib.sha256(data).hexdigest())
+                    e.update(
+                        b64=__import__("base64").b64encode(data).decode(),
+                        size=len(data),
+                        sha256=hashlib.sha256(data).hexdigest(),
+                    )
             out.append((json.dumps(line, separators=(",", ":")) + "\n").encode())
         return out
 
@@ -234,18 +268,26 @@ def test_refused_and_unreadable_calls_replay_clean(tmp_path):
     s = session(tmp_path / "run", REPOSCAN, seed=3).open()
     try:
         s.call("search", {"query": "x" * (MAX_ACTION_BYTES + 10)})  # oversized: refused unparsed
-        s.call("submit", {"ids": "not a list"})                      # bad arguments
-        for why, text in (("too_deep", "[" * 50 + "]" * 50),
-                          ("number_too_large", '{"a": 1' + "0" * 2000 + "}")):
-            token = s.stash_action(text, {"tool": "search", "unreadable": why,
-                                          "wire_bytes": len(text), "head": text[:200]})
-            s.call("search", {s.sentinel: token})                    # unreadable on the wire
+        s.call("submit", {"ids": "not a list"})  # bad arguments
+        for why, text in (
+            ("too_deep", "[" * 50 + "]" * 50),
+            ("number_too_large", '{"a": 1' + "0" * 2000 + "}"),
+        ):
+            token = s.stash_action(
+                text,
+                {"tool": "search", "unreadable": why, "wire_bytes": len(text), "head": text[:200]},
+            )
+            s.call("search", {s.sentinel: token})  # unreadable on the wire
         s.call("final", {"reported_count": 0})
     finally:
         s.close()
     rec = evaluate(tmp_path / "run")
-    assert [c["error_type"] for c in rec["calls"][:4]] == ["too_large", "bad_arguments",
-                                                          "too_deep", "number_too_large"]
+    assert [c["error_type"] for c in rec["calls"][:4]] == [
+        "too_large",
+        "bad_arguments",
+        "too_deep",
+        "number_too_large",
+    ]
     assert rec["tampered"] is False, rec["tamper_reasons"]
 
 
@@ -302,18 +344,28 @@ def test_family_relabel_with_fabricated_verdicts_is_tampered(runs, tmp_path):
     def fabricate(r):
         r["family"] = "dataops"
         for i in range(10):
-            r["calls"].insert(-1, {"step": 0, "tool": "submit", "args": {"unit_id": f"u{i}"},
-                                   "ok": True, "verdicts": [[f"u{i}", "accepted"]],
-                                   "check": {"unit": f"u{i}", "passed": True}, "reward": 1,
-                                   "valid_count": 0})
+            r["calls"].insert(
+                -1,
+                {
+                    "step": 0,
+                    "tool": "submit",
+                    "args": {"unit_id": f"u{i}"},
+                    "ok": True,
+                    "verdicts": [[f"u{i}", "accepted"]],
+                    "check": {"unit": f"u{i}", "passed": True},
+                    "reward": 1,
+                    "valid_count": 0,
+                },
+            )
         for i, c in enumerate(r["calls"], 1):
             c["step"] = i
 
     edit_record(run, fabricate)
     rec = evaluate(run)
     assert rec["tampered"] and not rec["success"] and rec["family"] == "reposcan"
-    assert any(r.startswith("family \"dataops\" differs") for r in rec["tamper_reasons"]), \
-        rec["tamper_reasons"]
+    assert any(r.startswith('family "dataops" differs') for r in rec["tamper_reasons"]), rec[
+        "tamper_reasons"
+    ]
 
 
 def test_copies_under_another_seed_or_folder_count_once(runs, tmp_path):
@@ -322,8 +374,10 @@ def test_copies_under_another_seed_or_folder_count_once(runs, tmp_path):
     edit_json(reseeded / "run.json", lambda r: r.update(seed=1))
     edit_record(reseeded, lambda r: r.update(seed=1))
     records, refused = batch([runs["reposcan"], renamed, reseeded, runs["three"]])
-    assert [r["blackbox"]["run_dir"] for r in records] == [str(runs["reposcan"]),
-                                                           str(runs["three"])]
+    assert [r["blackbox"]["run_dir"] for r in records] == [
+        str(runs["reposcan"]),
+        str(runs["three"]),
+    ]
     assert [d for d, _ in refused] == [str(renamed), str(reseeded)]
     assert all(f"a copy of {runs['reposcan']}" in why for _, why in refused)
 
@@ -345,7 +399,7 @@ def test_a_malformed_folder_is_one_line_and_the_batch_goes_on(runs, tmp_path, ho
     edit_json(bad / name, fn)
     records, refused = batch([bad, runs["reposcan"]])
     assert [r["blackbox"]["run_dir"] for r in records] == [str(runs["reposcan"])]
-    (d, why), = refused
+    ((d, why),) = refused
     assert d == str(bad) and str(bad) in why and field in why and "\n" not in why
 
 
@@ -371,8 +425,9 @@ def test_evaluate_cli_refuses_one_folder_and_writes_the_rest(runs, tmp_path):
     bad = copy_run(runs["three"], tmp_path / "bad")
     edit_json(bad / "run.json", lambda r: r.update(seed=0.5))
     out = tmp_path / "report"
-    res = CliRunner().invoke(app, ["evaluate", str(bad), str(runs["reposcan"]), "--out",
-                                   str(out), "--resamples", "200"])
+    res = CliRunner().invoke(
+        app, ["evaluate", str(bad), str(runs["reposcan"]), "--out", str(out), "--resamples", "200"]
+    )
     assert res.exit_code == 1, res.output
     refusals = [ln for ln in res.output.splitlines() if ln.startswith("refused:")]
     assert len(refusals) == 1 and "seed" in refusals[0]
@@ -446,12 +501,17 @@ def test_every_edit_that_changes_a_number_is_flagged(runs, tmp_path):
     honest_rec = json.loads((run / "episode.json").read_text())
     honest_run = json.loads((run / "run.json").read_text())
     honest = _scored(evaluate(run))
-    files = {"episode.json": (honest_rec, list(_number_paths(honest_rec))),
-             "run.json": (honest_run, [("seed",), ("budget",), ("instance",),
-                                       ("schema_version",), ("pid",)])}
+    files = {
+        "episode.json": (honest_rec, list(_number_paths(honest_rec))),
+        "run.json": (
+            honest_run,
+            [("seed",), ("budget",), ("instance",), ("schema_version",), ("pid",)],
+        ),
+    }
 
-    @settings(max_examples=120, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(data=st.data())
     def check(data):
         name = data.draw(st.sampled_from(sorted(files)), label="file")
@@ -470,7 +530,7 @@ def test_every_edit_that_changes_a_number_is_flagged(runs, tmp_path):
             (run / name).write_text(json.dumps(base))
         if refused:
             return  # refused with one line
-        rec, = records
+        (rec,) = records
         assert rec["tampered"] or _scored(rec) == honest, (name, path, new)
 
     check()

@@ -22,13 +22,30 @@ from pushbench.families.reposcan import search as S
 REPOSCAN = "RepoScan-pytest-raises-N10"
 OTHER = "RepoScan-requests-docstring-N10"  # another snapshot and valid set
 KEYWORDS = sorted({k.lower() for k in keyword.kwlist + keyword.softkwlist})
-WORDS = KEYWORDS + ["session", "Error", "assertRaises", "raise_for_status", "::", "()", "_",
-                    "x9", "None", "TYPE", "fixture", "café", "日本"]
+WORDS = KEYWORDS + [
+    "session",
+    "Error",
+    "assertRaises",
+    "raise_for_status",
+    "::",
+    "()",
+    "_",
+    "x9",
+    "None",
+    "TYPE",
+    "fixture",
+    "café",
+    "日本",
+]
 # Free text as agents type it: anything but the control characters the env refuses first.
 QUERY_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=120)
-QUERIES = st.one_of(QUERY_TEXT, st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join),
-                    st.tuples(QUERY_TEXT, st.lists(st.sampled_from(WORDS), max_size=4))
-                    .map(lambda t: " ".join([t[0], *t[1]])))
+QUERIES = st.one_of(
+    QUERY_TEXT,
+    st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join),
+    st.tuples(QUERY_TEXT, st.lists(st.sampled_from(WORDS), max_size=4)).map(
+        lambda t: " ".join([t[0], *t[1]])
+    ),
+)
 ENVS: dict = {}
 
 
@@ -101,7 +118,8 @@ def test_search_feedback_is_exact_and_a_function_of_the_query(query):
         assert block == {"terms": terms, "reason": S.KEYWORD_REASON}
     elif query.strip() and not S.tokenize(query):
         assert block["reason"] == S.NO_WORDS_REASON and query.strip().startswith(
-            block["terms"][0].removesuffix("..."))
+            block["terms"][0].removesuffix("...")
+        )
     else:
         assert block is None
     # No leak: the same block on another snapshot and valid set, built from the query alone.
@@ -142,16 +160,41 @@ def test_every_right_list_answer_has_the_item_shape(generated_units):
 
 
 def _odd_values():
-    scalars = st.one_of(st.integers(-10**6, 10**6), st.text(max_size=12), st.booleans(),
-                        st.none(), st.floats(allow_nan=False, allow_infinity=False))
+    scalars = st.one_of(
+        st.integers(-(10**6), 10**6),
+        st.text(max_size=12),
+        st.booleans(),
+        st.none(),
+        st.floats(allow_nan=False, allow_infinity=False),
+    )
     return st.one_of(
         st.text(max_size=60),
-        st.lists(st.sampled_from(["4", "17", "ACC-104", "part-0012.csv.gz", "none", " 7 ", ",",
-                                  "[", "]", '"', ";", " ", "x y"]), max_size=8).map("".join),
+        st.lists(
+            st.sampled_from(
+                [
+                    "4",
+                    "17",
+                    "ACC-104",
+                    "part-0012.csv.gz",
+                    "none",
+                    " 7 ",
+                    ",",
+                    "[",
+                    "]",
+                    '"',
+                    ";",
+                    " ",
+                    "x y",
+                ]
+            ),
+            max_size=8,
+        ).map("".join),
         st.lists(scalars, max_size=6),
         st.lists(scalars, max_size=6).map(json.dumps),
-        scalars, st.dictionaries(st.text(max_size=3), scalars, max_size=2),
-        st.lists(st.lists(scalars, max_size=2), max_size=2))
+        scalars,
+        st.dictionaries(st.text(max_size=3), scalars, max_size=2),
+        st.lists(st.lists(scalars, max_size=2), max_size=2),
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -172,7 +215,8 @@ def test_read_answer_records_or_states_the_form(value, atype):
         assert got == value.strip()  # what version 1 recorded
     if atype == "list" and isinstance(value, list):
         assert U._normalise(got, "list") == U._normalise(
-            ",".join(str(i).strip() for i in value), "list")
+            ",".join(str(i).strip() for i in value), "list"
+        )
 
 
 def _dataops_env():
@@ -192,8 +236,13 @@ def test_a_json_array_is_the_same_list_answer_and_passes():
     env, unit, _ = _dataops_env()
     items = sorted(U.list_items(unit.secret["answer"]))
     numbers = [int(i) if i.isdigit() else i for i in items]
-    for value in (unit.secret["answer"], items, numbers, json.dumps(items), " " + json.dumps(
-            items) + " "):
+    for value in (
+        unit.secret["answer"],
+        items,
+        numbers,
+        json.dumps(items),
+        " " + json.dumps(items) + " ",
+    ):
         obs = step(env, {"tool": "answer", "unit_id": unit.id, "value": value})
         assert obs["ok"], obs
         assert U.list_items(obs["result"]["recorded"]) == frozenset(items)
@@ -208,7 +257,7 @@ def test_a_wrong_shape_is_an_error_quoting_the_form_and_records_nothing():
         used = env.unwrapped.steps_used
         obs = step(env, {"tool": "answer", "unit_id": unit.id, "value": bad})
         assert not obs["ok"] and obs["error_type"] == "answer_shape", obs
-        assert "e.g. \"4,17,102\"" in obs["error"] and "JSON array" in obs["error"]
+        assert 'e.g. "4,17,102"' in obs["error"] and "JSON array" in obs["error"]
         assert env.unwrapped.steps_used == used + 1
     # the earlier (right) answer is still the recorded one
     assert step(env, {"tool": "run_verifier", "unit_id": unit.id})["result"]["passed"]
@@ -244,9 +293,13 @@ def test_any_answer_string_gets_a_verdict_or_the_shape_error(value):
     assert check["ok"] and isinstance(check["result"]["passed"], bool)
     sub = step(env, {"tool": "submit", "unit_id": unit.id})
     verdict = sub["result"]["verdicts"][0]["verdict"]
-    assert verdict == ("rejected" if not check["result"]["passed"] else
-                       "duplicate" if unit.id in env.unwrapped._accepted and verdict != "accepted"
-                       else "accepted")
+    assert verdict == (
+        "rejected"
+        if not check["result"]["passed"]
+        else "duplicate"
+        if unit.id in env.unwrapped._accepted and verdict != "accepted"
+        else "accepted"
+    )
     assert env.unwrapped.steps_used == used + 3
 
 
@@ -265,7 +318,8 @@ def test_list_tasks_kinds_partition_the_tasks():
         assert prefix in prefixes and last.startswith("N")  # <Prefix>-N<k>
     assert all(t.startswith("RepoScan-synth-") for t in by_kind["synthetic"])
     assert pushbench.list_tasks("RepoScan", kind="suite") == [
-        t for t in pushbench.list_tasks("RepoScan") if t in by_kind["suite"]]
+        t for t in pushbench.list_tasks("RepoScan") if t in by_kind["suite"]
+    ]
 
 
 def test_a_user_task_is_of_kind_user():

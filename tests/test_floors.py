@@ -25,8 +25,7 @@ from pushbench.policies.dataops.floor import CHEAP_GUESSES
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import builtin_tasks, get_task, instance_config, list_tasks
 
-REPOSCAN = sorted(t for t in builtin_tasks()
-                  if t.startswith("RepoScan-") and t.count("-") >= 3)
+REPOSCAN = sorted(t for t in builtin_tasks() if t.startswith("RepoScan-") and t.count("-") >= 3)
 DATAOPS = list_tasks("DataOps-b")
 
 
@@ -95,24 +94,32 @@ def test_exhaustive_is_a_labelled_deterministic_floor():
 
 def test_precision_separates_judging_agents_from_the_floor(exhaustive_runs):
     def mean_precision(name):
-        recs = (exhaustive_runs.values() if name == "exhaustive"
-                else [run_episode(t, "standard", name, 0) for t in REPOSCAN])
+        recs = (
+            exhaustive_runs.values()
+            if name == "exhaustive"
+            else [run_episode(t, "standard", name, 0) for t in REPOSCAN]
+        )
         return statistics.mean(r["metrics"]["precision"] for r in recs)
 
     got = {name: mean_precision(name) for name in ("exhaustive", "simulated-mid", "diligent")}
-    print("mean precision over 36 RepoScan tasks (standard, seed 0):",
-          {k: round(v, 3) for k, v in got.items()})
+    print(
+        "mean precision over 36 RepoScan tasks (standard, seed 0):",
+        {k: round(v, 3) for k, v in got.items()},
+    )
     assert got["exhaustive"] < got["simulated-mid"] < got["diligent"]
 
 
 # ----- DataOps: the guessing floor ------------------------------------------------------------
 
+
 def test_guessing_floor_solves_no_dataops_task():
     records = [run_episode(t, "standard", "exhaustive", 0) for t in DATAOPS]
     assert len(records) == 24
     solved = [r["task_id"] for r in records if r["success"]]
-    print(f"DataOps guessing floor: {len(solved)}/24 solved, accepted units "
-          f"{sum(r['valid_count'] for r in records)}")
+    print(
+        f"DataOps guessing floor: {len(solved)}/24 solved, accepted units "
+        f"{sum(r['valid_count'] for r in records)}"
+    )
     assert solved == []
     for r in records:
         tools = Counter(c["tool"] for c in r["calls"])
@@ -204,11 +211,15 @@ def test_list_answers_are_built_from_the_files(tmp_path):
 def test_answer_limit_fits_every_list_answer():
     from pushbench.families.dataops.env import MAX_ANSWER_CHARS
 
-    longest = max(len(U.list_text(datasets.evaluate(rule, h, rows)))
-                  for i in range(300)
-                  for h, rows, rules in [datasets.TABLES[list(datasets.TABLES)[i % 3]](
-                      np.random.default_rng([11, i]), 159)]
-                  for rule in rules if rule["op"] != "top_value")
+    longest = max(
+        len(U.list_text(datasets.evaluate(rule, h, rows)))
+        for i in range(300)
+        for h, rows, rules in [
+            datasets.TABLES[list(datasets.TABLES)[i % 3]](np.random.default_rng([11, i]), 159)
+        ]
+        for rule in rules
+        if rule["op"] != "top_value"
+    )
     assert longest < MAX_ANSWER_CHARS
     print("longest list answer:", longest, "chars; limit", MAX_ANSWER_CHARS)
     assert json.dumps(longest)

@@ -20,8 +20,10 @@ from pushbench.runner import golden
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("family", [
-    "reposcan", "dataops", "dataops_public", pytest.param("swelite", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "family",
+    ["reposcan", "dataops", "dataops_public", pytest.param("swelite", marks=pytest.mark.slow)],
+)
 def test_observations_match_the_goldens_of_the_current_version(family):
     problem = golden.compare(family)
     if problem is not None:
@@ -34,8 +36,9 @@ def test_every_family_has_a_plan_and_goldens_for_its_current_version():
         folder = golden.golden_dir(family)
         assert folder.is_dir(), f"no goldens at {folder}: run `{golden.WRITER}`"
         names = sorted(p.name for p in folder.iterdir())
-        assert names == sorted(["tools.json"] + [f"{e.name}.txt" for e in
-                                                 golden.episodes(family)]), family
+        assert names == sorted(
+            ["tools.json"] + [f"{e.name}.txt" for e in golden.episodes(family)]
+        ), family
         # two policies x standard and the full controller x two seeds
         assert len(golden.episodes(family)) == 8
 
@@ -105,8 +108,9 @@ def test_the_script_refuses_to_record_a_change_without_a_bump(tmp_path, capsys):
     assert "refusing to overwrite" in capsys.readouterr().err
     assert file.read_text() == changed  # nothing recorded
     # --force overwrites, with a warning, and the goldens match again
-    assert golden_traces.main(["--write", "--force", "--family", "dataops",
-                               "--root", str(root)]) == 0
+    assert (
+        golden_traces.main(["--write", "--force", "--family", "dataops", "--root", str(root)]) == 0
+    )
     assert "warning: overwriting" in capsys.readouterr().err
     assert golden.compare("dataops", root=root) is None
 
@@ -118,5 +122,6 @@ def test_a_new_version_is_written_into_its_own_folder(tmp_path, monkeypatch):
     assert out == tmp_path / f"dataops-v{tasks.family_version('dataops')}"
     assert golden.compare("dataops", root=tmp_path) is None
     # the same behaviour records the same bytes: writing is deterministic
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == \
-        {p.name: p.read_bytes() for p in now.iterdir()}
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {
+        p.name: p.read_bytes() for p in now.iterdir()
+    }

@@ -39,6 +39,7 @@ def only(source: str):
 
 # ----- the universe ---------------------------------------------------------------------------
 
+
 def test_identifier_form_and_kinds():
     src = """
     def f(): pass
@@ -105,23 +106,36 @@ def test_class_without_defs_contributes_nothing():
     assert quals("class Empty:\n    x = 1\n") == []
 
 
-@pytest.mark.parametrize("src, expected", [
-    ("if X:\n    def f(): pass\nelif Y:\n    def g(): pass\nelse:\n    def h(): pass\n",
-     ["f", "g", "h"]),
-    ("try:\n    def a(): pass\nexcept ImportError:\n    def b(): pass\n"
-     "except Exception:\n    def b2(): pass\nelse:\n    def c(): pass\nfinally:\n"
-     "    def d(): pass\n", ["a", "b", "b2", "c", "d"]),
-    ("try:\n    pass\nexcept* ValueError:\n    def star(): pass\n", ["star"]),
-    ("with ctx():\n    def w(): pass\n", ["w"]),
-    ("for i in range(2):\n    def lf(): pass\nelse:\n    def lfe(): pass\n", ["lf", "lfe"]),
-    ("while cond:\n    def wl(): pass\nelse:\n    def wle(): pass\n", ["wl", "wle"]),
-    ("match v:\n    case 1:\n        def m1(): pass\n    case _:\n        def m2(): pass\n",
-     ["m1", "m2"]),
-    ("if A:\n    if B:\n        with c:\n            try:\n"
-     "                def deep(): pass\n"
-     "            finally:\n                pass\n", ["deep"]),
-    ("if A:\n    class C:\n        def m(self): pass\n", ["C.m"]),
-])
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        (
+            "if X:\n    def f(): pass\nelif Y:\n    def g(): pass\nelse:\n    def h(): pass\n",
+            ["f", "g", "h"],
+        ),
+        (
+            "try:\n    def a(): pass\nexcept ImportError:\n    def b(): pass\n"
+            "except Exception:\n    def b2(): pass\nelse:\n    def c(): pass\nfinally:\n"
+            "    def d(): pass\n",
+            ["a", "b", "b2", "c", "d"],
+        ),
+        ("try:\n    pass\nexcept* ValueError:\n    def star(): pass\n", ["star"]),
+        ("with ctx():\n    def w(): pass\n", ["w"]),
+        ("for i in range(2):\n    def lf(): pass\nelse:\n    def lfe(): pass\n", ["lf", "lfe"]),
+        ("while cond:\n    def wl(): pass\nelse:\n    def wle(): pass\n", ["wl", "wle"]),
+        (
+            "match v:\n    case 1:\n        def m1(): pass\n    case _:\n        def m2(): pass\n",
+            ["m1", "m2"],
+        ),
+        (
+            "if A:\n    if B:\n        with c:\n            try:\n"
+            "                def deep(): pass\n"
+            "            finally:\n                pass\n",
+            ["deep"],
+        ),
+        ("if A:\n    class C:\n        def m(self): pass\n", ["C.m"]),
+    ],
+)
 def test_module_level_compound_statements_are_included(src, expected):
     assert sorted(quals(src)) == sorted(expected)  # order within a file is not the contract
 
@@ -149,8 +163,9 @@ def test_class_level_compound_statements_are_included():
             case None:
                 def mt(self): pass
     """
-    assert sorted(quals(src)) == sorted(["C.v", "C.v", "C.t", "C.e", "C.fin", "C.w", "C.lf",
-                                         "C.wl", "C.mt"])
+    assert sorted(quals(src)) == sorted(
+        ["C.v", "C.v", "C.t", "C.e", "C.fin", "C.w", "C.lf", "C.wl", "C.mt"]
+    )
     assert all(d.kind == "method" for d in defs(src))
 
 
@@ -168,13 +183,16 @@ def test_compound_statements_inside_functions_are_still_excluded():
     assert quals(src) == ["f"]
 
 
-@pytest.mark.parametrize("source", [
-    "def broken(:\n    pass\n",
-    "def f():\n  return 1\n   x = 2\n",  # bad indentation
-    "print 'python 2'\n",
-    "def f(): pass\x00\n",  # NUL byte: ast raises ValueError on some versions
-    "x = (\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def broken(:\n    pass\n",
+        "def f():\n  return 1\n   x = 2\n",  # bad indentation
+        "print 'python 2'\n",
+        "def f(): pass\x00\n",  # NUL byte: ast raises ValueError on some versions
+        "x = (\n",
+    ],
+)
 def test_files_that_fail_to_parse_are_skipped(source):
     assert definitions_in_source(source, PATH) == []
 
@@ -192,57 +210,67 @@ def test_a_bad_file_does_not_hide_good_ones(tmp_path):
 
 # ----- predicates: own body -------------------------------------------------------------------
 
-@pytest.mark.parametrize("body, expected", [
-    ("return 1", True),
-    ("return None", True),
-    ("return", False),
-    ("pass", False),
-    ("if x:\n        return\n    return x", True),
-    ("if x:\n        return", False),
-    ("for i in y:\n        return i", True),
-    ("try:\n        return f()\n    except E:\n        pass", True),
-    ("with c:\n        return 0", True),
-    ("yield 1", False),
-    ("def inner():\n        return 1", False),
-    ("async def inner():\n        return 1", False),
-    ("cb = lambda: 1", False),
-    ("class Inner:\n        def m(self):\n            return 1", False),
-    ("def inner():\n        return 1\n    return inner", True),
-    ("match v:\n        case 1:\n            return v", True),
-])
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("return 1", True),
+        ("return None", True),
+        ("return", False),
+        ("pass", False),
+        ("if x:\n        return\n    return x", True),
+        ("if x:\n        return", False),
+        ("for i in y:\n        return i", True),
+        ("try:\n        return f()\n    except E:\n        pass", True),
+        ("with c:\n        return 0", True),
+        ("yield 1", False),
+        ("def inner():\n        return 1", False),
+        ("async def inner():\n        return 1", False),
+        ("cb = lambda: 1", False),
+        ("class Inner:\n        def m(self):\n            return 1", False),
+        ("def inner():\n        return 1\n    return inner", True),
+        ("match v:\n        case 1:\n            return v", True),
+    ],
+)
 def test_returns_own_body(body, expected):
     src = f"def f(x=None, y=(), c=None, v=None):\n    {body}\n"
     assert (valid(src, "returns") == {f"{PATH}::f"}) is expected
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("raise ValueError('x')", True),
-    ("raise", True),  # bare raise counts
-    ("try:\n        pass\n    except Exception:\n        raise", True),
-    ("raise ValueError from None", True),
-    ("pass", False),
-    ("def inner():\n        raise KeyError", False),
-    ("class Inner:\n        def m(self):\n            raise KeyError", False),
-    ("class Inner:\n        raise KeyError", False),
-    ("cb = lambda: (_ for _ in ()).throw(KeyError())", False),
-    ("if x:\n        raise RuntimeError", True),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("raise ValueError('x')", True),
+        ("raise", True),  # bare raise counts
+        ("try:\n        pass\n    except Exception:\n        raise", True),
+        ("raise ValueError from None", True),
+        ("pass", False),
+        ("def inner():\n        raise KeyError", False),
+        ("class Inner:\n        def m(self):\n            raise KeyError", False),
+        ("class Inner:\n        raise KeyError", False),
+        ("cb = lambda: (_ for _ in ()).throw(KeyError())", False),
+        ("if x:\n        raise RuntimeError", True),
+    ],
+)
 def test_raises_own_body(body, expected):
     src = f"def f(x=None):\n    {body}\n"
     assert (valid(src, "raises") == {f"{PATH}::f"}) is expected
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("assert x", True),
-    ("assert x, 'message'", True),
-    ("while x:\n        assert x", True),
-    ("def inner():\n        assert x", False),
-    ("async def inner():\n        assert x", False),
-    ("class Inner:\n        assert x", False),
-    ("check = lambda: x", False),
-    ("x = 'assert'", False),
-    ("# assert x\n    pass", False),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("assert x", True),
+        ("assert x, 'message'", True),
+        ("while x:\n        assert x", True),
+        ("def inner():\n        assert x", False),
+        ("async def inner():\n        assert x", False),
+        ("class Inner:\n        assert x", False),
+        ("check = lambda: x", False),
+        ("x = 'assert'", False),
+        ("# assert x\n    pass", False),
+    ],
+)
 def test_assert_own_body(body, expected):
     src = f"def f(x=None):\n    {body}\n"
     assert (valid(src, "assert") == {f"{PATH}::f"}) is expected
@@ -286,20 +314,24 @@ def test_async_functions_have_facts():
 
 # ----- predicates: docstring and decorators ---------------------------------------------------
 
-@pytest.mark.parametrize("first, expected", [
-    ('"""Docstring."""', True),
-    ("'single quotes'", True),
-    ('"implicit" "concatenation"', True),
-    ('r"""raw"""', True),
-    ('f"""not a docstring {1}"""', False),
-    ('b"bytes are not a docstring"', False),
-    ("42", False),
-    ("None", False),
-    ("...", False),
-    ("x = 'assigned string'", False),
-    ("pass\n    '''too late'''", False),
-    ("('parenthesised')", True),
-])
+
+@pytest.mark.parametrize(
+    "first, expected",
+    [
+        ('"""Docstring."""', True),
+        ("'single quotes'", True),
+        ('"implicit" "concatenation"', True),
+        ('r"""raw"""', True),
+        ('f"""not a docstring {1}"""', False),
+        ('b"bytes are not a docstring"', False),
+        ("42", False),
+        ("None", False),
+        ("...", False),
+        ("x = 'assigned string'", False),
+        ("pass\n    '''too late'''", False),
+        ("('parenthesised')", True),
+    ],
+)
 def test_docstring(first, expected):
     src = f"def f():\n    {first}\n"
     assert (valid(src, "docstring") == {f"{PATH}::f"}) is expected
@@ -347,37 +379,44 @@ def test_snippet_starts_at_first_decorator_and_is_clipped():
 
 # ----- predicates: fixture:X ------------------------------------------------------------------
 
-@pytest.mark.parametrize("params, expected", [
-    ("app", True),
-    ("app, /", True),  # positional-only
-    ("self, app", True),
-    ("x, app=None", True),
-    ("*, app", True),  # keyword-only
-    ("*args, app", True),  # keyword-only after *args
-    ("x, /, y, *, app", True),
-    ("*app", False),  # *args named app
-    ("**app", False),  # **kwargs named app
-    ("application", False),
-    ("my_app", False),
-    ("App", False),
-    ("", False),
-    ("x: 'app'", False),  # annotation is not a name
-    ("x=app", False),  # default value is not a name
-])
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ("app", True),
+        ("app, /", True),  # positional-only
+        ("self, app", True),
+        ("x, app=None", True),
+        ("*, app", True),  # keyword-only
+        ("*args, app", True),  # keyword-only after *args
+        ("x, /, y, *, app", True),
+        ("*app", False),  # *args named app
+        ("**app", False),  # **kwargs named app
+        ("application", False),
+        ("my_app", False),
+        ("App", False),
+        ("", False),
+        ("x: 'app'", False),  # annotation is not a name
+        ("x=app", False),  # default value is not a name
+    ],
+)
 def test_fixture_parameter_kinds(params, expected):
     src = f"def test_something({params}): pass\n"
     assert (valid(src, "fixture:app") == {f"{PATH}::test_something"}) is expected
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("test_x", True),
-    ("test", True),
-    ("testing_helper", True),  # starts with "test"
-    ("Test_x", False),
-    ("x_test", False),
-    ("helper", False),
-    ("_test_x", False),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("test_x", True),
+        ("test", True),
+        ("testing_helper", True),  # starts with "test"
+        ("Test_x", False),
+        ("x_test", False),
+        ("helper", False),
+        ("_test_x", False),
+    ],
+)
 def test_fixture_requires_name_starting_with_test(name, expected):
     src = f"def {name}(client): pass\n"
     assert (valid(src, "fixture:client") == {f"{PATH}::{name}"}) is expected
@@ -391,8 +430,10 @@ def test_fixture_in_test_methods_and_async_tests():
         def helper(self, monkeypatch): pass
         def test_c(self, tmp_path): pass
     """
-    assert valid(src, "fixture:monkeypatch") == {f"{PATH}::TestThing.test_a",
-                                                 f"{PATH}::TestThing.test_b"}
+    assert valid(src, "fixture:monkeypatch") == {
+        f"{PATH}::TestThing.test_a",
+        f"{PATH}::TestThing.test_b",
+    }
 
 
 def test_fixture_in_nested_test_function_does_not_count():
@@ -404,6 +445,7 @@ def test_fixture_in_nested_test_function_does_not_count():
 
 
 # ----- shared identifiers and predicate parsing -----------------------------------------------
+
 
 def test_conditional_definitions_share_one_identifier_valid_if_any_satisfies():
     src = """
@@ -432,8 +474,15 @@ def test_conditional_definitions_share_one_identifier_valid_if_any_satisfies():
 
 
 def test_parse_predicate():
-    for spec in ("docstring", "assert", "returns", "raises", "decorated", "fixture:app",
-                 "fixture:tmp_path"):
+    for spec in (
+        "docstring",
+        "assert",
+        "returns",
+        "raises",
+        "decorated",
+        "fixture:app",
+        "fixture:tmp_path",
+    ):
         p = parse_predicate(spec)
         assert p.spec == spec and p.description
         assert "::" not in p.description  # describes the property, never lists identifiers
@@ -462,56 +511,63 @@ def test_indexed_identifiers_are_well_formed():
 
 # ----- identifier well-formedness ------------------------------------------------------------
 
-@pytest.mark.parametrize("ident", [
-    "a.py::f",
-    "src/requests/models.py::Response.raise_for_status",
-    "tests/test_x.py::TestA.test_b",
-    "a.py::_private",
-    "a.py::C.__init__",
-    "dir with space/x.py::f",
-    "a.b/c.py::f",
-    "caf\u00e9/a.py::f",  # non-ASCII printable paths are fine
-])
+
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "a.py::f",
+        "src/requests/models.py::Response.raise_for_status",
+        "tests/test_x.py::TestA.test_b",
+        "a.py::_private",
+        "a.py::C.__init__",
+        "dir with space/x.py::f",
+        "a.b/c.py::f",
+        "caf\u00e9/a.py::f",  # non-ASCII printable paths are fine
+    ],
+)
 def test_well_formed(ident):
     assert is_well_formed(ident)
 
 
-@pytest.mark.parametrize("ident", [
-    "../a.py::f",
-    "a/../b.py::f",
-    "src/..hidden.py::f",  # '..' anywhere
-    "/etc/passwd.py::f",
-    "/a.py::f",
-    "a\\b.py::f",
-    "a.py::f\\",
-    "a\x00.py::f",
-    "a.py::f\x00",
-    "a.py::f\n",
-    "\na.py::f",
-    "a.py\t::f",
-    "a.py::f\r",
-    "a.py::f\x1b",
-    "a.py::f\x7f",
-    "a\x7f.py::f",
-    "a\x85.py::f",  # C1 control characters (NEL) are control characters too
-    "src\x9b/a.py::f",
-    "a.py::f.",
-    "a.py::.f",
-    "a.py::1f",
-    "a.py::f-g",
-    "a.py::f g",
-    "a.py::",
-    "::f",
-    ".py::f",
-    "a.py:f",
-    "a.py::f::g",
-    "a.txt::f",
-    "a.py",
-    "",
-    "a.py::" + "x" * 600,
-    None,
-    7,
-    ["a.py::f"],
-])
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "../a.py::f",
+        "a/../b.py::f",
+        "src/..hidden.py::f",  # '..' anywhere
+        "/etc/passwd.py::f",
+        "/a.py::f",
+        "a\\b.py::f",
+        "a.py::f\\",
+        "a\x00.py::f",
+        "a.py::f\x00",
+        "a.py::f\n",
+        "\na.py::f",
+        "a.py\t::f",
+        "a.py::f\r",
+        "a.py::f\x1b",
+        "a.py::f\x7f",
+        "a\x7f.py::f",
+        "a\x85.py::f",  # C1 control characters (NEL) are control characters too
+        "src\x9b/a.py::f",
+        "a.py::f.",
+        "a.py::.f",
+        "a.py::1f",
+        "a.py::f-g",
+        "a.py::f g",
+        "a.py::",
+        "::f",
+        ".py::f",
+        "a.py:f",
+        "a.py::f::g",
+        "a.txt::f",
+        "a.py",
+        "",
+        "a.py::" + "x" * 600,
+        None,
+        7,
+        ["a.py::f"],
+    ],
+)
 def test_malformed(ident):
     assert not is_well_formed(ident)

@@ -31,8 +31,10 @@ CONTROLLERS = list(catalogue())
 # the controllers that may run on each family (the others are refused: controller scope)
 REPOSCAN_CONTROLLERS = [c for c in CONTROLLERS if serves(c, "reposcan")]
 DATAOPS_CONTROLLERS = [c for c in CONTROLLERS if serves(c, "dataops")]
-SLOW = settings(max_examples=max(10, settings.default.max_examples // 4),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SLOW = settings(
+    max_examples=max(10, settings.default.max_examples // 4),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 NORMAL = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -50,12 +52,17 @@ def reposcan_pool() -> tuple[str, ...]:
 def reposcan_valid() -> st.SearchStrategy:
     pool = st.sampled_from(reposcan_pool())
     return st.one_of(
-        st.builds(lambda q, p: {"tool": "search", "query": q, "page": p},
-                  st.sampled_from(["", "session", "request", "get", "auth"]), st.integers(1, 4)),
-        st.builds(lambda ids: {"tool": "submit", "ids": ids}, st.lists(pool, min_size=1,
-                                                                        max_size=12)),
-        st.builds(lambda ids: {"tool": "submit", "ids": ids}, st.lists(pool, min_size=1,
-                                                                        max_size=10)),
+        st.builds(
+            lambda q, p: {"tool": "search", "query": q, "page": p},
+            st.sampled_from(["", "session", "request", "get", "auth"]),
+            st.integers(1, 4),
+        ),
+        st.builds(
+            lambda ids: {"tool": "submit", "ids": ids}, st.lists(pool, min_size=1, max_size=12)
+        ),
+        st.builds(
+            lambda ids: {"tool": "submit", "ids": ids}, st.lists(pool, min_size=1, max_size=10)
+        ),
         st.just({"tool": "status"}),
         st.builds(lambda n: {"tool": "final", "reported_count": n}, st.integers(0, 12)),
         st.just({"tool": "ask_user", "message": "stop?"}),
@@ -69,8 +76,11 @@ def _fix(u, uid: str):
         return {"tool": "status"}
     if unit.answer_type is not None:
         return {"tool": "answer", "unit_id": uid, "value": unit.secret["answer"]}
-    text = (unit.secret["fixed_text"] if unit.kind == "metadata_repair"
-            else artifacts.dump(unit.secret["format"], unit.secret["fixed_doc"]))
+    text = (
+        unit.secret["fixed_text"]
+        if unit.kind == "metadata_repair"
+        else artifacts.dump(unit.secret["format"], unit.secret["fixed_doc"])
+    )
     return {"tool": "write_file", "path": unit.secret["target"], "content": text}
 
 
@@ -88,16 +98,21 @@ def unit_valid(verifier_tools: bool = True) -> st.SearchStrategy:
         st.builds(lambda p: {"tool": "list_units", "page": p}, st.integers(1, 2)),
         st.builds(lambda i: {"tool": "inspect", "unit_id": i}, uid),
         st.builds(lambda i: Resolve(f"read {i}", lambda u: _read(u, i)), uid),
-        st.builds(lambda i, v: {"tool": "answer", "unit_id": i, "value": v}, uid,
-                  st.one_of(st.integers(-3, 50), texts)),
+        st.builds(
+            lambda i, v: {"tool": "answer", "unit_id": i, "value": v},
+            uid,
+            st.one_of(st.integers(-3, 50), texts),
+        ),
         st.just({"tool": "status"}),
         st.builds(lambda n: {"tool": "final", "reported_count": n}, st.integers(0, 5)),
     ]
     if verifier_tools:
-        calls += [st.builds(lambda i: Resolve(f"fix {i}", lambda u: _fix(u, i)), uid),
-                  st.builds(lambda i: {"tool": "run_verifier", "unit_id": i}, uid),
-                  st.builds(lambda i: {"tool": "submit", "unit_id": i}, uid),
-                  st.builds(lambda i: {"tool": "submit", "unit_id": i}, uid)]
+        calls += [
+            st.builds(lambda i: Resolve(f"fix {i}", lambda u: _fix(u, i)), uid),
+            st.builds(lambda i: {"tool": "run_verifier", "unit_id": i}, uid),
+            st.builds(lambda i: {"tool": "submit", "unit_id": i}, uid),
+            st.builds(lambda i: {"tool": "submit", "unit_id": i}, uid),
+        ]
     return st.one_of(*calls)
 
 
@@ -126,8 +141,11 @@ def drive(env, steps: list) -> dict:
         else:
             assert u.steps_used == steps0 + 1
         assert u.steps_used == len(u.ledger) == info["qgp"]["steps_used"]
-        accepted = sum(v["verdict"] == "accepted"
-                       for v in (d.get("result") or {}).get("verdicts", ())) if d["ok"] else 0
+        accepted = (
+            sum(v["verdict"] == "accepted" for v in (d.get("result") or {}).get("verdicts", ()))
+            if d["ok"]
+            else 0
+        )
         assert reward == accepted == u._valid_count() - valid0
         if not (d["ok"] and d["tool"] == "submit"):
             assert _submitted(u) == sub0, "the verifier changed outside an accepted submit"
@@ -229,27 +247,46 @@ def test_dataops_integer_answers_never_raise(value):
 
 # ----- LLM policies: adversarial model output -----------------------------------------------------
 reply_args = st.one_of(
-    text_fragments, texts,
-    st.builds(lambda k, v: "{" + json.dumps(k) + ":" + v + "}",
-              st.sampled_from(["query", "ids", "page", "tool"]), text_fragments))
+    text_fragments,
+    texts,
+    st.builds(
+        lambda k, v: "{" + json.dumps(k) + ":" + v + "}",
+        st.sampled_from(["query", "ids", "page", "tool"]),
+        text_fragments,
+    ),
+)
 replies = st.one_of(
-    st.builds(lambda n, a: {"tool_calls": [{"name": n, "arguments": a}]},
-              st.one_of(st.sampled_from(["search", "submit", "status", "remember", "recall"]),
-                        texts), reply_args),
+    st.builds(
+        lambda n, a: {"tool_calls": [{"name": n, "arguments": a}]},
+        st.one_of(st.sampled_from(["search", "submit", "status", "remember", "recall"]), texts),
+        reply_args,
+    ),
     st.builds(lambda c: {"content": c}, texts),
-    st.builds(lambda a, b: {"tool_calls": [{"name": "status", "arguments": a},
-                                           {"name": "search", "arguments": b}]},
-              reply_args, reply_args),
+    st.builds(
+        lambda a, b: {
+            "tool_calls": [{"name": "status", "arguments": a}, {"name": "search", "arguments": b}]
+        },
+        reply_args,
+        reply_args,
+    ),
 )
 LLM_CASES = [("llm", c) for c in REPOSCAN_CONTROLLERS] + [
-    ("llm-langgraph", "standard"), ("llm-langgraph-memory", "stateqgp"),
-    ("llm-memgpt", "standard")]
+    ("llm-langgraph", "standard"),
+    ("llm-langgraph-memory", "stateqgp"),
+    ("llm-memgpt", "standard"),
+]
 
 
 @pytest.mark.parametrize("policy, controller", LLM_CASES)
-@settings(max_examples=max(3, settings.default.max_examples // 15), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=max(3, settings.default.max_examples // 15),
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 @given(script=st.lists(replies, min_size=1, max_size=6))
 def test_llm_policies_survive_adversarial_model_output(policy, controller, script, tmp_path):
     pytest.importorskip("openai", reason="LLM policies need the optional 'llm' extra")
@@ -257,12 +294,19 @@ def test_llm_policies_survive_adversarial_model_output(policy, controller, scrip
     from pushbench.runner.episode import run_episode
 
     with StubServer(script=script) as server:
-        params = {"model": "stub", "base_url": server.url, "api_key_env": None,
-                  "backoff_base": 0.001, "backoff_max": 0.01, "timeout": 10}
+        params = {
+            "model": "stub",
+            "base_url": server.url,
+            "api_key_env": None,
+            "backoff_base": 0.001,
+            "backoff_max": 0.01,
+            "timeout": 10,
+        }
         if "langgraph" in policy:
             params["checkpoint_dir"] = str(tmp_path / f"ck{len(server.script)}{id(script)}")
-        record = run_episode(REPOSCAN, controller, policy, 0, budget=len(script) + 2,
-                             policy_params=params)
+        record = run_episode(
+            REPOSCAN, controller, policy, 0, budget=len(script) + 2, policy_params=params
+        )
     assert record["terminated_by"] in ("budget", "final", "ask_user")
     assert record["steps_used"] == len(record["calls"])
     json.dumps(record, allow_nan=False).encode("utf-8")

@@ -49,8 +49,9 @@ def page_memory(go, env):
 
 
 def _two_pages(go):
-    return _hits(go({"tool": "search", "query": "", "page": 1})) + \
-        _hits(go({"tool": "search", "query": "", "page": 2}))
+    return _hits(go({"tool": "search", "query": "", "page": 1})) + _hits(
+        go({"tool": "search", "query": "", "page": 2})
+    )
 
 
 def overflow(go, env):
@@ -128,9 +129,12 @@ PROVOCATIONS = [
     ("unit_redirect", "unit_redirect_duplicate", "dataops", duplicate),
 ]
 TASK = {"reposcan": REPO, "dataops": DATA}
-CASES = [(name, label, family, script) for name, comp in catalogue().items()
-         for component, label, family, script in PROVOCATIONS
-         if component in comp.components and serves(name, family)]
+CASES = [
+    (name, label, family, script)
+    for name, comp in catalogue().items()
+    for component, label, family, script in PROVOCATIONS
+    if component in comp.components and serves(name, family)
+]
 # A gate-free composition cannot see a below-target final; the gate cases need the gate.
 
 
@@ -145,8 +149,9 @@ def test_every_intervening_component_is_provoked():
             assert labels == {lab for n, lab, *_ in CASES if n == name and lab in labels}
 
 
-@pytest.mark.parametrize("name, label, family, script", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize(
+    "name, label, family, script", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES]
+)
 def test_the_intervention_is_stated_in_full(name, label, family, script):
     env = pushbench.make(TASK[family], controller=name)
     env.reset(seed=0)
@@ -174,8 +179,10 @@ def test_the_intervention_is_stated_in_full(name, label, family, script):
         assert block["sent"] == {"tool": call["tool"], "args": sent_args}
     else:
         assert block["sent"]["tool"] == call["tool"] and block["sent"]["args"].endswith("...")
-    assert block["executed"] == {"tool": executed["tool"],
-                                 "args": {k: v for k, v in executed.items() if k != "tool"}}
+    assert block["executed"] == {
+        "tool": executed["tool"],
+        "args": {k: v for k, v in executed.items() if k != "tool"},
+    }
     assert obs["tool"] == executed["tool"]
     assert block["interventions"] == trace["interventions"]
     assert block["filtered"] == lost[:MAX_LISTED] and block["filtered_count"] == len(lost)
@@ -197,13 +204,20 @@ def test_the_intervention_is_stated_in_full(name, label, family, script):
 ids_ = st.lists(st.one_of(st.text(max_size=30), st.integers(), st.none()), max_size=40)
 
 
-@given(sent=ids_, kept=ids_, tool=st.sampled_from(["submit", "status", "search"]),
-       extra=st.dictionaries(st.text(max_size=10), st.text(max_size=3000), max_size=3))
+@given(
+    sent=ids_,
+    kept=ids_,
+    tool=st.sampled_from(["submit", "status", "search"]),
+    extra=st.dictionaries(st.text(max_size=10), st.text(max_size=3000), max_size=3),
+)
 def test_the_statement_is_bounded_and_exact_for_any_call(sent, kept, tool, extra):
     """Whatever the agent sent: ``filtered`` is the multiset difference sent - executed, and
     the block is plain JSON whose argument parts stay within their limits."""
-    call = {**{k: v for k, v in extra.items() if k not in ("tool", "ids")}, "tool": tool,
-            "ids": sent}
+    call = {
+        **{k: v for k, v in extra.items() if k not in ("tool", "ids")},
+        "tool": tool,
+        "ids": sent,
+    }
     executed = {"tool": "submit", "ids": kept}
     lost = filtered_ids(call, executed)
     left = Counter(map(repr, kept))

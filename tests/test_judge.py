@@ -35,36 +35,67 @@ def hit(snippet: str, ident: str = "m.py::f", kind: str | None = None) -> dict:
     sig = next(ln.strip() for ln in lines if ln.lstrip().startswith(("def ", "async def ")))
     if kind is None:
         kind = ("async " if sig.startswith("async") else "") + (
-            "method" if lines[0].startswith(" ") else "function")
-    return {"id": ident, "kind": kind, "signature": sig, "location": "m.py:1",
-            "snippet": snippet}
+            "method" if lines[0].startswith(" ") else "function"
+        )
+    return {"id": ident, "kind": kind, "signature": sig, "location": "m.py:1", "snippet": snippet}
 
 
-SHORT = hit("@app.route('/x')\n@cached\nasync def test_go(a: int, *rest: str, **kw: int) -> int:"
-            "\n    x = yield a\n    return helper.run(x)", ident="m.py::test_go")
-CUT = hit("def build(self, req):\n    one = 1\n    two = 2\n    three = 3\n    four = 4\n"
-          "    five = 5\n    six = 6\n    seven = 7", ident="m.py::Maker.build", kind="method")
+SHORT = hit(
+    "@app.route('/x')\n@cached\nasync def test_go(a: int, *rest: str, **kw: int) -> int:"
+    "\n    x = yield a\n    return helper.run(x)",
+    ident="m.py::test_go",
+)
+CUT = hit(
+    "def build(self, req):\n    one = 1\n    two = 2\n    three = 3\n    four = 4\n"
+    "    five = 5\n    six = 6\n    seven = 7",
+    ident="m.py::Maker.build",
+    kind="method",
+)
 NESTED = hit("def outer():\n    def inner():\n        yield 1\n        go()\n    return inner")
 
 
-@pytest.mark.parametrize("spec, h, expected", [
-    ("async", SHORT, "yes"), ("async", CUT, "no"),
-    ("method", CUT, "yes"), ("method", SHORT, "no"),
-    ("test", SHORT, "yes"), ("test", CUT, "no"),
-    ("param:a", SHORT, "yes"), ("param:rest", SHORT, "yes"), ("param:kw", SHORT, "yes"),
-    ("param:b", SHORT, "no"), ("param:req", CUT, "yes"), ("param:x", CUT, "no"),
-    ("fixture:rest", SHORT, "no"),  # *X is not a fixture (old judge, unchanged)
-    ("decorator:route", SHORT, "yes"), ("decorator:cached", SHORT, "yes"),
-    ("decorator:app", SHORT, "no"), ("decorator:cached", CUT, "no"),
-    ("yields", SHORT, "yes"), ("yields", CUT, "maybe"), ("yields", NESTED, "no"),
-    ("calls:run", SHORT, "yes"), ("calls:helper", SHORT, "no"), ("calls:go", NESTED, "no"),
-    ("calls:run", CUT, "maybe"),
-    ("annotated", SHORT, "yes"), ("annotated", CUT, "no"),  # self excepted, req not annotated
-    ("lines>=3", SHORT, "yes"), ("lines>=4", SHORT, "no"), ("not lines>=4", SHORT, "yes"),
-    ("lines>=8", CUT, "yes"), ("lines>=9", CUT, "maybe"), ("not lines>=9", CUT, "maybe"),
-    ("not yields", CUT, "maybe"), ("not async", SHORT, "no"),
-    ("raises", CUT, "maybe"), ("docstring", SHORT, "no"), ("decorated", SHORT, "yes"),
-])
+@pytest.mark.parametrize(
+    "spec, h, expected",
+    [
+        ("async", SHORT, "yes"),
+        ("async", CUT, "no"),
+        ("method", CUT, "yes"),
+        ("method", SHORT, "no"),
+        ("test", SHORT, "yes"),
+        ("test", CUT, "no"),
+        ("param:a", SHORT, "yes"),
+        ("param:rest", SHORT, "yes"),
+        ("param:kw", SHORT, "yes"),
+        ("param:b", SHORT, "no"),
+        ("param:req", CUT, "yes"),
+        ("param:x", CUT, "no"),
+        ("fixture:rest", SHORT, "no"),  # *X is not a fixture (old judge, unchanged)
+        ("decorator:route", SHORT, "yes"),
+        ("decorator:cached", SHORT, "yes"),
+        ("decorator:app", SHORT, "no"),
+        ("decorator:cached", CUT, "no"),
+        ("yields", SHORT, "yes"),
+        ("yields", CUT, "maybe"),
+        ("yields", NESTED, "no"),
+        ("calls:run", SHORT, "yes"),
+        ("calls:helper", SHORT, "no"),
+        ("calls:go", NESTED, "no"),
+        ("calls:run", CUT, "maybe"),
+        ("annotated", SHORT, "yes"),
+        ("annotated", CUT, "no"),  # self excepted, req not annotated
+        ("lines>=3", SHORT, "yes"),
+        ("lines>=4", SHORT, "no"),
+        ("not lines>=4", SHORT, "yes"),
+        ("lines>=8", CUT, "yes"),
+        ("lines>=9", CUT, "maybe"),
+        ("not lines>=9", CUT, "maybe"),
+        ("not yields", CUT, "maybe"),
+        ("not async", SHORT, "no"),
+        ("raises", CUT, "maybe"),
+        ("docstring", SHORT, "no"),
+        ("decorated", SHORT, "yes"),
+    ],
+)
 def test_atom_judgements(spec, h, expected):
     assert judge(spec, h) == expected
 
@@ -98,10 +129,20 @@ def test_expressions_combine_atom_judgements():
     assert judge("not (method and yields)", CUT) == "maybe"
 
 
-@pytest.mark.parametrize("spec", [
-    "docstring and not method", "not raises", "yields", "param:self", "lines>=20",
-    "(async or yields) and not (test or decorator:fixture)", "calls:print or annotated",
-    "not fixture:app", "assert and fixture:tmp_path"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "docstring and not method",
+        "not raises",
+        "yields",
+        "param:self",
+        "lines>=20",
+        "(async or yields) and not (test or decorator:fixture)",
+        "calls:print or annotated",
+        "not fixture:app",
+        "assert and fixture:tmp_path",
+    ],
+)
 def test_objective_round_trip(spec):
     pred = parse_predicate(spec)
     words = objective_words(pred)
@@ -110,8 +151,9 @@ def test_objective_round_trip(spec):
     assert property_from_objective(objective) == pred.canonical
 
 
-@pytest.mark.parametrize("spec", ["docstring", "assert", "returns", "raises", "decorated",
-                                  "fixture:app"])
+@pytest.mark.parametrize(
+    "spec", ["docstring", "assert", "returns", "raises", "decorated", "fixture:app"]
+)
 def test_the_six_original_atoms_keep_their_plain_words(spec):
     pred = parse_predicate(spec)
     assert objective_words(pred) == pred.description
@@ -161,16 +203,37 @@ def _real_pairs(*packages: str) -> list[tuple[dict, indexer.Facts]]:
             defs, facts = indexer.definitions_in_source(src, rel), indexer.facts_in_source(src, rel)
             assert [d.ident for d in defs] == [f.ident for f in facts]
             for d, f in zip(defs, facts, strict=True):
-                out.append((Hit(d.ident, d.kind, d.signature, f"{d.path}:{d.line}",
-                                d.snippet).as_dict(), f))
+                out.append(
+                    (
+                        Hit(
+                            d.ident, d.kind, d.signature, f"{d.path}:{d.line}", d.snippet
+                        ).as_dict(),
+                        f,
+                    )
+                )
     return out
 
 
 REAL = _real_pairs("asyncio", "unittest", "email", "json")
-NEW_ATOMS = ["async", "method", "test", "param:self", "param:kwargs", "param:loop",
-             "decorator:property", "decorator:coroutine", "decorator:staticmethod", "yields",
-             "calls:len", "calls:isinstance", "calls:ValueError", "annotated", "lines>=3",
-             "lines>=8", "lines>=12"]
+NEW_ATOMS = [
+    "async",
+    "method",
+    "test",
+    "param:self",
+    "param:kwargs",
+    "param:loop",
+    "decorator:property",
+    "decorator:coroutine",
+    "decorator:staticmethod",
+    "yields",
+    "calls:len",
+    "calls:isinstance",
+    "calls:ValueError",
+    "annotated",
+    "lines>=3",
+    "lines>=8",
+    "lines>=12",
+]
 
 
 @pytest.mark.parametrize("spec", NEW_ATOMS)
@@ -186,11 +249,19 @@ def test_new_atom_judgements_are_sound_on_real_code(spec):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.recursive(st.sampled_from(NEW_ATOMS),
-                    lambda sub: st.one_of(sub.map(lambda s: f"not ({s})"),
-                                          st.tuples(sub, sub, st.sampled_from(["and", "or"])).map(
-                                              lambda t: f"({t[0]}) {t[2]} ({t[1]})")),
-                    max_leaves=5), st.integers(0, len(REAL) - 1))
+@given(
+    st.recursive(
+        st.sampled_from(NEW_ATOMS),
+        lambda sub: st.one_of(
+            sub.map(lambda s: f"not ({s})"),
+            st.tuples(sub, sub, st.sampled_from(["and", "or"])).map(
+                lambda t: f"({t[0]}) {t[2]} ({t[1]})"
+            ),
+        ),
+        max_leaves=5,
+    ),
+    st.integers(0, len(REAL) - 1),
+)
 def test_expression_judgements_are_sound(spec, i):
     h, f = REAL[i]
     v = judge(spec, h)
@@ -199,9 +270,13 @@ def test_expression_judgements_are_sound(spec, i):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(NEW_ATOMS + ["docstring", "raises", "fixture:x", "not (yields or test)"]),
-       st.dictionaries(st.sampled_from(["id", "kind", "signature", "location", "snippet"]),
-                       st.text(st.sampled_from("def async @():,*x\n yield=."), max_size=80)))
+@given(
+    st.sampled_from(NEW_ATOMS + ["docstring", "raises", "fixture:x", "not (yields or test)"]),
+    st.dictionaries(
+        st.sampled_from(["id", "kind", "signature", "location", "snippet"]),
+        st.text(st.sampled_from("def async @():,*x\n yield=."), max_size=80),
+    ),
+)
 def test_judge_answers_three_values_on_any_hit(spec, h):
     """Hypothesis: whatever a hit holds (missing fields, broken code), the judge answers."""
     assert judge(spec, h) in V

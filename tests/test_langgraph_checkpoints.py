@@ -46,9 +46,16 @@ def _same_episode(a: dict, b: dict) -> None:
     ids = re.compile(r"call_\d+_\d+")
 
     def plain(transcript):
-        return ids.sub("ID", json.dumps([{k: v for k, v in e.items()
-                                          if k not in ("prompt_tokens", "completion_tokens")}
-                                         for e in transcript]))
+        return ids.sub(
+            "ID",
+            json.dumps(
+                [
+                    {k: v for k, v in e.items() if k not in ("prompt_tokens", "completion_tokens")}
+                    for e in transcript
+                ]
+            ),
+        )
+
     assert plain(a["transcript"]) == plain(b["transcript"])
     assert a["llm"]["model_calls"] == b["llm"]["model_calls"]
 
@@ -57,19 +64,30 @@ def _same_episode(a: dict, b: dict) -> None:
 def test_a_killed_episode_resumes_to_the_same_record(tmp_path, every, kill_at):
     budget = 10
     with StubServer() as stub:  # the deterministic fallback agent answers every call
-        params = {"model": "stub-model", "base_url": stub.url, "api_key_env": None,
-                  "timeout": 10, "checkpoint_dir": str(tmp_path / "ck"),
-                  "checkpoint_every": every}
-        reference = run_episode(TASK, "standard", "llm-langgraph", 0, budget=budget,
-                                policy_params=params)
+        params = {
+            "model": "stub-model",
+            "base_url": stub.url,
+            "api_key_env": None,
+            "timeout": 10,
+            "checkpoint_dir": str(tmp_path / "ck"),
+            "checkpoint_every": every,
+        }
+        reference = run_episode(
+            TASK, "standard", "llm-langgraph", 0, budget=budget, policy_params=params
+        )
         assert reference["llm"]["resumed_steps"] == 0 and reference["steps_used"] == budget
         assert not list((tmp_path / "ck").glob("*"))  # finished: nothing left behind
-        child = subprocess.run([sys.executable, "-c", CHILD, json.dumps(params), str(kill_at),
-                                str(budget), TASK], capture_output=True, text=True, timeout=300)
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(params), str(kill_at), str(budget), TASK],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert child.returncode == -9, child.stderr[-2000:]
         assert list((tmp_path / "ck").glob("*.sqlite"))  # the last segment's checkpoint
-        resumed = run_episode(TASK, "standard", "llm-langgraph", 0, budget=budget,
-                              policy_params=params)
+        resumed = run_episode(
+            TASK, "standard", "llm-langgraph", 0, budget=budget, policy_params=params
+        )
     done_before_kill = kill_at - 1
     assert resumed["llm"]["resumed_steps"] == done_before_kill // every * every > 0
     _same_episode(resumed, reference)
@@ -78,9 +96,15 @@ def test_a_killed_episode_resumes_to_the_same_record(tmp_path, every, kill_at):
 
 def test_sync_durability_still_checkpoints_every_superstep(tmp_path):
     with StubServer() as stub:
-        params = {"model": "stub-model", "base_url": stub.url, "api_key_env": None,
-                  "timeout": 10, "checkpoint_dir": str(tmp_path / "ck"), "durability": "sync",
-                  "keep_checkpoints": True}
+        params = {
+            "model": "stub-model",
+            "base_url": stub.url,
+            "api_key_env": None,
+            "timeout": 10,
+            "checkpoint_dir": str(tmp_path / "ck"),
+            "durability": "sync",
+            "keep_checkpoints": True,
+        }
         rec = run_episode(TASK, "standard", "llm-langgraph", 0, budget=4, policy_params=params)
     (db,) = (tmp_path / "ck").glob("*.sqlite")
     import sqlite3

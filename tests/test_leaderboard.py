@@ -28,7 +28,7 @@ runner = CliRunner()
 def _payload(path: Path) -> dict:
     text = path.read_text()
     assert text.startswith('PB.loaded("leaderboard",') and text.endswith(");\n")
-    return json.loads(text[len('PB.loaded("leaderboard",'):-3])
+    return json.loads(text[len('PB.loaded("leaderboard",') : -3])
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,11 @@ def boards(tmp_path_factory):
     a = make_run(tmp / "a", "first", ("diligent", "random"))
     b = make_run(tmp / "b", "second", ("exhaustive",), controllers=("standard",), seeds=(0,))
     c = make_blackbox_run(tmp / "c")
-    bundles = [bundle([a], tmp / "a.pushbench.tar.gz"), bundle([b], tmp / "b.pushbench.tar.gz"),
-               bundle([c], tmp / "c.pushbench.tar.gz")]
+    bundles = [
+        bundle([a], tmp / "a.pushbench.tar.gz"),
+        bundle([b], tmp / "b.pushbench.tar.gz"),
+        bundle([c], tmp / "c.pushbench.tar.gz"),
+    ]
 
     def edit(members):
         manifest = json.loads(members[MANIFEST])
@@ -64,8 +67,9 @@ def _expected_cells(runs) -> set[tuple]:
 def test_one_table_per_family_and_target_with_a_row_per_bundle_label_and_controller(boards):
     data = _payload(boards["site"] / "data" / "leaderboard.js")
     rows = [r for t in data["tables"] for r in t["rows"]]
-    assert {(r["family"], r["target"], r["policy"], r["controller"]) for r in rows} \
-        == _expected_cells(boards["runs"])
+    assert {
+        (r["family"], r["target"], r["policy"], r["controller"]) for r in rows
+    } == _expected_cells(boards["runs"])
     assert [(t["family"], t["target"]) for t in data["tables"]] == [("reposcan", 10)]
     assert len({r["sha256"] for r in rows}) == 3
     for r in rows:
@@ -86,21 +90,41 @@ def test_the_numbers_are_the_verified_reports(boards):
 
     for r in (r for t in data["tables"] for r in t["rows"]):
         summary = pd.read_csv(boards["site"] / "bundles" / r["bundle"] / "run" / "summary.csv")
-        cell = summary[(summary["policy"] == r["policy"])
-                       & (summary["controller"] == r["controller"])
-                       & (summary["target"] == r["target"])].iloc[0]
+        cell = summary[
+            (summary["policy"] == r["policy"])
+            & (summary["controller"] == r["controller"])
+            & (summary["target"] == r["target"])
+        ].iloc[0]
         assert r["n"] == cell["n_episodes"]
         assert r["success"] == pytest.approx(cell["success_rate"], abs=1e-6)
         assert r["steps"] == pytest.approx(cell["mean_steps_used"], abs=1e-6)
 
 
 def test_cli_exit_code_says_a_bundle_was_refused(boards, tmp_path):
-    res = runner.invoke(cli.app, ["leaderboard", *map(str, boards["bundles"]),
-                                  "--out", str(tmp_path / "s"), "--resamples", "200"])
+    res = runner.invoke(
+        cli.app,
+        [
+            "leaderboard",
+            *map(str, boards["bundles"]),
+            "--out",
+            str(tmp_path / "s"),
+            "--resamples",
+            "200",
+        ],
+    )
     assert res.exit_code == 0, res.output
-    res = runner.invoke(cli.app, ["leaderboard", str(boards["bundles"][0]),
-                                  str(tmp_path / "missing.pushbench.tar.gz"),
-                                  "--out", str(tmp_path / "s2"), "--resamples", "200"])
+    res = runner.invoke(
+        cli.app,
+        [
+            "leaderboard",
+            str(boards["bundles"][0]),
+            str(tmp_path / "missing.pushbench.tar.gz"),
+            "--out",
+            str(tmp_path / "s2"),
+            "--resamples",
+            "200",
+        ],
+    )
     assert res.exit_code == 1 and "refused" in res.output, res.output
 
 
@@ -122,8 +146,9 @@ def test_the_page_renders_sorts_and_links_in_headless_chromium(boards, tmp_path)
         page.wait_for_selector("body[data-ready='/']", timeout=30_000)
         rows = page.locator("section.board[data-target='10'] tr[data-testid=board-row]")
         assert rows.count() == len(table["rows"]) == len(_expected_cells(boards["runs"]))
-        assert sorted(rows.evaluate_all("rs => rs.map(r => r.dataset.bundle)")) \
-            == sorted(r["bundle"] for r in table["rows"])
+        assert sorted(rows.evaluate_all("rs => rs.map(r => r.dataset.bundle)")) == sorted(
+            r["bundle"] for r in table["rows"]
+        )
         assert page.locator("[data-testid=refused]").count() == 1
         page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
         page.click("section.board th:has-text('success')")
@@ -136,6 +161,7 @@ def test_the_page_renders_sorts_and_links_in_headless_chromium(boards, tmp_path)
         page.wait_for_selector("body[data-ready^='/episodes']", timeout=30_000)
         count = page.locator("[data-testid=episode-count]").inner_text()
         top = max(table["rows"], key=lambda r: r["success"])
-        assert count.startswith(f"{top['n'] + top['flagged']} of ") or \
-            count.startswith(f"{top['n']} of "), count
+        assert count.startswith(f"{top['n'] + top['flagged']} of ") or count.startswith(
+            f"{top['n']} of "
+        ), count
     assert errors == []

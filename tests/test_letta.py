@@ -90,19 +90,28 @@ source = { git = "https://example.org/x.git" }
 def test_constraints_from_a_lock_keep_registry_packages_sorted():
     assert constraints(LOCK) == ["anyio==4.9.0", "pydantic-core==2.33.2"]
     assert constraints(LOCK, ("anyio",)) == ["pydantic-core==2.33.2"]
-    twice = LOCK + '[[package]]\nname = "anyio"\nversion = "4.8.0"\n' \
-                   'source = { registry = "https://pypi.org/simple" }\n'
+    twice = (
+        LOCK + '[[package]]\nname = "anyio"\nversion = "4.8.0"\n'
+        'source = { registry = "https://pypi.org/simple" }\n'
+    )
     with pytest.raises(ValueError, match="anyio is locked at 4.9.0 and 4.8.0"):
         constraints(twice)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_.-]{0,15}", fullmatch=True),
-                       st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
-                       max_size=12))
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z][a-z0-9_.-]{0,15}", fullmatch=True),
+        st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True),
+        max_size=12,
+    )
+)
 def test_derived_constraints_parse_as_an_exact_pin_file(pkgs):
-    lock = "".join(f'[[package]]\nname = "{n}"\nversion = "{v}"\n'
-                   'source = { registry = "https://pypi.org/simple" }\n' for n, v in pkgs.items())
+    lock = "".join(
+        f'[[package]]\nname = "{n}"\nversion = "{v}"\n'
+        'source = { registry = "https://pypi.org/simple" }\n'
+        for n, v in pkgs.items()
+    )
     try:
         lines = constraints(lock)
     except ValueError:  # two names that normalise alike with two versions
@@ -120,6 +129,7 @@ def _fake_runner(calls):
         elif cmd[1:4] == ["-m", "pip", "install"]:
             (Path(cmd[0]).parent / "letta").write_text("#!/bin/sh\n")
         return subprocess.CompletedProcess(cmd, 0, "", "")
+
     return run
 
 
@@ -141,9 +151,11 @@ def test_a_failed_download_removes_the_half_built_venv(tmp_path, monkeypatch):
 
     def run(cmd, **kw):
         if "download" in cmd:
-            return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution "
-                                               "found for letta==0.16.8\n")
+            return subprocess.CompletedProcess(
+                cmd, 1, "", "ERROR: No matching distribution found for letta==0.16.8\n"
+            )
         return _fake_runner([])(cmd)
+
     with pytest.raises(B.BaselineError, match="download letta's sdist.*No matching") as e:
         B.install("letta", run=run)
     assert "\n" not in str(e.value) and not B.venv_dir("letta").exists()
@@ -160,17 +172,26 @@ def _sdist(path: Path, names: list[str]) -> Path:
 
 
 def test_the_unpack_step_extracts_only_the_migrations(tmp_path):
-    src = _sdist(tmp_path / "letta-0.16.8.tar.gz", [
-        "letta-0.16.8/alembic.ini", "letta-0.16.8/alembic/env.py",
-        "letta-0.16.8/alembic/versions/a1_init.py", "letta-0.16.8/letta/main.py",
-        "letta-0.16.8/pyproject.toml"])
+    src = _sdist(
+        tmp_path / "letta-0.16.8.tar.gz",
+        [
+            "letta-0.16.8/alembic.ini",
+            "letta-0.16.8/alembic/env.py",
+            "letta-0.16.8/alembic/versions/a1_init.py",
+            "letta-0.16.8/letta/main.py",
+            "letta-0.16.8/pyproject.toml",
+        ],
+    )
     dest = tmp_path / "out"
     subprocess.run([sys.executable, "-c", B._UNPACK, str(src), str(dest)], check=True)
     got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert got == ["alembic.ini", "alembic/env.py", "alembic/versions/a1_init.py"]
     bad = _sdist(tmp_path / "bad.tar.gz", ["x-1/setup.py"])
-    proc = subprocess.run([sys.executable, "-c", B._UNPACK, str(bad), str(tmp_path / "o2")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", B._UNPACK, str(bad), str(tmp_path / "o2")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "no alembic.ini" in proc.stderr
 
 
@@ -179,17 +200,26 @@ class LettaChat:
     """Chat Completions as Letta sends them: bare MCP tool names beside its memory tools."""
 
     def __init__(self, prompt: str, tools: list[str]):
-        self.messages = [{"role": "system", "content": "letta system prompt"},
-                         {"role": "user", "content": prompt}]
+        self.messages = [
+            {"role": "system", "content": "letta system prompt"},
+            {"role": "user", "content": prompt},
+        ]
         self.tools = [{"type": "function", "function": {"name": t}} for t in tools]
 
     def ask(self, client: TestClient) -> dict:
-        resp = client.post("/v1/chat/completions", json={
-            "model": MODEL, "messages": self.messages, "tools": self.tools})
+        resp = client.post(
+            "/v1/chat/completions",
+            json={"model": MODEL, "messages": self.messages, "tools": self.tools},
+        )
         assert resp.status_code == 200, resp.text
         msg = resp.json()["choices"][0]["message"]
-        self.messages.append({"role": "assistant", "content": msg.get("content"),
-                              "tool_calls": msg.get("tool_calls")})
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": msg.get("content"),
+                "tool_calls": msg.get("tool_calls"),
+            }
+        )
         return msg
 
     def answer(self, call_id: str, text: str) -> None:
@@ -198,10 +228,17 @@ class LettaChat:
 
 def _drive_letta_like(backend, seed: int = 0, with_memory: bool = True):
     prompt = episode_prompt("default", TASK, seed)
-    names = [t["function"]["name"] for t in clients.first_observation_in(prompt)["result"]
-             ["tools"]]
-    memory = sorted(MEMORY_TOOLS & {"memory_insert", "memory_replace", "conversation_search",
-                                    "archival_memory_insert", "archival_memory_search"})
+    names = [t["function"]["name"] for t in clients.first_observation_in(prompt)["result"]["tools"]]
+    memory = sorted(
+        MEMORY_TOOLS
+        & {
+            "memory_insert",
+            "memory_replace",
+            "conversation_search",
+            "archival_memory_insert",
+            "archival_memory_search",
+        }
+    )
     chat = LettaChat(prompt, names + (memory if with_memory else []))
     client = TestClient(build_app(backend))
     env = pushbench.make(TASK, controller="standard")
@@ -221,8 +258,12 @@ def _drive_letta_like(backend, seed: int = 0, with_memory: bool = True):
         else:
             obs, *_ = env.step({"tool": name, **args})
             # Letta packages every tool return (letta.system.package_function_response)
-            chat.answer(call["id"], json.dumps({"status": "OK", "message": obs,
-                                                "time": "2026-01-01 00:00:00 AM UTC+0000"}))
+            chat.answer(
+                call["id"],
+                json.dumps(
+                    {"status": "OK", "message": obs, "time": "2026-01-01 00:00:00 AM UTC+0000"}
+                ),
+            )
     rec = env.get_wrapper_attr("episode_record")()
     env.close()
     return rec, notes, final
@@ -230,13 +271,13 @@ def _drive_letta_like(backend, seed: int = 0, with_memory: bool = True):
 
 def test_letta_packaged_tool_returns_are_read_as_observations():
     obs = json.dumps({"tool": "search", "ok": True, "result": {"page": 1}})
-    for packaged in (json.dumps({"status": "OK", "message": obs, "time": "t"}),
-                     json.dumps({"status": "OK", "message": json.loads(obs), "time": "t"})):
-        assert json.loads(observation_from_result("search", packaged, False)) == \
-            json.loads(obs)
+    for packaged in (
+        json.dumps({"status": "OK", "message": obs, "time": "t"}),
+        json.dumps({"status": "OK", "message": json.loads(obs), "time": "t"}),
+    ):
+        assert json.loads(observation_from_result("search", packaged, False)) == json.loads(obs)
     failed = json.dumps({"status": "Failed", "message": "Error executing tool search: boom"})
-    assert json.loads(observation_from_result("search", failed, True))["error_type"] == \
-        "harness"
+    assert json.loads(observation_from_result("search", failed, True))["error_type"] == "harness"
 
 
 def _calls(rec):
@@ -263,8 +304,13 @@ def test_letta_launcher_writes_the_agents_config(tmp_path):
     ep = tmp_path / "letta" / TASK / "default" / "seed0"
     (ep / "agent").mkdir(parents=True)
     (ep / "letta.json").write_text("{}")  # a previous, killed attempt's summary
-    launch = clients.letta("http://127.0.0.1:1", ep, prompt, ["pushbench", "mcp"],
-                           clients.Endpoint(base_url="http://127.0.0.1:2"))
+    launch = clients.letta(
+        "http://127.0.0.1:1",
+        ep,
+        prompt,
+        ["pushbench", "mcp"],
+        clients.Endpoint(base_url="http://127.0.0.1:2"),
+    )
     cfg = json.loads((ep / "letta-config.json").read_text())
     assert cfg["tools"] == ["search", "submit", "status", "final", "ask_user"]
     assert cfg["llm_config"]["model_endpoint"] == "http://127.0.0.1:2/v1"
@@ -294,12 +340,19 @@ def test_letta_policy_params_are_checked_before_any_episode():
 
     ok = {"model_server": "diligent"}
     assert validate_params("letta", ok, ["reposcan", "dataops"]) == ok
-    real = {"base_url": "http://127.0.0.1:1", "model": "m", "api_key_env": "K",
-            "prices": {"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}}
+    real = {
+        "base_url": "http://127.0.0.1:1",
+        "model": "m",
+        "api_key_env": "K",
+        "prices": {"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}},
+    }
     assert validate_params("letta", real, ["reposcan"])["model"] == "m"
-    for bad, why in [({}, "exactly one of"), ({**ok, "base_url": "http://x"}, "exactly one of"),
-                     ({"model_server": "llm"}, "model_server"),
-                     ({**ok, "max_tokens": 5}, "unknown parameter")]:
+    for bad, why in [
+        ({}, "exactly one of"),
+        ({**ok, "base_url": "http://x"}, "exactly one of"),
+        ({"model_server": "llm"}, "model_server"),
+        ({**ok, "max_tokens": 5}, "unknown parameter"),
+    ]:
         with pytest.raises(PolicyParamsError, match=why):
             validate_params("letta", bad)
     with pytest.raises(PolicyParamsError, match="RepoScan and DataOps tasks, not swelite"):
@@ -312,8 +365,9 @@ def test_the_memory_baselines_have_letta_rows_with_bounds():
     from pushbench.runner.estimate import Planner, letta_bounds
     from pushbench.runner.experiment import expand, load_experiment
 
-    exp = load_experiment(Path(__file__).parent.parent / "experiments" /
-                          "llm_memory_baselines.yaml")
+    exp = load_experiment(
+        Path(__file__).parent.parent / "experiments" / "llm_memory_baselines.yaml"
+    )
     specs = expand(exp)
     letta = [s for s in specs if s.policy == "letta"]
     assert len(letta) == len(specs) // 3 and exp.controllers == ["standard"]
@@ -338,11 +392,21 @@ def replace_params(spec, params):
 
 
 def test_estimate_prints_the_letta_rows(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run",
-                           "experiments/llm_memory_baselines.yaml", "--estimate"],
-                          capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parent.parent,
-                          env={**os.environ, "COLUMNS": "250"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "run",
+            "experiments/llm_memory_baselines.yaml",
+            "--estimate",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).parent.parent,
+        env={**os.environ, "COLUMNS": "250"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [ln for ln in proc.stdout.splitlines() if "letta" in ln]
     assert len(rows) == 3, proc.stdout[-3000:]
@@ -350,12 +414,26 @@ def test_estimate_prints_the_letta_rows(tmp_path):
 
 def test_run_without_letta_installed_is_one_error_line(tmp_path):
     exp = tmp_path / "exp.yaml"
-    exp.write_text(f"name: l\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
-                   "policies: [{name: letta, params: {model_server: diligent}}]\n")
-    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run", str(exp), "--out",
-                           str(tmp_path / "run"), "--no-progress"], capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "PUSHBENCH_HOME": str(tmp_path / "home")})
+    exp.write_text(
+        f"name: l\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
+        "policies: [{name: letta, params: {model_server: diligent}}]\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PUSHBENCH_HOME": str(tmp_path / "home")},
+    )
     err = (proc.stdout + proc.stderr).strip().splitlines()
     assert proc.returncode != 0 and len(err) == 1, err
     assert "policy 'letta' needs the Letta server" in err[0]
@@ -377,16 +455,38 @@ def _real_letta() -> None:
 def _letta_episodes() -> None:
     """The real-episode tests: opt-in (module docstring says why), then as :func:`_real_letta`."""
     if os.environ.get("PUSHBENCH_LETTA_EPISODES") != "1":
-        pytest.skip("real Letta episodes take tens of minutes on 2 cores: set "
-                    "PUSHBENCH_LETTA_EPISODES=1 to run them")
+        pytest.skip(
+            "real Letta episodes take tens of minutes on 2 cores: set "
+            "PUSHBENCH_LETTA_EPISODES=1 to run them"
+        )
     _real_letta()
 
 
 def _blackbox(out: Path, tasks: str, timeout: float = 3000) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent",
-                           "letta", "--tasks", tasks, "--seeds", "0", "--model-server",
-                           "diligent", "--out", str(out), "--timeout", "1800"],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "blackbox",
+            "run",
+            "--agent",
+            "letta",
+            "--tasks",
+            tasks,
+            "--seeds",
+            "0",
+            "--model-server",
+            "diligent",
+            "--out",
+            str(out),
+            "--timeout",
+            "1800",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _left_running(root: Path) -> list[str]:
@@ -452,16 +552,20 @@ def test_diligent_through_letta_equals_in_process_and_stops_everything(tmp_path)
     rows = _letta_rows(out)
     assert len(rows) == 2
     for row in rows:
-        client = json.loads((out / "letta" / row["task"] / "default" / "seed0" /
-                             "client.json").read_text())
+        client = json.loads(
+            (out / "letta" / row["task"] / "default" / "seed0" / "client.json").read_text()
+        )
         assert client["memory_errors"] == 0, client  # Letta carried out every note
         assert row["calls_equal"] == "True", row
         assert row["success_harness"] == row["success_in_process"] == "True", row
         assert int(row["memory_calls"]) >= int(row["steps_harness"]) - 1 > 0, row
         ep = out / "letta" / row["task"] / "default" / "seed0"
         trace = [json.loads(x) for x in (ep / "letta-trace.jsonl").read_text().splitlines()]
-        names = [c.get("name") for m in trace for c in
-                 (m.get("tool_calls") or ([m["tool_call"]] if m.get("tool_call") else []))]
+        names = [
+            c.get("name")
+            for m in trace
+            for c in (m.get("tool_calls") or ([m["tool_call"]] if m.get("tool_call") else []))
+        ]
         assert names.count(NOTE_TOOL) == int(row["memory_calls"])
         assert sum(n not in MEMORY_TOOLS for n in names) == int(row["steps_harness"])
     episodes = (out / "letta" / "report" / "episodes.jsonl").read_text().splitlines()
@@ -477,9 +581,25 @@ def test_letta_server_killed_mid_episode_is_recorded_and_a_rerun_resumes(tmp_pat
 
     _letta_episodes()
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "letta",
-            "--tasks", TASK, "--seeds", "0", "--model-server", "diligent", "--out", str(out),
-            "--timeout", "1800"]
+    args = [
+        sys.executable,
+        "-m",
+        "pushbench.cli",
+        "blackbox",
+        "run",
+        "--agent",
+        "letta",
+        "--tasks",
+        TASK,
+        "--seeds",
+        "0",
+        "--model-server",
+        "diligent",
+        "--out",
+        str(out),
+        "--timeout",
+        "1800",
+    ]
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ep = out / "letta" / TASK / "default" / "seed0"
     deadline = time.monotonic() + 1800
@@ -521,11 +641,26 @@ def test_a_letta_row_runs_through_pushbench_run(tmp_path):
     the in-process diligent episode's calls, with Letta's memory calls counted and free."""
     _letta_episodes()
     exp = tmp_path / "exp.yaml"
-    exp.write_text(f"name: letta-row\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
-                   "policies: [{name: letta, params: {model_server: diligent}}]\n")
-    proc = subprocess.run([sys.executable, "-m", "pushbench.cli", "run", str(exp), "--out",
-                           str(tmp_path / "run"), "--no-progress", "--no-plot"],
-                          capture_output=True, text=True, timeout=3000)
+    exp.write_text(
+        f"name: letta-row\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
+        "policies: [{name: letta, params: {model_server: diligent}}]\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "run",
+            str(exp),
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+            "--no-plot",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     lines = (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 1
@@ -544,4 +679,3 @@ def test_a_letta_row_runs_through_pushbench_run(tmp_path):
     assert rec["memory"]["charged_to_env"] == 0
     assert any(m.get("message_type") == "tool_call_message" for m in rec["transcript"])
     assert _left_running(tmp_path) == []
-

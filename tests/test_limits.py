@@ -12,8 +12,13 @@ from pushbench import limits
 from pushbench.runner.executors.local import InProcessExecutor, LocalPoolExecutor
 from pushbench.runner.experiment import ExperimentError, validate
 
-BASE = {"name": "caps", "tasks": ["RepoScan-requests-docstring-N10"], "controllers": ["standard"],
-        "policies": ["diligent"], "seeds": [0]}
+BASE = {
+    "name": "caps",
+    "tasks": ["RepoScan-requests-docstring-N10"],
+    "controllers": ["standard"],
+    "policies": ["diligent"],
+    "seeds": [0],
+}
 
 
 class Probe:
@@ -134,19 +139,33 @@ def test_process_pool_refuses_caps_below_its_worker_count():
 
 
 def test_experiment_validates_caps_and_executor_options():
-    exp = validate({**BASE, "executor": "ray", "max_inflight_per_endpoint": {"http://x/v1": 4},
-                    "executor_options": {"ray": {"address": "auto"}}})
+    exp = validate(
+        {
+            **BASE,
+            "executor": "ray",
+            "max_inflight_per_endpoint": {"http://x/v1": 4},
+            "executor_options": {"ray": {"address": "auto"}},
+        }
+    )
     assert exp.options_for_executor() == {"address": "auto"}
     assert "executor_options" not in exp.result_fields()
-    assert validate({**BASE, "executor_options": {"ray": {"address": "auto"}}}
-                    ).options_for_executor() == {}  # options of an executor not in use
+    assert (
+        validate({**BASE, "executor_options": {"ray": {"address": "auto"}}}).options_for_executor()
+        == {}
+    )  # options of an executor not in use
     with pytest.raises(ExperimentError, match="integer >= 1"):
         validate({**BASE, "max_inflight_per_endpoint": {"http://x/v1": 0}})
     with pytest.raises(ExperimentError, match="not executors"):
         validate({**BASE, "executor_options": {"rayy": {"address": "auto"}}})
     with pytest.raises(ExperimentError, match="not options of that executor"):
-        validate({**BASE, "executor": "process", "workers": 2,
-                  "executor_options": {"process": {"address": "auto"}}})
+        validate(
+            {
+                **BASE,
+                "executor": "process",
+                "workers": 2,
+                "executor_options": {"process": {"address": "auto"}},
+            }
+        )
 
 
 def test_async_sweep_respects_the_cap_through_the_model_client(tmp_path):
@@ -156,9 +175,18 @@ def test_async_sweep_respects_the_cap_through_the_model_client(tmp_path):
 
     with CountingStub(latency=0.02) as server:
         params = {"model": "stub", "base_url": server.url, "api_key_env": None}
-        exp = validate({**BASE, "tasks": ["RepoScan-N10"], "policies": [
-            {"name": "llm", "params": params}], "seeds": list(range(6)), "budget": 3,
-            "executor": "async", "workers": 6, "max_inflight_per_endpoint": {server.url: 2}})
+        exp = validate(
+            {
+                **BASE,
+                "tasks": ["RepoScan-N10"],
+                "policies": [{"name": "llm", "params": params}],
+                "seeds": list(range(6)),
+                "budget": 3,
+                "executor": "async",
+                "workers": 6,
+                "max_inflight_per_endpoint": {server.url: 2},
+            }
+        )
         summary = run_experiment(exp, tmp_path / "run", progress=False)
     assert summary["errors"] == 0 and summary["finished"] == 6
     assert server.peak == 2 and server.calls == 18

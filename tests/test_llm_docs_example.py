@@ -28,8 +28,12 @@ DOC = Path(__file__).parent.parent / "docs" / "llm.md"
 def marked_block(text: str, marker: str) -> str:
     """The fenced code block right after ``<!-- llama-example: MARKER -->`` (and the
     ``<!-- example: ... -->`` marker of tests/test_doc_examples.py, if there is one)."""
-    m = re.search(rf"<!-- llama-example: {marker} -->\n(?:<!-- example: [^\n]* -->\n)?"
-                  r"```\w*\n(.*?)\n```", text, re.DOTALL)
+    m = re.search(
+        rf"<!-- llama-example: {marker} -->\n(?:<!-- example: [^\n]* -->\n)?"
+        r"```\w*\n(.*?)\n```",
+        text,
+        re.DOTALL,
+    )
     assert m, f"docs/llm.md has no block marked {marker!r}"
     return m.group(1)
 
@@ -64,14 +68,30 @@ def test_the_documented_llama_run(tmp_path):
         assert est.exit_code == 0, est.output
         assert "TOTAL" in est.output and "…" not in est.output
         assert max(map(len, est.output.splitlines())) <= 80, est.output
-        res = runner.invoke(app, ["run", str(exp), "--out", str(out), "--budget", "3",
-                                  "--controllers", "standard,verifier_gated", "--no-progress"],
-                            env={"COLUMNS": "80"})
+        res = runner.invoke(
+            app,
+            [
+                "run",
+                str(exp),
+                "--out",
+                str(out),
+                "--budget",
+                "3",
+                "--controllers",
+                "standard,verifier_gated",
+                "--no-progress",
+            ],
+            env={"COLUMNS": "80"},
+        )
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == 4 and {x["family"] for x in lines} == {"reposcan", "dataops"}
-    lost = [x["key"] for x in lines if x["terminated_by"] == "error"
-            and error_cause(x.get("error")) == "context length exceeded"]
+    lost = [
+        x["key"]
+        for x in lines
+        if x["terminated_by"] == "error"
+        and error_cause(x.get("error")) == "context length exceeded"
+    ]
     assert lost == [], res.output
     for x in lines:  # the window was discovered or learned, and recorded
         assert {"context_window", "context_budget", "context_retries"} <= set(x["llm"])
@@ -97,18 +117,36 @@ def test_a_real_refusal_is_read_and_the_retry_fits(tmp_path):
 
     require_local_llm()
     port = str(free_port())
-    args = ["--model", str(gguf_path()), "--chat_format", "chatml-function-calling-bounded",
-            "--host", "127.0.0.1", "--port", port, "--n_ctx", "1024"]
+    args = [
+        "--model",
+        str(gguf_path()),
+        "--chat_format",
+        "chatml-function-calling-bounded",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        port,
+        "--n_ctx",
+        "1024",
+    ]
     with serve(args, tmp_path / "server.log") as url:
-        cfg = LLMConfig(model="local", base_url=url, api_key_env=None, max_tokens=16,
-                        timeout=600, max_retries=1)
+        cfg = LLMConfig(
+            model="local", base_url=url, api_key_env=None, max_tokens=16, timeout=600, max_retries=1
+        )
         client, core, stats = ChatClient(cfg, seed=0), AgentCore(cfg), Stats("native")
         assert client.window() is None  # nothing in its API says
-        pinned = [{"role": "system", "content": "You answer briefly."},
-                  {"role": "user", "content": "Say ok."}]
-        history = [m for i in range(12) for m in (
-            {"role": "assistant", "content": f"note {i}: " + "lorem ipsum dolor " * 20},
-            {"role": "user", "content": "continue"})]
+        pinned = [
+            {"role": "system", "content": "You answer briefly."},
+            {"role": "user", "content": "Say ok."},
+        ]
+        history = [
+            m
+            for i in range(12)
+            for m in (
+                {"role": "assistant", "content": f"note {i}: " + "lorem ipsum dolor " * 20},
+                {"role": "user", "content": "continue"},
+            )
+        ]
         request, kept = core.view([*pinned, *history], stats)
         with pytest.raises(ContextOverflow) as caught:
             client.complete(request, [], Usage())

@@ -76,15 +76,17 @@ def serve(args: list[str], log: Path):
     port = args[args.index("--port") + 1]
     cmd = [sys.executable, str(Path(__file__).with_name("llama_server.py")), *args]
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).parent.parent)
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent
+        )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n"
-                            f"{log.read_text()[-3000:]}")
+                pytest.fail(
+                    f"llama_cpp.server exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
                     if r.status == 200:
@@ -96,12 +98,14 @@ def serve(args: list[str], log: Path):
             time.sleep(0.5)
         yield url
         if proc.poll() is not None:  # died under load: say why the episodes saw connection errors
-            pytest.fail(f"llama_cpp.server died during the tests (exit {proc.returncode}); "
-                        "known causes: a native build faulting on AMX instructions "
-                        "(docs/getting-started.md, Quick "
-                        "start) or a refused tool grammar (envs.base.GRAMMAR_SAFE_MAX_LENGTH). "
-                        "Log tail:\n"
-                        f"{log.read_text()[-2000:]}")
+            pytest.fail(
+                f"llama_cpp.server died during the tests (exit {proc.returncode}); "
+                "known causes: a native build faulting on AMX instructions "
+                "(docs/getting-started.md, Quick "
+                "start) or a refused tool grammar (envs.base.GRAMMAR_SAFE_MAX_LENGTH). "
+                "Log tail:\n"
+                f"{log.read_text()[-2000:]}"
+            )
     finally:
         proc.terminate()
         try:
@@ -122,17 +126,36 @@ def llama_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("llama") / "server.log"
     # llama_server.py is the unmodified server plus a handler that honours max_tokens for
     # tool calls (the stock handler ignores it; see that file for how runs stalled without it).
-    args = ["--model", str(gguf_path()), "--chat_format", "chatml-function-calling-bounded",
-            "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", "8192",
-            "--n_threads", "2"]  # room for full context
+    args = [
+        "--model",
+        str(gguf_path()),
+        "--chat_format",
+        "chatml-function-calling-bounded",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--n_ctx",
+        "8192",
+        "--n_threads",
+        "2",
+    ]  # room for full context
     with serve(args, log) as url:
         yield url
 
 
 def local_params(url: str, policy: str, tmp: Path) -> dict:
-    p = {"model": "SmolLM2-135M-Instruct", "base_url": url, "api_key_env": None,
-         "temperature": 0.0, "max_tokens": 96, "context_tokens": 1024, "timeout": 600,
-         "max_retries": 2, "prices": {"input_per_mtok": 0.15, "output_per_mtok": 0.60}}
+    p = {
+        "model": "SmolLM2-135M-Instruct",
+        "base_url": url,
+        "api_key_env": None,
+        "temperature": 0.0,
+        "max_tokens": 96,
+        "context_tokens": 1024,
+        "timeout": 600,
+        "max_retries": 2,
+        "prices": {"input_per_mtok": 0.15, "output_per_mtok": 0.60},
+    }
     if "langgraph" in policy:
         p["checkpoint_dir"] = str(tmp / "checkpoints")
     return p
@@ -151,8 +174,9 @@ def check(record: dict, policy: str) -> None:
     u = record["usage"]
     assert u["prompt_tokens"] > 0 and u["completion_tokens"] > 0 and u["calls"] >= 1
     assert u["estimated_calls"] == 0  # llama.cpp reports usage
-    assert u["cost_usd"] == pytest.approx(u["prompt_tokens"] * 0.15e-6
-                                          + u["completion_tokens"] * 0.60e-6)
+    assert u["cost_usd"] == pytest.approx(
+        u["prompt_tokens"] * 0.15e-6 + u["completion_tokens"] * 0.60e-6
+    )
     assert record["llm"]["model_calls"] == u["calls"]
     assert record["llm"]["env_actions"] == record["steps_used"]
     assert record["policy"]["name"] == policy and record["simulated"] is False
@@ -189,17 +213,26 @@ def test_local_server_accepts_every_tool_schema(llama_server, task):
     for tool in tools:
         name = tool["function"]["name"]
         resp = client.chat.completions.create(
-            model="SmolLM2-135M-Instruct", max_tokens=24, temperature=0.0, tools=tools,
+            model="SmolLM2-135M-Instruct",
+            max_tokens=24,
+            temperature=0.0,
+            tools=tools,
             tool_choice={"type": "function", "function": {"name": name}},
-            messages=[{"role": "user", "content": f"Call the {name} tool."}])
+            messages=[{"role": "user", "content": f"Call the {name} tool."}],
+        )
         assert resp.choices, name  # the server answered (a refused grammar killed it before)
 
 
-@pytest.mark.parametrize("policy", ["llm", "llm-langgraph", "llm-langgraph-memory",
-                                    "llm-memgpt"])
+@pytest.mark.parametrize("policy", ["llm", "llm-langgraph", "llm-langgraph-memory", "llm-memgpt"])
 def test_local_model_episode(llama_server, policy, tmp_path):
-    record = run_episode(TASK, "standard", policy, 0, budget=BUDGET,
-                         policy_params=local_params(llama_server, policy, tmp_path))
+    record = run_episode(
+        TASK,
+        "standard",
+        policy,
+        0,
+        budget=BUDGET,
+        policy_params=local_params(llama_server, policy, tmp_path),
+    )
     keep(record)
     check(record, policy)
 
@@ -208,9 +241,17 @@ def test_local_model_concurrent_async(llama_server, tmp_path):
     """The asyncio driver against the real server (two backends under STATEQGP at once)."""
     from pushbench.runner.episode import run_many
 
-    eps = [dict(task_id=TASK, controller="stateqgp", policy=p, seed=1, budget=BUDGET,
-                policy_params=local_params(llama_server, p, tmp_path))
-           for p in ("llm", "llm-langgraph")]
+    eps = [
+        dict(
+            task_id=TASK,
+            controller="stateqgp",
+            policy=p,
+            seed=1,
+            budget=BUDGET,
+            policy_params=local_params(llama_server, p, tmp_path),
+        )
+        for p in ("llm", "llm-langgraph")
+    ]
 
     async def main():
         return [x async for x in run_many(eps, concurrency=2)]

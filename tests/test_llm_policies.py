@@ -38,18 +38,26 @@ def stub():
 @pytest.fixture
 def params(stub, tmp_path):
     def make(policy: str = "llm", **extra) -> dict:
-        p = {"model": "stub-model", "base_url": stub.url, "api_key_env": None,
-             "backoff_base": 0.001, "backoff_max": 0.01, "timeout": 10}
+        p = {
+            "model": "stub-model",
+            "base_url": stub.url,
+            "api_key_env": None,
+            "backoff_base": 0.001,
+            "backoff_max": 0.01,
+            "timeout": 10,
+        }
         if "langgraph" in policy:
             p["checkpoint_dir"] = str(tmp_path / "checkpoints")
         p.update(extra)
         return p
+
     return make
 
 
 def episode(policy: str, params, budget: int = 6, controller: str = "standard", **extra) -> dict:
-    record = run_episode(TASK, controller, policy, 0, budget=budget,
-                         policy_params=params(policy, **extra))
+    record = run_episode(
+        TASK, controller, policy, 0, budget=budget, policy_params=params(policy, **extra)
+    )
     check_record(record)
     return record
 
@@ -71,7 +79,7 @@ def test_call_action_forms():
     assert call_action("search", '{"query": "x"}') == {"tool": "search", "query": "x"}
     assert call_action("status", "") == {"tool": "status"}
     assert call_action("search", '{"query": "x"') == '{"query": "x"'  # env says bad_json
-    assert call_action("search", "[1, 2]") == "[1, 2]"                 # env says not_object
+    assert call_action("search", "[1, 2]") == "[1, 2]"  # env says not_object
     assert call_action("search", '{"tool": "final", "q": 1}')["tool"] == "search"
 
 
@@ -80,9 +88,19 @@ def test_trim_keeps_pinned_and_pairs():
     obj = {"role": "user", "content": "o" * 40}
     hist = [sys_msg, obj]
     for i in range(6):
-        hist.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function",
-             "function": {"name": "search", "arguments": "{}"}}]})
+        hist.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
         hist.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x" * 400})
     total = sum(estimate_message_tokens(m) for m in hist)
     kept, dropped = trim(hist, total)
@@ -97,15 +115,22 @@ def test_trim_keeps_pinned_and_pairs():
 # ----- invalid output ------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_invalid_output_is_an_invalid_action_costing_a_step(stub, params, policy):
-    stub.push({"content": '{"tool": "status"}'},                # plain text that looks like a call
-              call("search", '{"query": "raise", "page": '),  # arguments are not JSON
-              call("frobnicate", {"x": 1}),                   # unknown tool
-              call("search", {"query": 7}),                   # wrong argument type
-              call("status"))
+    stub.push(
+        {"content": '{"tool": "status"}'},  # plain text that looks like a call
+        call("search", '{"query": "raise", "page": '),  # arguments are not JSON
+        call("frobnicate", {"x": 1}),  # unknown tool
+        call("search", {"query": 7}),  # wrong argument type
+        call("status"),
+    )
     r = episode(policy, params, budget=5)
     kinds = [(c["ok"], c.get("error_type")) for c in r["calls"]]
-    assert kinds == [(False, "not_object"), (False, "bad_json"), (False, "unknown_tool"),
-                     (False, "bad_arguments"), (True, None)]
+    assert kinds == [
+        (False, "not_object"),
+        (False, "bad_json"),
+        (False, "unknown_tool"),
+        (False, "bad_arguments"),
+        (True, None),
+    ]
     assert r["steps_used"] == 5 and r["metrics"]["invalid_actions"] == 4
     assert r["llm"]["plain_text_replies"] == 1 and r["llm"]["unparseable_arguments"] == 1
     assert r["llm"]["unknown_tools"] == 1
@@ -118,8 +143,14 @@ def test_invalid_output_is_an_invalid_action_costing_a_step(stub, params, policy
 
 
 def test_multiple_calls_in_one_reply_are_steps_in_order(stub, params):
-    stub.push({"tool_calls": [{"name": "status", "arguments": "{}"},
-                              {"name": "search", "arguments": '{"query": "raise"}'}]})
+    stub.push(
+        {
+            "tool_calls": [
+                {"name": "status", "arguments": "{}"},
+                {"name": "search", "arguments": '{"query": "raise"}'},
+            ]
+        }
+    )
     r = episode("llm", params, budget=3)
     assert [c["tool"] for c in r["calls"][:2]] == ["status", "search"]
     assert r["llm"]["multi_call_turns"] == 1
@@ -131,15 +162,25 @@ def test_multiple_calls_in_one_reply_are_steps_in_order(stub, params):
 # ----- transient and permanent API failures --------------------------------------------------
 @pytest.mark.parametrize("policy", BACKENDS)
 def test_transient_errors_are_retried_and_not_charged(stub, params, policy):
-    stub.push({"status": 429, "headers": {"retry-after": "0"}}, {"status": 500},
-              {"status": 503}, call("status"), {"status": 502}, call("status"))
+    stub.push(
+        {"status": 429, "headers": {"retry-after": "0"}},
+        {"status": 500},
+        {"status": 503},
+        call("status"),
+        {"status": 502},
+        call("status"),
+    )
     r = episode(policy, params, budget=2)
     assert r["terminated_by"] == "budget" and r["steps_used"] == 2
     assert [c["tool"] for c in r["calls"]] == ["status", "status"]
     assert r["metrics"]["invalid_actions"] == 0
     assert r["usage"]["retries"] == 4 and r["usage"]["calls"] == 2
-    assert r["usage"]["transient_errors"] == {"http_429": 1, "http_500": 1, "http_502": 1,
-                                              "http_503": 1}
+    assert r["usage"]["transient_errors"] == {
+        "http_429": 1,
+        "http_500": 1,
+        "http_502": 1,
+        "http_503": 1,
+    }
     assert len(stub.requests) == 6
 
 
@@ -229,8 +270,10 @@ def test_both_backends_give_the_same_episode(params, tmp_path):
 # ----- usage and cost ------------------------------------------------------------------------
 def test_usage_and_cost_accounting(stub, params):
     stub.push(*[call("status", usage={"prompt_tokens": 1000, "completion_tokens": 50})] * 3)
-    prices = {"stub-model": {"input_per_mtok": 2.5, "output_per_mtok": 10.0},
-              "other": {"input_per_mtok": 99, "output_per_mtok": 99}}
+    prices = {
+        "stub-model": {"input_per_mtok": 2.5, "output_per_mtok": 10.0},
+        "other": {"input_per_mtok": 99, "output_per_mtok": 99},
+    }
     r = episode("llm", params, budget=3, prices=prices)
     u = r["usage"]
     assert (u["prompt_tokens"], u["completion_tokens"], u["calls"]) == (3000, 150, 3)
@@ -241,8 +284,9 @@ def test_usage_and_cost_accounting(stub, params):
 
 def test_usage_without_server_counts_is_estimated_and_unpriced_model_costs_none(stub, params):
     stub.push(call("status", usage=None), call("status"))
-    r = episode("llm", params, budget=2, prices={"gpt-x": {"input_per_mtok": 1,
-                                                          "output_per_mtok": 1}})
+    r = episode(
+        "llm", params, budget=2, prices={"gpt-x": {"input_per_mtok": 1, "output_per_mtok": 1}}
+    )
     assert r["usage"]["estimated_calls"] == 1 and r["usage"]["prompt_tokens"] > 0
     assert r["usage"]["cost_usd"] is None
 
@@ -252,8 +296,9 @@ def test_flat_price_and_bad_params(params):
 
     from pushbench.policies.llm.config import LLMConfig
 
-    cfg = LLMConfig.model_validate({"model": "m", "prices": {"input_per_mtok": 1,
-                                                             "output_per_mtok": 2}})
+    cfg = LLMConfig.model_validate(
+        {"model": "m", "prices": {"input_per_mtok": 1, "output_per_mtok": 2}}
+    )
     assert cfg.price().cost(10**6, 10**6) == 3.0
     with pytest.raises(ValidationError):
         LLMConfig.model_validate({"model": "m", "temprature": 0.5})
@@ -264,10 +309,10 @@ def test_langgraph_resumes_an_interrupted_episode(stub, params):
     from pushbench.policies import make_policy
 
     p = params("llm-langgraph", context_tokens=3000)
-    stub.push(call("search", {"query": "raise"}), call("status"),
-              {"status": 401})  # the first run dies here (a crash would leave the same state)
-    first = run_episode(TASK, "standard", make_policy("llm-langgraph", seed=0, **p), 0,
-                        budget=6)
+    stub.push(
+        call("search", {"query": "raise"}), call("status"), {"status": 401}
+    )  # the first run dies here (a crash would leave the same state)
+    first = run_episode(TASK, "standard", make_policy("llm-langgraph", seed=0, **p), 0, budget=6)
     assert first["terminated_by"] == "error" and first["steps_used"] == 2
     n_before = len(stub.requests)
     second = run_episode(TASK, "standard", "llm-langgraph", 0, budget=6, policy_params=p)
@@ -291,13 +336,28 @@ def test_langgraph_recursion_limit_follows_budget(params):
     from pushbench.policies import make_policy
 
     pol = make_policy("llm-langgraph", seed=0, **params("llm-langgraph"))
-    pol.reset(json.dumps({"tool": "reset", "ok": True, "result": {
-        "objective": "x", "target": 1, "budget": 7, "tools": []}}))
+    pol.reset(
+        json.dumps(
+            {
+                "tool": "reset",
+                "ok": True,
+                "result": {"objective": "x", "target": 1, "budget": 7, "tools": []},
+            }
+        )
+    )
     assert pol.recursion_limit() == 2 * 7 + 2
-    mem = make_policy("llm-langgraph-memory", seed=0,
-                      **params("llm-langgraph-memory", max_memory_turns=2))
-    mem.reset(json.dumps({"tool": "reset", "ok": True, "result": {
-        "objective": "x", "target": 1, "budget": 7, "tools": []}}))
+    mem = make_policy(
+        "llm-langgraph-memory", seed=0, **params("llm-langgraph-memory", max_memory_turns=2)
+    )
+    mem.reset(
+        json.dumps(
+            {
+                "tool": "reset",
+                "ok": True,
+                "result": {"objective": "x", "target": 1, "budget": 7, "tools": []},
+            }
+        )
+    )
     assert mem.recursion_limit() == 2 * (7 * 3 + 2) + 2
 
 
@@ -305,10 +365,13 @@ def test_langgraph_recursion_limit_follows_budget(params):
 # The asyncio driver runs the graph's coroutine node, which calls the store inline.
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_langgraph_memory_remember_recall_are_free_and_counted(stub, params, driver):
-    stub.push(call("remember", {"note": "searched raise page 1; submit pytest ids next"}),
-              call("remember", {"note": "unrelated: weather"}),
-              call("recall", {"query": "which page of raise did I search", "k": 1}),
-              call("status"), call("status"))
+    stub.push(
+        call("remember", {"note": "searched raise page 1; submit pytest ids next"}),
+        call("remember", {"note": "unrelated: weather"}),
+        call("recall", {"query": "which page of raise did I search", "k": 1}),
+        call("status"),
+        call("status"),
+    )
     if driver == "sync":
         r = episode("llm-langgraph-memory", params, budget=2)
     else:
@@ -316,8 +379,16 @@ def test_langgraph_memory_remember_recall_are_free_and_counted(stub, params, dri
 
         from pushbench.runner.episode import arun_episode
 
-        r = asyncio.run(arun_episode(TASK, "standard", "llm-langgraph-memory", 0, budget=2,
-                                     policy_params=params("llm-langgraph-memory")))
+        r = asyncio.run(
+            arun_episode(
+                TASK,
+                "standard",
+                "llm-langgraph-memory",
+                0,
+                budget=2,
+                policy_params=params("llm-langgraph-memory"),
+            )
+        )
         check_record(r)
     assert r["steps_used"] == 2 and [c["tool"] for c in r["calls"]] == ["status", "status"]
     m = r["memory"]
@@ -336,16 +407,21 @@ def test_memory_only_turns_are_bounded_and_then_charged(stub, params):
 
 
 def test_memgpt_core_memory_is_always_in_context(stub, params):
-    stub.push(call("core_memory_append", {"content": "GOAL-NOTE: ten ids, 3 accepted"}),
-              call("archival_memory_insert", {"content": "page 2 of raise was useful"}),
-              call("core_memory_replace", {"old_content": "3 accepted",
-                                           "new_content": "4 accepted"}),
-              call("archival_memory_search", {"query": "raise page"}),
-              call("core_memory_append", {"content": "x" * 5000}),  # too long: a free error
-              *[call("search", {"query": "raise", "page": i}) for i in range(1, 5)])
+    stub.push(
+        call("core_memory_append", {"content": "GOAL-NOTE: ten ids, 3 accepted"}),
+        call("archival_memory_insert", {"content": "page 2 of raise was useful"}),
+        call("core_memory_replace", {"old_content": "3 accepted", "new_content": "4 accepted"}),
+        call("archival_memory_search", {"query": "raise page"}),
+        call("core_memory_append", {"content": "x" * 5000}),  # too long: a free error
+        *[call("search", {"query": "raise", "page": i}) for i in range(1, 5)],
+    )
     r = episode("llm-memgpt", params, budget=4, context_tokens=1800, max_memory_turns=5)
-    assert r["memory"]["by_tool"] == {"archival_memory_insert": 1, "archival_memory_search": 1,
-                                      "core_memory_append": 2, "core_memory_replace": 1}
+    assert r["memory"]["by_tool"] == {
+        "archival_memory_insert": 1,
+        "archival_memory_search": 1,
+        "core_memory_append": 2,
+        "core_memory_replace": 1,
+    }
     assert r["memory"]["errors"] == 1 and r["memory"]["archival_entries"] == 1
     assert r["llm"]["dropped_turns"] > 0
     for req in stub.requests[3:]:
@@ -359,10 +435,19 @@ def test_async_driver_runs_episodes_concurrently(params, tmp_path):
     from pushbench.runner.episode import run_many
 
     async def main(url: str) -> list:
-        eps = [dict(task_id=TASK, controller=c, policy=pol, seed=s, budget=4,
-                    policy_params=params(pol, base_url=url))
-               for pol in ("llm", "llm-langgraph", "llm-memgpt") for c in ("standard", "stateqgp")
-               for s in (0, 1)]
+        eps = [
+            dict(
+                task_id=TASK,
+                controller=c,
+                policy=pol,
+                seed=s,
+                budget=4,
+                policy_params=params(pol, base_url=url),
+            )
+            for pol in ("llm", "llm-langgraph", "llm-memgpt")
+            for c in ("standard", "stateqgp")
+            for s in (0, 1)
+        ]
         return [x async for x in run_many(eps, concurrency=6)]
 
     with StubServer(latency=0.02) as server:
@@ -379,12 +464,24 @@ def test_async_executor_through_the_runner(params, tmp_path):
     from pushbench.runner.sweep import run_experiment
 
     with StubServer(latency=0.01) as server:
-        exp = validate({"name": "llm-smoke", "tasks": [TASK],
-                        "controllers": ["standard", "verifier_gated"],
-                        "policies": [{"name": "llm", "params": params("llm", base_url=server.url)},
-                                     {"name": "llm-langgraph",
-                                      "params": params("llm-langgraph", base_url=server.url)}],
-                        "seeds": [0, 1], "budget": 3, "executor": "async", "workers": 4})
+        exp = validate(
+            {
+                "name": "llm-smoke",
+                "tasks": [TASK],
+                "controllers": ["standard", "verifier_gated"],
+                "policies": [
+                    {"name": "llm", "params": params("llm", base_url=server.url)},
+                    {
+                        "name": "llm-langgraph",
+                        "params": params("llm-langgraph", base_url=server.url),
+                    },
+                ],
+                "seeds": [0, 1],
+                "budget": 3,
+                "executor": "async",
+                "workers": 4,
+            }
+        )
         summary = run_experiment(exp, tmp_path / "run", progress=False)
     errors = tmp_path / "run" / "errors.jsonl"
     assert summary["errors"] == 0, errors.read_text() if errors.exists() else summary
@@ -393,8 +490,7 @@ def test_async_executor_through_the_runner(params, tmp_path):
     assert len(lines) == 8 and all(x["usage"]["calls"] == 3 for x in lines)
 
 
-@pytest.mark.parametrize("name,episodes", [("llm_ablation", 3888),
-                                           ("llm_memory_baselines", 1620)])
+@pytest.mark.parametrize("name,episodes", [("llm_ablation", 3888), ("llm_memory_baselines", 1620)])
 def test_llm_experiment_templates_load(name, episodes):
     from pathlib import Path
 
@@ -423,14 +519,30 @@ def test_cli_concurrency_runs_the_async_executor(params, tmp_path):
     from pushbench.cli import app
 
     with StubServer(latency=0.01) as server:
-        exp = {"name": "llm-cli", "tasks": [TASK], "controllers": ["standard"],
-               "policies": [{"name": "llm", "params": params("llm", base_url=server.url)}],
-               "seeds": [0, 1, 2], "budget": 2}
+        exp = {
+            "name": "llm-cli",
+            "tasks": [TASK],
+            "controllers": ["standard"],
+            "policies": [{"name": "llm", "params": params("llm", base_url=server.url)}],
+            "seeds": [0, 1, 2],
+            "budget": 2,
+        }
         path = tmp_path / "exp.yaml"
         path.write_text(yaml.safe_dump(exp))
-        res = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "run"),
-                                       "--concurrency", "3", "--no-progress", "--no-report",
-                                       "--no-plot"])
+        res = CliRunner().invoke(
+            app,
+            [
+                "run",
+                str(path),
+                "--out",
+                str(tmp_path / "run"),
+                "--concurrency",
+                "3",
+                "--no-progress",
+                "--no-report",
+                "--no-plot",
+            ],
+        )
     assert res.exit_code == 0, res.output
     lines = (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 3 and all(json.loads(x)["usage"]["calls"] == 2 for x in lines)
@@ -459,8 +571,11 @@ def test_full_context_arm_sends_everything_and_pairs_with_the_trimmed_one(stub, 
     assert trimmed["policy"]["label"].endswith("context=2500]")
     rows = context_deltas([full, trimmed], n_resamples=99)
     drop = rows[(rows["metric"] == "dropped_turns")]
-    assert len(drop) == 1 and drop.iloc[0]["context_a"] == "2500" \
+    assert (
+        len(drop) == 1
+        and drop.iloc[0]["context_a"] == "2500"
         and drop.iloc[0]["context_b"] == "full"
+    )
     assert drop.iloc[0]["delta"] == trimmed["llm"]["dropped_turns"]
 
 

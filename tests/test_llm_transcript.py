@@ -19,12 +19,12 @@ from pushbench.runner.episode import run_episode
 
 def _episode(policy: str, tmp_path, budget: int = 8) -> dict:
     with StubServer() as server:
-        params = {"model": "stub-model", "base_url": server.url, "api_key_env": None,
-                  "timeout": 10}
+        params = {"model": "stub-model", "base_url": server.url, "api_key_env": None, "timeout": 10}
         if "langgraph" in policy:
             params["checkpoint_dir"] = str(tmp_path / "checkpoints")
-        return run_episode("RepoScan-N10", "stateqgp", policy, 3, budget=budget,
-                           policy_params=params)
+        return run_episode(
+            "RepoScan-N10", "stateqgp", policy, 3, budget=budget, policy_params=params
+        )
 
 
 @pytest.mark.parametrize("policy", ["llm", "llm-langgraph"])

@@ -33,6 +33,7 @@ BLACKBOX_ONLY = ("policy", "simulated", "key", "condition", "blackbox", "signatu
 
 try:
     import pushbench.controllers
+
     HAVE_CONTROLLERS = True
 except ImportError:  # pragma: no cover - the controllers package is optional here
     HAVE_CONTROLLERS = False
@@ -44,16 +45,22 @@ def server_args(run_dir: Path, *extra: str, task: str = TASK) -> list[str]:
     return ["-m", "pushbench.cli", "mcp", "--task", task, "--run-dir", str(run_dir), *extra]
 
 
-def params(run_dir: Path, *extra: str, task: str = TASK, wire_log: Path | None = None,
-           tmp: Path | None = None) -> StdioServerParameters:
+def params(
+    run_dir: Path,
+    *extra: str,
+    task: str = TASK,
+    wire_log: Path | None = None,
+    tmp: Path | None = None,
+) -> StdioServerParameters:
     env = {k: os.environ[k] for k in ("PUSHBENCH_HOME", "PYTHONPATH") if k in os.environ}
     args = server_args(run_dir, *extra, task=task)
     if wire_log is None:
         return StdioServerParameters(command=sys.executable, args=args, env=env)
     tee = (tmp or run_dir.parent) / "tee_server.py"
     tee.write_text(TEE)
-    return StdioServerParameters(command=sys.executable,
-                                 args=[str(tee), str(wire_log), sys.executable, *args], env=env)
+    return StdioServerParameters(
+        command=sys.executable, args=[str(tee), str(wire_log), sys.executable, *args], env=env
+    )
 
 
 # Runs the server and copies every byte it writes to stdout into a file (the wire capture).
@@ -71,8 +78,14 @@ sys.exit(proc.wait())
 """
 
 
-def replay(calls: list[tuple[str, dict]], *, task: str = TASK, seed: int = 0,
-           controller: str | None = DEFAULT_CONTROLLER, budget: int | None = None) -> dict:
+def replay(
+    calls: list[tuple[str, dict]],
+    *,
+    task: str = TASK,
+    seed: int = 0,
+    controller: str | None = DEFAULT_CONTROLLER,
+    budget: int | None = None,
+) -> dict:
     """The in-process record for the same calls (stopping where the episode ends)."""
     env = pushbench.make(task, controller=controller, **({"budget": budget} if budget else {}))
     env.reset(seed=seed)
@@ -86,8 +99,11 @@ def replay(calls: list[tuple[str, dict]], *, task: str = TASK, seed: int = 0,
 
 
 def env_part(record: dict) -> dict:
-    return {k: v for k, v in record.items() if k not in BLACKBOX_ONLY
-            and not (DEFAULT_CONTROLLER is None and k == "controller")}
+    return {
+        k: v
+        for k, v in record.items()
+        if k not in BLACKBOX_ONLY and not (DEFAULT_CONTROLLER is None and k == "controller")
+    }
 
 
 def load(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -199,10 +215,13 @@ def test_episode_over_mcp_matches_in_process(tmp_path, mode):
     assert env_part(rec) == env_part(replay(calls))
     assert rec["steps_used"] == 8 and rec["terminated_by"] == "final"
     assert rec["metrics"]["invalid_actions"] == 3
-    assert rec["policy"] == {"name": "blackbox-mcp:default", "label": "blackbox-mcp:default",
-                             "simulated": False, "seed": 0,
-                             "params": {"transport": "mcp-stdio", "condition": "default",
-                                        "agent": None}}
+    assert rec["policy"] == {
+        "name": "blackbox-mcp:default",
+        "label": "blackbox-mcp:default",
+        "simulated": False,
+        "seed": 0,
+        "params": {"transport": "mcp-stdio", "condition": "default", "agent": None},
+    }
     assert rec["simulated"] is False and rec["condition"] == "default" and len(rec["key"]) == 16
     assert rec["controller"]["name"] == (DEFAULT_CONTROLLER or "none")
     assert rec["blackbox"]["mcp_calls"] == 10 and rec["blackbox"]["after_end_calls"] == 2
@@ -220,9 +239,12 @@ def test_episode_over_mcp_matches_in_process(tmp_path, mode):
 @pytest.mark.parametrize("controller", ["verifier_gated", "stateqgp"])
 def test_controller_inside_the_server(tmp_path, controller):
     run_dir = tmp_path / "run"
-    calls = [("search", {"query": "session", "page": 1}), ("search", {"query": "session",
-                                                                      "page": 1}),
-             ("final", {"reported_count": 10}), ("status", {})]
+    calls = [
+        ("search", {"query": "session", "page": 1}),
+        ("search", {"query": "session", "page": 1}),
+        ("final", {"reported_count": 10}),
+        ("status", {}),
+    ]
 
     async def main():
         async with Client(params(run_dir, "--controller", controller)) as c:
@@ -250,8 +272,10 @@ def test_feedback_of_version_2_over_mcp(tmp_path):
         async with Client(params(tmp_path / "d", task=dataops)) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             forms = tools["answer"].input_schema["properties"]["value"]["anyOf"]
-            assert {"type": "array", "items": {"anyOf": [{"type": "string"},
-                                                         {"type": "integer"}]}} in forms
+            assert {
+                "type": "array",
+                "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            } in forms
             unit = obs_of(await c.call_tool("inspect", {"unit_id": "u01"}))["result"]
             assert unit["answer_type"] == "list"
             calls.append(("inspect", {"unit_id": "u01"}))
@@ -296,8 +320,13 @@ def test_oversized_argument_is_refused_and_costs_a_step(tmp_path):
 
 def _raw_server(run_dir: Path) -> subprocess.Popen:
     env = dict(os.environ)
-    return subprocess.Popen([sys.executable, *server_args(run_dir)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    return subprocess.Popen(
+        [sys.executable, *server_args(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
 
 
 def _send(proc, obj_or_text) -> None:
@@ -318,30 +347,64 @@ def test_overlong_wire_lines_get_answers_by_id(tmp_path):
     run_dir = tmp_path / "run"
     proc = _raw_server(run_dir)
     try:
-        _send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}})
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            },
+        )
         assert _recv(proc)["result"]["serverInfo"]["name"] == "pushbench"
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         # Python/Rust order: id first
-        _send(proc, {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-            "name": "search", "arguments": {"query": "q" * 2_000_000}}})
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "q" * 2_000_000}},
+            },
+        )
         r = _recv(proc)
         assert r["id"] == 7 and r["result"]["isError"]
         assert json.loads(r["result"]["content"][0]["text"])["error_type"] == "too_large"
         # TypeScript order: method and params first, id last
-        ts = ('{"method":"tools/call","params":{"name":"submit","arguments":{"ids":['
-              + ",".join(['"x.py::f"'] * 300_000) + ']}},"jsonrpc":"2.0","id":"req-8"}')
+        ts = (
+            '{"method":"tools/call","params":{"name":"submit","arguments":{"ids":['
+            + ",".join(['"x.py::f"'] * 300_000)
+            + ']}},"jsonrpc":"2.0","id":"req-8"}'
+        )
         _send(proc, ts)
         r = _recv(proc)
         assert r["id"] == "req-8" and r["result"]["isError"]
         # another method: a JSON-RPC error for that id, no step
-        _send(proc, {"jsonrpc": "2.0", "id": 9, "method": "resources/read",
-                     "params": {"uri": "u" * 1_500_000}})
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "resources/read",
+                "params": {"uri": "u" * 1_500_000},
+            },
+        )
         r = _recv(proc)
         assert r["id"] == 9 and "error" in r
-        _send(proc, {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
-                     "params": {"name": "status", "arguments": {}}})
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 10,
+                "method": "tools/call",
+                "params": {"name": "status", "arguments": {}},
+            },
+        )
         r = _recv(proc)
         assert r["id"] == 10
         assert json.loads(r["result"]["content"][0]["text"])["result"]["steps_used"] == 3
@@ -366,18 +429,25 @@ def test_bounded_stdin_and_stand_in_lines():
             return "tok"
 
     got = []
-    reader = BoundedStdin(-1, lambda h, t, n: got.append((h[:20], t[-20:], n)) or "stand-in",
-                          limit=100)
+    reader = BoundedStdin(
+        -1, lambda h, t, n: got.append((h[:20], t[-20:], n)) or "stand-in", limit=100
+    )
     reader.feed(b'{"a":1}\n{"b":')
     reader.feed(b"2}\n" + b"x" * 250)
-    reader.feed(b"y" * 50 + b"\n\n{\"c\":3}\n")
+    reader.feed(b"y" * 50 + b'\n\n{"c":3}\n')
     assert list(reader._lines) == ['{"a":1}', '{"b":2}', "stand-in", '{"c":3}']
     assert got[0][2] == 300 and got[0][1].endswith("y" * 20)
 
     s = FakeSession()
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "x": {"name": "client"}}
-    head = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                       "params": {"_meta": meta, "name": "search", "arguments": {"query": "q"}}})
+    head = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"_meta": meta, "name": "search", "arguments": {"query": "q"}},
+        }
+    )
     out = json.loads(stand_in_line(head[:-10], head[-30:], 10**7, s))
     assert out["id"] == 3 and out["params"]["name"] == "search"
     assert out["params"]["_meta"] == meta and out["params"]["arguments"] == {"__s": "tok"}
@@ -458,22 +528,24 @@ def test_leak_scan_full_episode(tmp_path):
     valid = valid_set()
     digest = instance_config("reposcan", INSTANCE)["valid_sha256"]
     home = paths.home()
-    home_before = {p: p.stat().st_mtime for p in home.rglob("*") if p.is_file()
-                   and "locks" not in p.parts}
+    home_before = {
+        p: p.stat().st_mtime for p in home.rglob("*") if p.is_file() and "locks" not in p.parts
+    }
     calls: list = []
 
     async def main():
-        async with Client(params(run_dir, "--workspace", str(ws), wire_log=wire,
-                                 tmp=tmp_path), mode="legacy") as c:
+        async with Client(
+            params(run_dir, "--workspace", str(ws), wire_log=wire, tmp=tmp_path), mode="legacy"
+        ) as c:
             await c.list_tools()
             await c.list_resources()
             await c.read_resource("pushbench://task")
             await c.list_prompts()
             await c.get_prompt("task")
-            await c.call_tool("search", {"query": 5})          # an error text
-            await c.call_tool("nope", {})                         # another one
+            await c.call_tool("search", {"query": 5})  # an error text
+            await c.call_tool("nope", {})  # another one
             await scripted_agent(c, calls)
-            await c.call_tool("status", {})                       # episode-over text
+            await c.call_tool("status", {})  # episode-over text
 
     run(main)
     rec, _ = load(run_dir)
@@ -513,8 +585,10 @@ def test_leak_scan_full_episode(tmp_path):
     assert files
     names = {p.name for p in files}
     assert ".pushbench-snapshot.json" not in names
-    assert not any(".git" in p.relative_to(ws).parts or p.suffix in (".pyc", ".gz")
-                   or "__pycache__" in p.parts for p in files)
+    assert not any(
+        ".git" in p.relative_to(ws).parts or p.suffix in (".pyc", ".gz") or "__pycache__" in p.parts
+        for p in files
+    )
     for p, text in files.items():
         assert digest not in text, p
         assert len(set(IDENT.findall(text)) & valid) <= 0.5 * len(valid), p
@@ -526,8 +600,9 @@ def test_leak_scan_full_episode(tmp_path):
         assert set(IDENT.findall(text)) & valid <= shown | submitted, p
 
     # 4. the cache: the server wrote nothing new there
-    home_after = {p: p.stat().st_mtime for p in home.rglob("*") if p.is_file()
-                  and "locks" not in p.parts}
+    home_after = {
+        p: p.stat().st_mtime for p in home.rglob("*") if p.is_file() and "locks" not in p.parts
+    }
     assert home_after == home_before
 
 
@@ -537,8 +612,12 @@ def test_two_servers_at_once_do_not_interfere(tmp_path):
     task_b = "RepoScan-requests-returns-N10"
     seqs = {
         "a": [("search", {"query": "session", "page": p}) for p in (1, 2)] + [("status", {})],
-        "b": [("search", {"query": "get", "page": 1}), ("status", {}),
-              ("search", {"query": "get", "page": 2}), ("final", {"reported_count": 0})],
+        "b": [
+            ("search", {"query": "get", "page": 1}),
+            ("status", {}),
+            ("search", {"query": "get", "page": 2}),
+            ("final", {"reported_count": 0}),
+        ],
     }
 
     async def drive(name, run_dir, task):
@@ -565,18 +644,30 @@ def test_run_dir_in_use_or_reused_is_refused(tmp_path):
     async def main():
         async with Client(params(run_dir)) as c:
             await c.call_tool("status", {})
-            second = subprocess.run([sys.executable, *server_args(run_dir)],
-                                    stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                    timeout=60)
+            second = subprocess.run(
+                [sys.executable, *server_args(run_dir)],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert second.returncode == 2 and "another pushbench mcp server" in second.stderr
             assert second.stdout == ""
 
     run(main)
     # the same configuration re-attaches (tests/test_reattach.py); another one is refused
-    again = subprocess.run([sys.executable, *server_args(run_dir, "--seed", "1")],
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    assert again.returncode == 2 and "already holds a run of another configuration" \
-        in again.stderr and "seed 0 there, 1 now" in again.stderr
+    again = subprocess.run(
+        [sys.executable, *server_args(run_dir, "--seed", "1")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        again.returncode == 2
+        and "already holds a run of another configuration" in again.stderr
+        and "seed 0 there, 1 now" in again.stderr
+    )
     assert again.stdout == ""
 
 
@@ -611,7 +702,7 @@ def test_session_edge_cases_in_process(tmp_path):
         assert "tool (argument)" in json.loads(text)["error"]
         text, err = s.call("status", None)
         assert not err and json.loads(text)["result"]["steps_used"] == 2
-        s.call("search", {"query": "x", "page": 1})          # the last step of the budget
+        s.call("search", {"query": "x", "page": 1})  # the last step of the budget
         text, err = s.call("status", {})
         assert err and json.loads(text)["error_type"] == "episode_over"
         assert "budget" in json.loads(text)["error"]
@@ -636,11 +727,18 @@ def test_evaluate_run_dirs_into_report(tmp_path):
     env.reset(seed=0)
     res = json.loads(env.step({"tool": "search", "query": "session"})[0])
     session_ids = [h["id"] for h in res["result"]["results"]]
-    full = calls + [("submit", {"ids": session_ids}), ("status", {}),
-                    ("final", {"reported_count": 4})]
+    full = calls + [
+        ("submit", {"ids": session_ids}),
+        ("status", {}),
+        ("final", {"reported_count": 4}),
+    ]
     _episode(tmp_path / "d0", full, condition="default", agent="fake-agent")
-    _episode(tmp_path / "c0", full[:2] + [("submit", {"ids": session_ids[:3]})] + full[2:],
-             condition="checklist", agent="fake-agent")
+    _episode(
+        tmp_path / "c0",
+        full[:2] + [("submit", {"ids": session_ids[:3]})] + full[2:],
+        condition="checklist",
+        agent="fake-agent",
+    )
     _episode(tmp_path / "inc", calls, condition="default", agent="fake-agent", seed=1)
 
     # a tampered stored summary is not trusted
@@ -653,22 +751,36 @@ def test_evaluate_run_dirs_into_report(tmp_path):
     with pytest.warns(UserWarning, match="recomputed"):
         lines = blackbox.records_from_run_dirs([tmp_path / "d0"])
     assert lines[0]["valid_count"] == truth and lines[0]["metrics"]["valid_count"] == truth
-    assert lines[0]["tampered"] and f"stored valid_count 99, replay {truth}" in \
-        lines[0]["tamper_reasons"]
+    assert (
+        lines[0]["tampered"]
+        and f"stored valid_count 99, replay {truth}" in lines[0]["tamper_reasons"]
+    )
     # the report leaves tampered runs out of every metric: restore the honest record
     (tmp_path / "d0" / "episode.json").write_text(honest)
 
     out = tmp_path / "report"
-    result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "d0"), str(tmp_path / "c0"),
-                                      str(tmp_path / "inc"), "--out", str(out),
-                                      "--resamples", "200"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(tmp_path / "d0"),
+            str(tmp_path / "c0"),
+            str(tmp_path / "inc"),
+            "--out",
+            str(out),
+            "--resamples",
+            "200",
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == 3 and all("calls" not in x for x in lines)
     by_policy = {(x["policy"]["name"], x["seed"]): x for x in lines}
-    assert set(by_policy) == {("blackbox-mcp:fake-agent:default", 0),
-                              ("blackbox-mcp:fake-agent:checklist", 0),
-                              ("blackbox-mcp:fake-agent:default", 1)}
+    assert set(by_policy) == {
+        ("blackbox-mcp:fake-agent:default", 0),
+        ("blackbox-mcp:fake-agent:checklist", 0),
+        ("blackbox-mcp:fake-agent:default", 1),
+    }
     inc = by_policy[("blackbox-mcp:fake-agent:default", 1)]
     assert inc["incomplete"] and inc["terminated_by"] is None
     assert by_policy[("blackbox-mcp:fake-agent:checklist", 0)]["condition"] == "checklist"
@@ -684,8 +796,12 @@ def test_evaluate_run_dirs_into_report(tmp_path):
 
 
 def test_mcp_prompt_command():
-    out = subprocess.run([sys.executable, "-m", "pushbench.cli", "mcp-prompt", "checklist"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pushbench.cli", "mcp-prompt", "checklist"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stdout.strip() == blackbox.PROMPTS["checklist"]
 
 

@@ -41,16 +41,40 @@ class RawServer:
     def __init__(self, run_dir: Path, controller: str = "stateqgp") -> None:
         self.run_dir = run_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pushbench.cli", "mcp", "--task", TASK, "--run-dir",
-             str(run_dir), "--budget", str(BUDGET), "--controller", controller],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=dict(os.environ))
+            [
+                sys.executable,
+                "-m",
+                "pushbench.cli",
+                "mcp",
+                "--task",
+                TASK,
+                "--run-dir",
+                str(run_dir),
+                "--budget",
+                str(BUDGET),
+                "--controller",
+                controller,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
         self.lines: queue.Queue = queue.Queue()
         self.ids = itertools.count(1000)
         threading.Thread(target=self._read, daemon=True).start()
-        self.request({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}})
+        self.request(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        )
         self.send_line(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
     def _read(self) -> None:
@@ -99,8 +123,10 @@ def server(tmp_path_factory):
 
 
 def tools_call(req_id, name_json: str, args_text: str) -> str:
-    return ('{"jsonrpc":"2.0","id":' + json.dumps(req_id) + ',"method":"tools/call",'
-            '"params":{"name":' + name_json + ',"arguments":' + args_text + '}}')
+    return (
+        '{"jsonrpc":"2.0","id":' + json.dumps(req_id) + ',"method":"tools/call",'
+        '"params":{"name":' + name_json + ',"arguments":' + args_text + "}}"
+    )
 
 
 def step_check(server: RawServer, line: str | bytes, req_id) -> tuple[dict | None, int]:
@@ -111,13 +137,15 @@ def step_check(server: RawServer, line: str | bytes, req_id) -> tuple[dict | Non
     server.send_line(json.dumps({"jsonrpc": "2.0", "id": ping, "method": "ping"}))
     want = {ping} | ({req_id} if req_id is not None else set())
     got = server.until(want)
-    assert set(got) <= want | {None}, got            # nothing answered that was not asked
+    assert set(got) <= want | {None}, got  # nothing answered that was not asked
     assert all(len(v) == 1 for k, v in got.items() if k is not None), got  # exactly once
     assert len(got.get(None, [])) <= 1
     rec = server.record()
     assert rec["steps_used"] == len(rec["calls"])
-    return (got[req_id][0] if req_id is not None else got.get(None, [None])[0],
-            rec["steps_used"] - before)
+    return (
+        got[req_id][0] if req_id is not None else got.get(None, [None])[0],
+        rec["steps_used"] - before,
+    )
 
 
 def tool_obs(answer: dict) -> dict:
@@ -156,20 +184,39 @@ PROTOCOL_CASES = [
     ("id-null", '{"jsonrpc":"2.0","id":null,"method":"ping"}', None, -32600),
     ("id-fraction", '{"jsonrpc":"2.0","id":5.5,"method":"ping"}', None, -32600),
     ("bad-version", '{"jsonrpc":"1.0","id":"t2","method":"ping"}', "t2", -32600),
-    ("surrogate-in-uri", '{"jsonrpc":"2.0","id":"t3","method":"resources/read","params":{"uri":'
-     '"\\udc00"}}', "t3", -32600),
+    (
+        "surrogate-in-uri",
+        '{"jsonrpc":"2.0","id":"t3","method":"resources/read","params":{"uri":"\\udc00"}}',
+        "t3",
+        -32600,
+    ),
     ("id-huge", '{"jsonrpc":"2.0","id":' + "9" * 5000 + ',"method":"ping"}', None, -32600),
-    ("raw-control-char", '{"jsonrpc":"2.0","id":"t4","method":"tools/call","params":{"name":'
-     '"search","arguments":{"query":"a\x01"}}}', "t4", -32700),
-    ("name-not-string", '{"jsonrpc":"2.0","id":"t5","method":"tools/call","params":{"name":3}}',
-     "t5", -32602),
-    ("arguments-list", '{"jsonrpc":"2.0","id":"t6","method":"tools/call","params":{"name":'
-     '"status","arguments":[1]}}', "t6", -32602),
+    (
+        "raw-control-char",
+        '{"jsonrpc":"2.0","id":"t4","method":"tools/call","params":{"name":'
+        '"search","arguments":{"query":"a\x01"}}}',
+        "t4",
+        -32700,
+    ),
+    (
+        "name-not-string",
+        '{"jsonrpc":"2.0","id":"t5","method":"tools/call","params":{"name":3}}',
+        "t5",
+        -32602,
+    ),
+    (
+        "arguments-list",
+        '{"jsonrpc":"2.0","id":"t6","method":"tools/call","params":{"name":'
+        '"status","arguments":[1]}}',
+        "t6",
+        -32602,
+    ),
 ]
 
 
-@pytest.mark.parametrize("label, line, req_id, code", PROTOCOL_CASES,
-                         ids=[c[0] for c in PROTOCOL_CASES])
+@pytest.mark.parametrize(
+    "label, line, req_id, code", PROTOCOL_CASES, ids=[c[0] for c in PROTOCOL_CASES]
+)
 def test_unreadable_requests_get_a_json_rpc_error_and_no_step(server, label, line, req_id, code):
     warnings = server.warnings()
     answer, charged = step_check(server, line, req_id)
@@ -179,29 +226,43 @@ def test_unreadable_requests_get_a_json_rpc_error_and_no_step(server, label, lin
 
 
 def test_a_notification_is_never_answered(server):
-    _, charged = step_check(server, '{"jsonrpc":"2.0","method":"notifications/x","params":'
-                            '{"a":"\\ud800"}}', None)
+    _, charged = step_check(
+        server, '{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\\ud800"}}', None
+    )
     assert charged == 0
 
 
 # ----- random requests and garbage ----------------------------------------------------------------
-names = st.one_of(st.sampled_from(['"search"', '"submit"', '"status"', '"final"', '"nope"']),
-                  st.sampled_from(SURROGATES).map(lambda s: json.dumps("search" + s)))
+names = st.one_of(
+    st.sampled_from(['"search"', '"submit"', '"status"', '"final"', '"nope"']),
+    st.sampled_from(SURROGATES).map(lambda s: json.dumps("search" + s)),
+)
 arg_texts = st.one_of(
     text_fragments,
-    st.builds(lambda k, v: "{" + json.dumps(k) + ":" + v + "}",
-              st.sampled_from(["query", "ids", "page", "reported_count", "x"]), text_fragments),
+    st.builds(
+        lambda k, v: "{" + json.dumps(k) + ":" + v + "}",
+        st.sampled_from(["query", "ids", "page", "reported_count", "x"]),
+        text_fragments,
+    ),
     st.just('{"query":"session","page":1}'),
 )
-garbage = st.one_of(st.binary(max_size=120).map(lambda b: b.replace(b"\n", b" ")),
-                    st.text(max_size=60).map(lambda t: t.replace("\n", " ")),
-                    text_fragments.map(lambda t: t.replace("\n", " ")))
+garbage = st.one_of(
+    st.binary(max_size=120).map(lambda b: b.replace(b"\n", b" ")),
+    st.text(max_size=60).map(lambda t: t.replace("\n", " ")),
+    text_fragments.map(lambda t: t.replace("\n", " ")),
+)
 items = st.one_of(st.tuples(st.just("call"), names, arg_texts), st.tuples(st.just("junk"), garbage))
 
 
-@settings(max_examples=settings.default.max_examples, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 @given(st.lists(items, min_size=1, max_size=4))
 def test_every_request_is_answered_and_charged_once(server, batch):
     for item in batch:
@@ -212,7 +273,7 @@ def test_every_request_is_answered_and_charged_once(server, batch):
                 obs = tool_obs(answer)
                 assert obs["ok"] or obs["error_type"] in A.ERROR_TYPES
                 assert charged == 1
-            else:                   # a JSON-RPC error: the request itself was unreadable
+            else:  # a JSON-RPC error: the request itself was unreadable
                 assert answer["error"]["code"] in (-32700, -32600, -32602) and charged == 0
         else:
             answer, charged = step_check(server, item[1], None)

@@ -133,9 +133,11 @@ def test_overbatch_names_too_many_ids_then_drops_the_rest(repo_base):
 
 def test_repeat_search_reruns_a_page(repo_base):
     def repeats(rec):
-        pages = [(c["args"]["query"], c["args"]["page"]) for c in rec["calls"]
-                 if c["tool"] == "search"]
+        pages = [
+            (c["args"]["query"], c["args"]["page"]) for c in rec["calls"] if c["tool"] == "search"
+        ]
         return len(pages) - len(set(pages))
+
     rec, _, _ = drive(REPO, "standard", {"repeat_search": 0.5})
     assert repeats(rec) > 0 == repeats(repo_base[0])
 
@@ -150,10 +152,16 @@ def test_misjudge_flips_judgements(repo_base):
 
 def test_fabricate_submits_ids_never_shown(repo_base):
     def unseen(rec, observations):
-        shown = {h["id"] for o in observations if o.get("tool") == "search" and o.get("ok")
-                 for h in o["result"]["results"]}
-        return {i for c in rec["calls"] if c["tool"] == "submit" and c["ok"]
-                for i in c["args"]["ids"]} - shown
+        shown = {
+            h["id"]
+            for o in observations
+            if o.get("tool") == "search" and o.get("ok")
+            for h in o["result"]["results"]
+        }
+        return {
+            i for c in rec["calls"] if c["tool"] == "submit" and c["ok"] for i in c["args"]["ids"]
+        } - shown
+
     rec, obs, _ = drive(REPO, "standard", {"fabricate": 1.0})
     assert unseen(rec, obs) and not unseen(repo_base[0], repo_base[1])
 
@@ -176,13 +184,19 @@ def test_stuck_reinspects(data_base):
 
 def test_answer_error_fails_checks(data_base):
     def fails(rec):
-        return sum(c["tool"] == "run_verifier" and c.get("check", {}).get("passed") is False
-                   or c["tool"] == "run_verifier" and c.get("passed") is False
-                   for c in rec["calls"])
+        return sum(
+            c["tool"] == "run_verifier"
+            and c.get("check", {}).get("passed") is False
+            or c["tool"] == "run_verifier"
+            and c.get("passed") is False
+            for c in rec["calls"]
+        )
+
     rec, obs, _ = drive(DATA, "standard", {"answer_error": 1.0})
     failed = [o for o in obs if o.get("tool") == "run_verifier" and not o["result"]["passed"]]
-    base_failed = [o for o in data_base[1] if o.get("tool") == "run_verifier"
-                   and not o["result"]["passed"]]
+    base_failed = [
+        o for o in data_base[1] if o.get("tool") == "run_verifier" and not o["result"]["passed"]
+    ]
     assert len(failed) > len(base_failed)
 
 
@@ -234,8 +248,9 @@ def test_simulated_agents_ignore_the_placebo(task):
     """No mechanism reads the placebo: the same calls as under standard, same seed."""
     a = run_episode(task, "standard", "simulated-mid", SEED)
     b = run_episode(task, "placebo", "simulated-mid", SEED)
-    assert [(c["tool"], c["args"]) for c in a["calls"]] == \
-        [(c["tool"], c["args"]) for c in b["calls"]]
+    assert [(c["tool"], c["args"]) for c in a["calls"]] == [
+        (c["tool"], c["args"]) for c in b["calls"]
+    ]
 
 
 def test_presets_are_documented_combinations():

@@ -11,8 +11,11 @@ from pushbench.families.reposcan import verifier
 from pushbench.policies import OFFLINE_POLICIES
 from pushbench.runner.episode import run_episode
 
-REPOSCAN = ["RepoScan-pytest-raises-N100", "RepoScan-flask-fixture-client-N50",
-            "RepoScan-requests-docstring-N25"]
+REPOSCAN = [
+    "RepoScan-pytest-raises-N100",
+    "RepoScan-flask-fixture-client-N50",
+    "RepoScan-requests-docstring-N25",
+]
 DATAOPS = ["DataOps-b1-N10", "DataOps-b4-N20"]
 
 
@@ -40,14 +43,18 @@ def test_dedupe_hides_duplicates_the_proposed_rate_still_shows():
                     prop = json.loads(prop)
                 except ValueError:
                     continue
-            want = ([i for i in prop["ids"] if verifier.is_well_formed(i)]
-                    if prop.get("tool") == "submit" else [])
+            want = (
+                [i for i in prop["ids"] if verifier.is_well_formed(i)]
+                if prop.get("tool") == "submit"
+                else []
+            )
             assert step["proposed_ids"] == want
 
 
 def test_gated_over_claim_on_real_episodes():
-    recs = [run_episode(t, "verifier_gated", "simulated-weak", s) for t in REPOSCAN
-            for s in range(3)]
+    recs = [
+        run_episode(t, "verifier_gated", "simulated-weak", s) for t in REPOSCAN for s in range(3)
+    ]
     seen = 0
     for r in recs:
         counts = []
@@ -55,8 +62,9 @@ def test_gated_over_claim_on_real_episodes():
             if step["interventions"] == ["completion_gate"] and step["proposed"]["tool"] == "final":
                 assert step["proposed_reported_count"] == step["proposed"]["reported_count"]
                 # the environment's own count at that step: an independent path to the number
-                counts.append(step["proposed_reported_count"]
-                              - r["calls"][step["step"] - 1]["valid_count"])
+                counts.append(
+                    step["proposed_reported_count"] - r["calls"][step["step"] - 1]["valid_count"]
+                )
         got = r["metrics"]["gated_over_claim"]
         assert got == (sum(counts) / len(counts) if counts else None)
         seen += bool(counts)
@@ -73,8 +81,9 @@ def test_wrapper_keeps_what_clipping_would_lose():
         entry = info["controller"]
         assert isinstance(entry["proposed"], str) and entry["proposed"].endswith("...")
         assert entry["proposed_ids"] == long_ids and "buffer_overflow" in entry["interventions"]
-        _, _, _, _, info = env.step({"tool": "final", "reported_count": 42,
-                                     "message": "done " * 600})
+        _, _, _, _, info = env.step(
+            {"tool": "final", "reported_count": 42, "message": "done " * 600}
+        )
         entry = info["controller"]
         assert isinstance(entry["proposed"], str) and entry["proposed_reported_count"] == 42
         record = env.get_wrapper_attr("episode_record")()
@@ -88,8 +97,12 @@ def test_wrapper_keeps_what_clipping_would_lose():
 
 
 def test_false_claim_and_honest_stop_on_real_episodes():
-    recs = [run_episode(t, "standard", p, s) for t in REPOSCAN
-            for p in ("simulated-weak", "simulated-mid") for s in range(2)]
+    recs = [
+        run_episode(t, "standard", p, s)
+        for t in REPOSCAN
+        for p in ("simulated-weak", "simulated-mid")
+        for s in range(2)
+    ]
     for r in recs:
         m = r["metrics"]
         assert m["false_claim"] + m["honest_stop"] == m["false_completion"]

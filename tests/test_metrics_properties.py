@@ -28,8 +28,13 @@ def records(draw, with_controller: bool | None = None):
     submitted, accepted, calls = set(), set(), []
     for step in range(1, n_steps + 1):
         kind = draw(st.sampled_from(["submit", "submit", "search", "status", "bad"]))
-        entry = {"step": step, "tool": kind if kind != "bad" else None, "args": {},
-                 "ok": kind != "bad", "reward": 0}
+        entry = {
+            "step": step,
+            "tool": kind if kind != "bad" else None,
+            "args": {},
+            "ok": kind != "bad",
+            "reward": 0,
+        }
         if kind == "submit":
             size = 1 if family == "dataops" else draw(st.integers(1, 4))
             ids = draw(st.lists(st.sampled_from(IDS + ["bad id"]), min_size=size, max_size=size))
@@ -53,18 +58,34 @@ def records(draw, with_controller: bool | None = None):
     terminated_by = draw(st.sampled_from(ends))
     reported = draw(st.integers(0, 12)) if terminated_by == "final" else None
     budget = n_steps if terminated_by == "budget" else n_steps + draw(st.integers(0, 5))
-    rec = {"family": family, "target": target, "budget": budget, "calls": calls,
-           "terminated_by": terminated_by, "reported_count": reported,
-           "progress": [c["valid_count"] for c in calls]}
+    rec = {
+        "family": family,
+        "target": target,
+        "budget": budget,
+        "calls": calls,
+        "terminated_by": terminated_by,
+        "reported_count": reported,
+        "progress": [c["valid_count"] for c in calls],
+    }
     use_ctrl = draw(st.booleans()) if with_controller is None else with_controller
     if use_ctrl and calls:
         kept = draw(st.lists(st.integers(1, n_steps), unique=True))
         steps = []
         for s in sorted(kept):
-            labels = draw(st.lists(st.sampled_from(["dedupe", "completion_gate",
-                                                    "unit_redirect"]), min_size=1, max_size=2))
-            entry = {"step": s, "proposed": {}, "executed": {}, "interventions": labels,
-                     "proposed_ids": draw(st.lists(st.sampled_from(IDS), max_size=4))}
+            labels = draw(
+                st.lists(
+                    st.sampled_from(["dedupe", "completion_gate", "unit_redirect"]),
+                    min_size=1,
+                    max_size=2,
+                )
+            )
+            entry = {
+                "step": s,
+                "proposed": {},
+                "executed": {},
+                "interventions": labels,
+                "proposed_ids": draw(st.lists(st.sampled_from(IDS), max_size=4)),
+            }
             if "completion_gate" in labels and draw(st.booleans()):
                 entry["proposed_reported_count"] = draw(st.integers(0, 12))
             steps.append(entry)
@@ -87,7 +108,7 @@ def test_metric_invariants(rec):
     reached = [s for s in steps if s is not None]
     # once a quartile is missed, so are later ones
     assert steps[: len(reached)] == reached
-    assert reached == sorted(reached)                  # non-decreasing
+    assert reached == sorted(reached)  # non-decreasing
     assert all(1 <= s <= got["steps_used"] for s in reached)
     assert (steps[-1] is not None) == got["success"]
     assert (got["gated_over_claim"] is None) == (not got["blocked_reported_counts"])
@@ -107,15 +128,24 @@ def test_proposed_rate_equals_executed_rate_without_interventions(rec):
 
 # ----- QGPEnv.proposal: outside input, judged without executing it -------------------------
 
-_WELL = st.sampled_from(["src/requests/models.py::Response.json", "src/requests/api.py::get",
-                         "src/requests/sessions.py::Session.request"])
+_WELL = st.sampled_from(
+    [
+        "src/requests/models.py::Response.json",
+        "src/requests/api.py::get",
+        "src/requests/sessions.py::Session.request",
+    ]
+)
 _ID = st.one_of(_WELL, st.text(max_size=12), st.integers(), st.none())
 _ACTION = st.one_of(
-    st.fixed_dictionaries({"tool": st.just("submit"),
-                           "ids": st.one_of(st.lists(_ID, max_size=12), _ID)}),
-    st.fixed_dictionaries({"tool": st.just("final"),
-                           "reported_count": st.one_of(st.integers(-3, 50), st.booleans(),
-                                                       st.text(max_size=3))}),
+    st.fixed_dictionaries(
+        {"tool": st.just("submit"), "ids": st.one_of(st.lists(_ID, max_size=12), _ID)}
+    ),
+    st.fixed_dictionaries(
+        {
+            "tool": st.just("final"),
+            "reported_count": st.one_of(st.integers(-3, 50), st.booleans(), st.text(max_size=3)),
+        }
+    ),
     st.fixed_dictionaries({"tool": st.sampled_from(["status", "search", "nope", 7])}),
     st.text(max_size=40),
 )

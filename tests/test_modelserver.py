@@ -65,12 +65,19 @@ class Anthropic:
     def __init__(self, prompt, stream):
         self.stream = stream
         self.messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
-        self.tools = [{"name": f"mcp__pushbench__{t}", "input_schema": {"type": "object"}}
-                      for t in TOOLS] + [{"name": "Read", "input_schema": {"type": "object"}}]
+        self.tools = [
+            {"name": f"mcp__pushbench__{t}", "input_schema": {"type": "object"}} for t in TOOLS
+        ] + [{"name": "Read", "input_schema": {"type": "object"}}]
 
     def body(self):
-        return {"model": MODEL, "max_tokens": 1000, "system": "You are an agent.",
-                "messages": self.messages, "tools": self.tools, "stream": self.stream}
+        return {
+            "model": MODEL,
+            "max_tokens": 1000,
+            "system": "You are an agent.",
+            "messages": self.messages,
+            "tools": self.tools,
+            "stream": self.stream,
+        }
 
     def read(self, resp):
         if self.stream:
@@ -92,9 +99,19 @@ class Anthropic:
         return None, block["text"], None
 
     def result(self, call_id, text, is_error):
-        self.messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": call_id, "is_error": is_error,
-             "content": [{"type": "text", "text": text}]}]})
+        self.messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call_id,
+                        "is_error": is_error,
+                        "content": [{"type": "text", "text": text}],
+                    }
+                ],
+            }
+        )
 
 
 class Responses:
@@ -102,15 +119,26 @@ class Responses:
 
     def __init__(self, prompt, stream):
         self.stream = stream
-        self.input = [{"type": "message", "role": "user",
-                       "content": [{"type": "input_text", "text": prompt}]}]
-        self.tools = [{"type": "function", "name": "exec_command"},
-                      {"type": "namespace", "name": "mcp__pushbench",
-                       "tools": [{"type": "function", "name": t} for t in TOOLS]}]
+        self.input = [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]}
+        ]
+        self.tools = [
+            {"type": "function", "name": "exec_command"},
+            {
+                "type": "namespace",
+                "name": "mcp__pushbench",
+                "tools": [{"type": "function", "name": t} for t in TOOLS],
+            },
+        ]
 
     def body(self):
-        return {"model": MODEL, "input": self.input, "tools": self.tools, "stream": self.stream,
-                "instructions": "be precise"}
+        return {
+            "model": MODEL,
+            "input": self.input,
+            "tools": self.tools,
+            "stream": self.stream,
+            "instructions": "be precise",
+        }
 
     def read(self, resp):
         if self.stream:
@@ -140,14 +168,19 @@ class Chat:
 
     def __init__(self, prompt, stream):
         self.stream = stream
-        self.messages = [{"role": "system", "content": "agent"},
-                         {"role": "user", "content": prompt}]
-        self.tools = [{"type": "function", "function": {"name": f"pushbench__{t}"}}
-                      for t in TOOLS]
+        self.messages = [
+            {"role": "system", "content": "agent"},
+            {"role": "user", "content": prompt},
+        ]
+        self.tools = [{"type": "function", "function": {"name": f"pushbench__{t}"}} for t in TOOLS]
 
     def body(self):
-        return {"model": MODEL, "messages": self.messages, "tools": self.tools,
-                "stream": self.stream}
+        return {
+            "model": MODEL,
+            "messages": self.messages,
+            "tools": self.tools,
+            "stream": self.stream,
+        }
 
     def read(self, resp):
         if self.stream:
@@ -158,8 +191,9 @@ class Chat:
         else:
             msg = resp.json()["choices"][0]["message"]
             calls = msg.get("tool_calls")
-        self.messages.append({"role": "assistant", "content": msg.get("content"),
-                              "tool_calls": calls})
+        self.messages.append(
+            {"role": "assistant", "content": msg.get("content"), "tool_calls": calls}
+        )
         if calls:
             fn = calls[0]["function"]
             return fn["name"].split("__", 1)[1], json.loads(fn["arguments"]), calls[0]["id"]
@@ -214,7 +248,7 @@ def test_same_conversation_same_answer_and_logged(tmp_path, prompt):
     c = client_for(log=str(log))
     api = Anthropic(prompt, False)
     a, b = c.post(api.path, json=api.body()), c.post(api.path, json=api.body())
-    assert a.json() == b.json()                                  # deterministic per seed
+    assert a.json() == b.json()  # deterministic per seed
     other = client_for(policy="random", seed=7).post(api.path, json=api.body())
     assert other.json()["content"] != a.json()["content"]
     lines = [json.loads(x) for x in log.read_text().splitlines()]
@@ -227,21 +261,25 @@ def test_harness_results_and_wrapped_observations():
     obs = '{"tool":"status","ok":true,"result":{"valid_count":1}}'
     assert json.loads(observation_from_result("status", "Error: " + obs, True))["ok"]
     wrapped = json.dumps({"content": [{"type": "text", "text": obs}], "isError": False})
-    assert json.loads(observation_from_result("status", wrapped, False))["result"] == \
-        {"valid_count": 1}
+    assert json.loads(observation_from_result("status", wrapped, False))["result"] == {
+        "valid_count": 1
+    }
     refused = json.loads(observation_from_result("submit", "permission denied", True))
     assert refused["ok"] is False and refused["error_type"] == "harness"
 
 
 def test_errors_in_each_api_shape(prompt, monkeypatch):
     c = client_for()
-    no_tools = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": prompt}],
-                "tools": [{"name": "Read"}]}
+    no_tools = {
+        "model": MODEL,
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": prompt}],
+        "tools": [{"name": "Read"}],
+    }
     r = c.post("/v1/messages", json=no_tools)
     assert r.status_code == 400 and r.json()["type"] == "error"
     assert "none of the client's 1 tools" in r.json()["error"]["message"]
-    r = c.post("/v1/messages", json={**no_tools, "messages": [{"role": "user",
-                                                                "content": "hi"}]})
+    r = c.post("/v1/messages", json={**no_tools, "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 400 and "first observation" in r.json()["error"]["message"]
     r = c.post("/v1/responses", content=b"{not json")
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
@@ -266,11 +304,16 @@ def _shape_ok(path: str, resp) -> bool:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=4),
-    max_leaves=20)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 PATHS = ["/v1/messages", "/v1/responses", "/v1/chat/completions", "/responses"]
 
 
@@ -282,9 +325,15 @@ def test_property_any_bytes_get_an_error_in_the_api_shape(path, body):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(path=st.sampled_from(PATHS), body=json_values,
-       extra=st.dictionaries(st.sampled_from(["model", "messages", "input", "tools", "stream",
-                                              "max_tokens", "system"]), json_values, max_size=5))
+@given(
+    path=st.sampled_from(PATHS),
+    body=json_values,
+    extra=st.dictionaries(
+        st.sampled_from(["model", "messages", "input", "tools", "stream", "max_tokens", "system"]),
+        json_values,
+        max_size=5,
+    ),
+)
 def test_property_malformed_requests_get_an_error_in_the_api_shape(path, body, extra):
     payload = {**body, **extra} if isinstance(body, dict) else body
     r = client_for().post(path, json=payload)
@@ -297,9 +346,13 @@ def test_property_malformed_requests_get_an_error_in_the_api_shape(path, body, e
 @given(names=st.lists(st.text(min_size=1, max_size=30), max_size=6), stream=st.booleans())
 def test_property_unknown_tools_are_refused(names, stream, prompt):
     names = [n for n in names if "pushbench" not in n and n not in TOOLS]
-    body = {"model": MODEL, "max_tokens": 10, "stream": stream,
-            "tools": [{"name": n} for n in names],
-            "messages": [{"role": "user", "content": prompt}]}
+    body = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "stream": stream,
+        "tools": [{"name": n} for n in names],
+        "messages": [{"role": "user", "content": prompt}],
+    }
     r = client_for().post("/v1/messages", json=body)
     assert r.status_code == 400 and "PushBench tool" in r.json()["error"]["message"]
 
@@ -309,8 +362,12 @@ def test_nested_and_huge_payloads():
     deep = "[" * 100000 + "]" * 100000
     r = c.post("/v1/responses", content=deep.encode())
     assert r.status_code == 400 and _shape_ok("/v1/responses", r)
-    big = {"model": MODEL, "max_tokens": 5,
-           "messages": [{"role": "user", "content": "x" * (2 << 20)}], "tools": []}
+    big = {
+        "model": MODEL,
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x" * (2 << 20)}],
+        "tools": [],
+    }
     r = c.post("/v1/messages", json=big)
     assert r.status_code == 400 and _shape_ok("/v1/messages", r)
 
@@ -328,9 +385,24 @@ def test_loopback_only_and_policy_checks():
 
 def test_model_server_command_serves_and_logs(tmp_path, prompt):
     port_file, log = tmp_path / "port", tmp_path / "log.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "pushbench.cli", "model-server", "--policy",
-                             "diligent", "--port", "0", "--port-file", str(port_file),
-                             "--log", str(log)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "model-server",
+            "--policy",
+            "diligent",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--log",
+            str(log),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(300):
             if port_file.exists() and port_file.read_text():
@@ -351,7 +423,21 @@ def test_model_server_command_serves_and_logs(tmp_path, prompt):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    bad = subprocess.run([sys.executable, "-m", "pushbench.cli", "model-server", "--policy",
-                          "diligent", "--port", "0", "--host", "0.0.0.0"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "model-server",
+            "--policy",
+            "diligent",
+            "--port",
+            "0",
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "loopback" in bad.stderr

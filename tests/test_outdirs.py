@@ -24,8 +24,17 @@ TASK = "RepoScan-requests-docstring-N10"
 
 def experiment(tmp_path: Path, name: str = "exp", seeds=(0, 1)) -> Path:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(json.dumps({"name": name, "tasks": [TASK], "controllers": ["standard"],
-                                "policies": ["random"], "seeds": list(seeds)}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "tasks": [TASK],
+                "controllers": ["standard"],
+                "policies": ["random"],
+                "seeds": list(seeds),
+            }
+        )
+    )
     return path
 
 
@@ -34,8 +43,11 @@ def run(*args) -> object:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -43,16 +55,16 @@ def blackbox_run(tmp_path) -> Path:
     pytest.importorskip("mcp")
     from pushbench.blackbox.session import BlackBoxSession
 
-    with BlackBoxSession(TASK, tmp_path / "bb", argv=["test"], controller="standard",
-                         agent="fake-agent") as s:
+    with BlackBoxSession(
+        TASK, tmp_path / "bb", argv=["test"], controller="standard", agent="fake-agent"
+    ) as s:
         s.call("search", {"query": "", "page": 1})
         s.call("final", {"reported_count": 1})
     return tmp_path / "bb"
 
 
 def _run_folder(tmp_path: Path) -> Path:
-    res = run("run", experiment(tmp_path), "--out", tmp_path / "r", "--no-progress",
-              "--no-plot")
+    res = run("run", experiment(tmp_path), "--out", tmp_path / "r", "--no-progress", "--no-plot")
     assert res.exit_code == 0, res.output
     return tmp_path / "r"
 
@@ -78,13 +90,11 @@ def test_run_refuses_an_evaluate_folder_even_with_force(tmp_path, blackbox_run):
     assert run("evaluate", blackbox_run, "--out", ev).exit_code == 0
     before = snapshot(ev)
     for extra in ([], ["--force"]):
-        res = run("run", experiment(tmp_path), "--out", ev, "--no-progress", "--no-plot",
-                  *extra)
+        res = run("run", experiment(tmp_path), "--out", ev, "--no-progress", "--no-plot", *extra)
         assert res.exit_code == 2, res.output
         assert "written by `pushbench evaluate`" in res.output
         assert snapshot(ev) == before
-    res = run("run", experiment(tmp_path), "--out", ev, "--no-progress", "--no-plot",
-              "--overwrite")
+    res = run("run", experiment(tmp_path), "--out", ev, "--no-progress", "--no-plot", "--overwrite")
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (ev / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and all("blackbox" not in x for x in lines)
@@ -92,7 +102,8 @@ def test_run_refuses_an_evaluate_folder_even_with_force(tmp_path, blackbox_run):
 
 
 def test_evaluate_reevaluates_its_own_folder_but_not_other_runs_without_overwrite(
-        tmp_path, blackbox_run):
+    tmp_path, blackbox_run
+):
     ev = tmp_path / "ev"
     assert run("evaluate", blackbox_run, "--out", ev).exit_code == 0
     first = (ev / "episodes.jsonl").read_bytes()
@@ -115,8 +126,9 @@ def test_unclaimed_outputs_are_refused_and_other_files_survive_overwrite(tmp_pat
     res = run("run", experiment(tmp_path), "--out", folder, "--no-progress", "--no-plot")
     assert res.exit_code == 2 and "no manifest.json" in res.output, res.output
     assert (folder / "episodes.jsonl").read_text() == '{"key": "x"}\n'
-    res = run("run", experiment(tmp_path), "--out", folder, "--no-progress", "--no-plot",
-              "--overwrite")
+    res = run(
+        "run", experiment(tmp_path), "--out", folder, "--no-progress", "--no-plot", "--overwrite"
+    )
     assert res.exit_code == 0, res.output
     assert (folder / "notes.txt").read_text() == "mine"
     assert '"key": "x"' not in (folder / "episodes.jsonl").read_text()
@@ -128,8 +140,14 @@ def test_run_still_resumes_its_own_folder_and_refuses_another_experiment(tmp_pat
     assert manifest["writer"] == "run" and manifest["experiment"]["name"] == "exp"
     res = run("run", experiment(tmp_path), "--out", folder, "--no-progress", "--no-plot")
     assert res.exit_code == 0 and "(0 run now" in res.output, res.output
-    res = run("run", experiment(tmp_path, "other", seeds=(5,)), "--out", folder,
-              "--no-progress", "--no-plot")
+    res = run(
+        "run",
+        experiment(tmp_path, "other", seeds=(5,)),
+        "--out",
+        folder,
+        "--no-progress",
+        "--no-plot",
+    )
     assert res.exit_code == 2 and "different experiment" in res.output, res.output
 
 

@@ -83,10 +83,14 @@ def test_add_folder_pins_freezes_indexes_and_keeps_it_private(home, tmp_path):
     assert snapshots.verify("j-folder") == []
     assert git.Repo(root).head.commit.hexsha == pin.commit
     defs = indexer.load_index("j-folder")
-    assert [d.ident for d in defs] == [d.ident for d in indexer.index_tree(src)
-                                        if d.path != "link.py"]
-    assert indexer.unparsable_files(root, defs) == indexer.unparsable_files(root) == \
-        ["broken.py", "latin1.py"]
+    assert [d.ident for d in defs] == [
+        d.ident for d in indexer.index_tree(src) if d.path != "link.py"
+    ]
+    assert (
+        indexer.unparsable_files(root, defs)
+        == indexer.unparsable_files(root)
+        == ["broken.py", "latin1.py"]
+    )
     # the pin file is the one schema load_pins reads back
     assert snapshots.load_pins()["j-folder"] == pin
     assert_private(home)
@@ -121,8 +125,11 @@ def test_adding_the_same_source_twice_gives_the_same_pin(home, tmp_path, monkeyp
     # a different cache, a different copy of the same files: the same hash and commit
     monkeypatch.setenv("PUSHBENCH_HOME", str(tmp_path / "home2"))
     other = snapshots.add_snapshot("j-twice", copy_pkg(tmp_path / "src2", "json"))
-    assert (other.sha256, other.commit, other.tree_sha256) == \
-        (first.sha256, first.commit, first.tree_sha256)
+    assert (other.sha256, other.commit, other.tree_sha256) == (
+        first.sha256,
+        first.commit,
+        first.tree_sha256,
+    )
 
 
 def test_archives_and_folders_of_the_same_tree_freeze_alike(home, tmp_path):
@@ -198,8 +205,9 @@ def test_synth_pins_are_rebuilt_by_their_registered_generator(home, tmp_path):
     snapshots.register_generator("test-gen", gen)
     params = {"seed": 3, "defs": 20}
     gen(tmp_path / "g", **params)
-    pin = snapshots.add_snapshot("j-synth", tmp_path / "g", kind="synth",
-                                 generator_name="test-gen", params=params)
+    pin = snapshots.add_snapshot(
+        "j-synth", tmp_path / "g", kind="synth", generator_name="test-gen", params=params
+    )
     assert (pin.kind, pin.generator, pin.params) == ("synth", "test-gen", params)
     entry = yaml.safe_load((home / "user" / "pins.yaml").read_text())["snapshots"]["j-synth"]
     assert entry["generator"] == "test-gen" and entry["params"] == params
@@ -209,8 +217,7 @@ def test_synth_pins_are_rebuilt_by_their_registered_generator(home, tmp_path):
     assert snapshots.verify("j-synth") == []
     assert len(indexer.load_index("j-synth")) == 20
     with pytest.raises(snapshots.SnapshotError, match="unknown snapshot generator"):
-        snapshots.add_snapshot("j-synth2", tmp_path, kind="synth", generator_name="nope",
-                               params={})
+        snapshots.add_snapshot("j-synth2", tmp_path, kind="synth", generator_name="nope", params={})
 
 
 def test_name_collisions_are_errors(home, tmp_path):
@@ -228,8 +235,9 @@ def test_name_collisions_are_errors(home, tmp_path):
     # the same name in a second user folder: loading is an error naming both files
     team = tmp_path / "team"
     team.mkdir()
-    (team / "pins.yaml").write_text(yaml.safe_dump(
-        {"schema_version": 1, "snapshots": {"j-coll": replaced.to_entry()}}))
+    (team / "pins.yaml").write_text(
+        yaml.safe_dump({"schema_version": 1, "snapshots": {"j-coll": replaced.to_entry()}})
+    )
     os.environ[userdata.ENV_VAR] = str(team)
     try:
         with pytest.raises(userdata.UserDataError, match="already defined in"):
@@ -255,13 +263,16 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
     return info
 
 
-@pytest.mark.parametrize("bad, needle", [
-    (member("/etc/evil.py"), "absolute path"),
-    (member("pkg/../../evil.py"), "'..'"),
-    (member("pkg/link.py", tarfile.SYMTYPE, "/etc/passwd"), "symbolic link"),
-    (member("pkg/hard.py", tarfile.LNKTYPE, "pkg/ok.py"), "hard link"),
-    (member("pkg/dev", tarfile.CHRTYPE), "device"),
-])
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        (member("/etc/evil.py"), "absolute path"),
+        (member("pkg/../../evil.py"), "'..'"),
+        (member("pkg/link.py", tarfile.SYMTYPE, "/etc/passwd"), "symbolic link"),
+        (member("pkg/hard.py", tarfile.LNKTYPE, "pkg/ok.py"), "hard link"),
+        (member("pkg/dev", tarfile.CHRTYPE), "device"),
+    ],
+)
 def test_unsafe_archive_members_are_refused_and_nothing_is_pinned(home, tmp_path, bad, needle):
     archive = tar_with(tmp_path / "evil.tar.gz", [member("pkg/ok.py"), bad])
     with pytest.raises(sources.UnsafeArchiveError, match=needle) as err:
@@ -291,8 +302,10 @@ def test_zip_symlinks_and_escapes_are_refused(tmp_path):
 PARTS = st.sampled_from(["..", ".", "", "pkg", "a.py", "sub", "..x", "x..", "\\", "C:"])
 
 
-@given(st.lists(st.lists(PARTS, min_size=1, max_size=5).map("/".join), min_size=1, max_size=4),
-       st.booleans())
+@given(
+    st.lists(st.lists(PARTS, min_size=1, max_size=5).map("/".join), min_size=1, max_size=4),
+    st.booleans(),
+)
 def test_any_member_name_is_either_refused_or_extracted_inside(tmp_path_factory, names, absolute):
     """Hypothesis: whatever the member names, nothing lands outside the target folder."""
     base = tmp_path_factory.mktemp("arch")
@@ -315,15 +328,22 @@ def test_any_member_name_is_either_refused_or_extracted_inside(tmp_path_factory,
         sources.safe_extract(archive, target)
     except sources.UnsafeArchiveError as e:
         # an unsafe name, or a clash (a file where a folder is, a name given twice)
-        assert any(sources.member_problem(n) for n in stored) or "folder" in str(e) \
-            or "twice" in str(e) or "names no file" in str(e), e
+        assert (
+            any(sources.member_problem(n) for n in stored)
+            or "folder" in str(e)
+            or "twice" in str(e)
+            or "names no file" in str(e)
+        ), e
         assert list(target.iterdir()) == []  # whatever was written is gone again
     except sources.SourceError:
         assert list(target.iterdir()) == []
     else:
         assert not any(sources.member_problem(n) for n in stored), unsafe
-    outside = [p for p in base.rglob("*") if p != archive and target not in (p, *p.parents)
-               and p not in (base / "box", target)]
+    outside = [
+        p
+        for p in base.rglob("*")
+        if p != archive and target not in (p, *p.parents) and p not in (base / "box", target)
+    ]
     assert outside == []
 
 
@@ -362,8 +382,9 @@ def test_tasks_new_end_to_end(email_snapshot, home):
     assert tasks.get_task("RepoScan-user-N50").instances == ("em-docstring",)
     # calibration is deterministic: the same numbers from the written task
     again = calibration.calibrate(made.task_ids)
-    assert [(r.steps, r.floor_valid) for r in again] == [(r.steps, r.floor_valid)
-                                                           for r in made.rows]
+    assert [(r.steps, r.floor_valid) for r in again] == [
+        (r.steps, r.floor_valid) for r in made.rows
+    ]
     # a second task with the same id is refused before anything runs
     with pytest.raises(TaskCreationError, match="already defined"):
         new_task("em", "returns", [10], name="em-docstring")
@@ -392,8 +413,10 @@ def test_refusals_say_why(email_snapshot, home):
     facts = indexer.load_facts("em")
     n_valid = len({f.ident for f in facts if f.docstring})
     big = int(n_valid / calibration.HEADROOM) + 1
-    with pytest.raises(TaskCreationError, match=f"largest target it supports is "
-                                                f"{int(n_valid // calibration.HEADROOM)}"):
+    with pytest.raises(
+        TaskCreationError,
+        match=f"largest target it supports is {int(n_valid // calibration.HEADROOM)}",
+    ):
         new_task("em", "docstring", [10, big])
     with pytest.raises(TaskCreationError, match="already defined in the built-in"):
         new_task("em", "docstring", name="requests-docstring")
@@ -406,8 +429,9 @@ def test_refusals_say_why(email_snapshot, home):
     assert not (home / "user" / "reposcan.yaml").exists()  # nothing was written
 
 
-@pytest.mark.parametrize("spec", ["docstring and not method", "not raises",
-                                  "(returns or yields) and param:self"])
+@pytest.mark.parametrize(
+    "spec", ["docstring and not method", "not raises", "(returns or yields) and param:self"]
+)
 def test_tasks_new_calibrates_any_predicate(email_snapshot, home, spec):
     made = new_task("em", spec, [10, 25])
     facts = indexer.load_facts("em")
@@ -427,8 +451,9 @@ def test_tasks_new_calibrates_any_predicate(email_snapshot, home, spec):
     assert property_from_objective(objective) == canonical
 
 
-def test_instance_defined_in_two_user_files_is_an_error(email_snapshot, home, tmp_path,
-                                                       monkeypatch):
+def test_instance_defined_in_two_user_files_is_an_error(
+    email_snapshot, home, tmp_path, monkeypatch
+):
     made = new_task("em", "docstring", [10], name="em-dup")
     team = tmp_path / "team"
     team.mkdir()
@@ -441,8 +466,13 @@ def test_instance_defined_in_two_user_files_is_an_error(email_snapshot, home, tm
 
 
 def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pushbench.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pushbench.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_cli_team_folder_to_pushbench_run_in_a_process_pool(tmp_path):
@@ -454,28 +484,66 @@ def test_cli_team_folder_to_pushbench_run_in_a_process_pool(tmp_path):
     r = cli("snapshots", "add", "jsonlib", "--from", str(src), "--tasks-dir", str(team), env=env)
     assert r.returncode == 0, r.stderr
     assert "definitions" in r.stderr and (team / "pins.yaml").is_file()
-    r = cli("tasks", "new", "--snapshot", "jsonlib", "--predicate", "returns", "--targets", "10",
-            "--tasks-dir", str(team), env=env)
+    r = cli(
+        "tasks",
+        "new",
+        "--snapshot",
+        "jsonlib",
+        "--predicate",
+        "returns",
+        "--targets",
+        "10",
+        "--tasks-dir",
+        str(team),
+        env=env,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     assert "exhaustive" in r.stdout and "RepoScan-jsonlib-returns-N10" in r.stdout
-    r = cli("tasks", "new", "--snapshot", "jsonlib", "--predicate", "not a predicate(",
-            "--tasks-dir", str(team), env=env)
+    r = cli(
+        "tasks",
+        "new",
+        "--snapshot",
+        "jsonlib",
+        "--predicate",
+        "not a predicate(",
+        "--tasks-dir",
+        str(team),
+        env=env,
+    )
     assert r.returncode == 2 and r.stderr.strip().startswith("error:")
     # one error line, then the predicate with a caret under the column it names
     err = r.stderr.strip().splitlines()
     assert "Traceback" not in r.stderr and len(err) == 3 and "at column 5" in err[0]
     assert err[1].strip() == "not a predicate(" and err[2].strip() == "^"
     exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump({
-        "schema_version": 1, "name": "own", "tasks": ["RepoScan-jsonlib-returns-N10"],
-        "controllers": ["standard"], "policies": ["diligent", "exhaustive"], "seeds": [0, 1],
-        "workers": 2, "executor": "process"}))
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "name": "own",
+                "tasks": ["RepoScan-jsonlib-returns-N10"],
+                "controllers": ["standard"],
+                "policies": ["diligent", "exhaustive"],
+                "seeds": [0, 1],
+                "workers": 2,
+                "executor": "process",
+            }
+        )
+    )
     # without the team folder the task is unknown ...
     r = cli("run", str(exp), "--out", str(tmp_path / "run0"), "--no-plot", env=env)
     assert r.returncode == 2 and "RepoScan-jsonlib-returns-N10" in r.stderr
     # ... with it (option or variable) the pool's workers see it too
-    r = cli("run", str(exp), "--out", str(tmp_path / "run"), "--no-plot", "--tasks-dir",
-            str(team), env=env)
+    r = cli(
+        "run",
+        str(exp),
+        "--out",
+        str(tmp_path / "run"),
+        "--no-plot",
+        "--tasks-dir",
+        str(team),
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
     assert len(lines) == 4
@@ -510,8 +578,22 @@ def test_snapshots_synth_pins_a_generated_repo_that_rebuilds_and_takes_tasks(hom
     from pushbench.families.reposcan import synth
 
     runner = CliRunner()
-    res = runner.invoke(app, ["snapshots", "synth", "syn-a", "--seed", "11", "--defs", "160",
-                              "--modules", "4", "--density", "docstring=0.25"])
+    res = runner.invoke(
+        app,
+        [
+            "snapshots",
+            "synth",
+            "syn-a",
+            "--seed",
+            "11",
+            "--defs",
+            "160",
+            "--modules",
+            "4",
+            "--density",
+            "docstring=0.25",
+        ],
+    )
     assert res.exit_code == 0, res.output
     pin = snapshots.load_pins()["syn-a"]
     assert (pin.kind, pin.generator, pin.source) == ("synth", "reposcan-synth", None)
@@ -522,8 +604,11 @@ def test_snapshots_synth_pins_a_generated_repo_that_rebuilds_and_takes_tasks(hom
     # the same files as the generator writes directly
     files, _ = synth.render(seed=11, modules=4, defs=160, density={"docstring": 0.25})
     root = snapshots.snapshot_dir(pin)
-    built = {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*")
-             if p.is_file() and ".git" not in p.relative_to(root).parts}
+    built = {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in root.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
     assert {k: v for k, v in built.items() if k in files} == dict(files)
     # rebuilt from nothing but the pin: same commit
     shutil.rmtree(snapshots.snapshot_dir(pin))
@@ -532,7 +617,8 @@ def test_snapshots_synth_pins_a_generated_repo_that_rebuilds_and_takes_tasks(hom
     made = new_task("syn-a", "docstring", [10])
     assert made.valid_count == 40
     # bad densities are refused with the atom named, nothing pinned
-    bad = runner.invoke(app, ["snapshots", "synth", "syn-b", "--seed", "1",
-                              "--density", "docstrings=0.3"])
+    bad = runner.invoke(
+        app, ["snapshots", "synth", "syn-b", "--seed", "1", "--density", "docstrings=0.3"]
+    )
     assert bad.exit_code == 2 and "docstrings" in bad.output
     assert "syn-b" not in snapshots.load_pins()

@@ -36,8 +36,13 @@ def _drive(task: str, real_ctl: str, policy: str, seed: int):
         while True:
             x, r = json.loads(obs), json.loads(real)
             assert "progress" not in x and set(x) - set(r) == {KEY}
-            out.append((json.dumps(r["progress"], separators=(",", ":")),
-                        json.dumps(x[KEY], separators=(",", ":")), r["progress"]["valid_count"]))
+            out.append(
+                (
+                    json.dumps(r["progress"], separators=(",", ":")),
+                    json.dumps(x[KEY], separators=(",", ":")),
+                    r["progress"]["valid_count"],
+                )
+            )
             if done:
                 return out
             action = pol.act(obs)

@@ -12,8 +12,7 @@ from pushbench.policies.reposcan.judge import judge, property_from_objective
 from pushbench.runner.episode import run_episode
 from pushbench.tasks import builtin_tasks
 
-SINGLE_TASKS = sorted(t for t in builtin_tasks()
-                      if t.startswith("RepoScan-") and t.count("-") >= 3)
+SINGLE_TASKS = sorted(t for t in builtin_tasks() if t.startswith("RepoScan-") and t.count("-") >= 3)
 
 
 def test_diligent_solves_at_least_35_of_36_tasks():
@@ -32,11 +31,20 @@ def test_diligent_solves_at_least_35_of_36_tasks():
 def test_diligent_reads_only_observations():
     # The policy never receives the environment: its whole input is the observation text.
     pol = make_policy("diligent", seed=0)
-    first = json.dumps({"tool": "reset", "ok": True, "result": {
-        "family": "reposcan",
-        "objective": "find definitions that has a docstring (its first statement is a "
-                     "string literal). at least 3",
-        "target": 3, "budget": 10, "tools": []}})
+    first = json.dumps(
+        {
+            "tool": "reset",
+            "ok": True,
+            "result": {
+                "family": "reposcan",
+                "objective": "find definitions that has a docstring (its first statement is a "
+                "string literal). at least 3",
+                "target": 3,
+                "budget": 10,
+                "tools": [],
+            },
+        }
+    )
     pol.reset(first)
     assert pol.act(first) == {"tool": "search", "query": "", "page": 1}
 
@@ -49,8 +57,12 @@ def test_same_seed_same_trajectory(name):
 
 
 def test_different_seeds_differ_for_simulated_agents():
-    runs = {json.dumps(run_episode("RepoScan-pytest-raises-N50", "standard", "simulated-weak",
-                                   s)["calls"]) for s in range(4)}
+    runs = {
+        json.dumps(
+            run_episode("RepoScan-pytest-raises-N50", "standard", "simulated-weak", s)["calls"]
+        )
+        for s in range(4)
+    }
     assert len(runs) > 1
 
 
@@ -63,25 +75,35 @@ def test_simulated_records_are_labelled():
 
 def test_simulated_presets_order_by_strength_under_standard():
     """Mechanisms, not rules: weaker presets over-claim more often at a large target."""
+
     def false_completions(name):
-        return sum(run_episode(t, "standard", name, s)["metrics"]["false_completion"]
-                   for t in SINGLE_TASKS if t.endswith("-N100") for s in range(2))
+        return sum(
+            run_episode(t, "standard", name, s)["metrics"]["false_completion"]
+            for t in SINGLE_TASKS
+            if t.endswith("-N100")
+            for s in range(2)
+        )
+
     assert false_completions("simulated-weak") > false_completions("simulated-strong")
 
 
-@pytest.mark.parametrize("spec", ["docstring", "assert", "returns", "raises", "decorated",
-                                  "fixture:client"])
+@pytest.mark.parametrize(
+    "spec", ["docstring", "assert", "returns", "raises", "decorated", "fixture:client"]
+)
 def test_property_from_objective(spec):
     # exact: the atom's full description, word for word (see tests/test_judge.py for the rest)
     objective = f"... that {parse_predicate(spec).description}. ..."
     assert property_from_objective(objective) == spec
     with pytest.raises(ValueError, match="cannot tell the property"):
-        property_from_objective(objective.replace(parse_predicate(spec).description,
-                                                  parse_predicate(spec).description[:20]))
+        property_from_objective(
+            objective.replace(
+                parse_predicate(spec).description, parse_predicate(spec).description[:20]
+            )
+        )
 
 
 def test_judge_reads_snippets():
-    hit = {"id": "a.py::f", "snippet": "def f(x):\n    \"\"\"Doc.\"\"\"\n    return x"}
+    hit = {"id": "a.py::f", "snippet": 'def f(x):\n    """Doc."""\n    return x'}
     assert judge("docstring", hit) == "yes"
     assert judge("returns", hit) == "yes"
     assert judge("raises", hit) == "no"  # whole function visible, no raise

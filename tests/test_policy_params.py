@@ -36,19 +36,22 @@ def test_every_policy_has_a_strict_params_model(name):
         validate_params(name, {"no_such_param": 1, "model": "m"})
 
 
-@pytest.mark.parametrize("name, params, needle", [
-    ("simulated-weak", {"windw": 99}, "'windw': unknown parameter"),
-    ("simulated-weak", {"window": -5}, "'window'"),
-    ("simulated-weak", {"window": 0}, "'window'"),
-    ("simulated-weak", {"window": True}, "'window'"),
-    ("simulated-weak", {"window": 4.5}, "'window'"),
-    ("simulated-mid", {"misjudge": 1.5}, "'misjudge'"),
-    ("simulated-mid", {"give_up": -0.1}, "'give_up'"),
-    ("simulated-strong", {"stuck": -1}, "'stuck'"),
-    ("random", {"stop_rate": "0.1"}, "'stop_rate'"),
-    ("diligent", {"window": 4}, "'window'"),
-    ("diligent-oracle", {"solve_all": "yes"}, "'solve_all'"),
-])
+@pytest.mark.parametrize(
+    "name, params, needle",
+    [
+        ("simulated-weak", {"windw": 99}, "'windw': unknown parameter"),
+        ("simulated-weak", {"window": -5}, "'window'"),
+        ("simulated-weak", {"window": 0}, "'window'"),
+        ("simulated-weak", {"window": True}, "'window'"),
+        ("simulated-weak", {"window": 4.5}, "'window'"),
+        ("simulated-mid", {"misjudge": 1.5}, "'misjudge'"),
+        ("simulated-mid", {"give_up": -0.1}, "'give_up'"),
+        ("simulated-strong", {"stuck": -1}, "'stuck'"),
+        ("random", {"stop_rate": "0.1"}, "'stop_rate'"),
+        ("diligent", {"window": 4}, "'window'"),
+        ("diligent-oracle", {"solve_all": "yes"}, "'solve_all'"),
+    ],
+)
 def test_bad_params_name_policy_and_param(name, params, needle):
     with pytest.raises(PolicyParamsError, match=rf"policy '{name}'") as e:
         validate_params(name, params)
@@ -57,19 +60,22 @@ def test_bad_params_name_policy_and_param(name, params, needle):
         make_policy(name, seed=0, **params)
 
 
-@pytest.mark.parametrize("name, params, family, ok", [
-    ("simulated-weak", {"window": 4}, "reposcan", True),
-    ("simulated-weak", {"window": 4}, "dataops", True),
-    ("simulated-weak", {"overbatch": 0.5}, "dataops", False),
-    ("simulated-weak", {"skip_verify": 0.5}, "reposcan", False),
-    ("simulated-weak", {"skip_verify": 0.5}, "dataops", True),
-    ("simulated-weak", {}, "swelite", False),
-    ("random", {"stop_rate": 0.1}, "reposcan", True),
-    ("random", {"stop_rate": 0.1}, "dataops", False),
-    ("random", {}, "swelite", True),
-    ("diligent-oracle", {"solve_all": True}, "swelite", True),
-    ("diligent-oracle", {"solve_all": True}, "reposcan", False),
-])
+@pytest.mark.parametrize(
+    "name, params, family, ok",
+    [
+        ("simulated-weak", {"window": 4}, "reposcan", True),
+        ("simulated-weak", {"window": 4}, "dataops", True),
+        ("simulated-weak", {"overbatch": 0.5}, "dataops", False),
+        ("simulated-weak", {"skip_verify": 0.5}, "reposcan", False),
+        ("simulated-weak", {"skip_verify": 0.5}, "dataops", True),
+        ("simulated-weak", {}, "swelite", False),
+        ("random", {"stop_rate": 0.1}, "reposcan", True),
+        ("random", {"stop_rate": 0.1}, "dataops", False),
+        ("random", {}, "swelite", True),
+        ("diligent-oracle", {"solve_all": True}, "swelite", True),
+        ("diligent-oracle", {"solve_all": True}, "reposcan", False),
+    ],
+)
 def test_params_per_family(name, params, family, ok):
     if ok:
         assert validate_params(name, params, [family]) == params
@@ -106,8 +112,7 @@ def test_dataops_agent_keeps_the_window_it_was_given():
 
 
 def test_reposcan_records_keep_the_reposcan_preset():
-    rec = run_episode("RepoScan-N10", "standard", "simulated-weak", 0,
-                      policy_params={"window": 6})
+    rec = run_episode("RepoScan-N10", "standard", "simulated-weak", 0, policy_params={"window": 6})
     assert rec["policy"]["mechanisms"] == {**REPOSCAN_PRESETS["weak"], "window": 6}
 
 

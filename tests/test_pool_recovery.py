@@ -23,8 +23,14 @@ from pushbench.runner.sweep import run_experiment
 
 # 8 episodes; with 2 workers and a window of 4, seed 5 is submitted only after earlier episodes
 # came back, so its death is not mistaken for workers that cannot start.
-EXP = {"schema_version": 1, "name": "pool-recovery", "tasks": ["RepoScan-requests-docstring-N10"],
-       "controllers": ["standard"], "policies": ["diligent"], "seeds": {"start": 0, "count": 8}}
+EXP = {
+    "schema_version": 1,
+    "name": "pool-recovery",
+    "tasks": ["RepoScan-requests-docstring-N10"],
+    "controllers": ["standard"],
+    "policies": ["diligent"],
+    "seeds": {"start": 0, "count": 8},
+}
 KILL_SEED, KILL_STEP = 5, 3
 
 pytestmark = pytest.mark.timeout(240)  # a regression here would hang: fail instead
@@ -66,7 +72,8 @@ def test_a_worker_killed_once_loses_nothing(tmp_path, reference):
 
 
 def test_an_episode_that_always_kills_its_worker_is_an_error_and_resume_completes(
-        tmp_path, reference):
+    tmp_path, reference
+):
     out = tmp_path / "run"
     fn = functools.partial(die_mid_episode, seed=KILL_SEED, step=KILL_STEP)
     with LocalPoolExecutor(2, fn=fn) as pool:
@@ -88,11 +95,16 @@ def test_an_episode_that_always_kills_its_worker_is_an_error_and_resume_complete
     assert (s["skipped"], s["ran"], s["errors"]) == (7, 1, 0)
     assert _lines(out) == reference
     assert sorted(p.name for p in (out / "traces").iterdir()) == sorted(
-        f"{k}.json.gz" for k in reference)
+        f"{k}.json.gz" for k in reference
+    )
 
 
 def test_workers_that_never_finish_an_episode_stop_the_sweep_with_a_clear_error(tmp_path):
-    with LocalPoolExecutor(2, fn=always_die) as pool, pytest.raises(
-            RuntimeError, match="died before finishing any episode.*--executor inprocess"):
+    with (
+        LocalPoolExecutor(2, fn=always_die) as pool,
+        pytest.raises(
+            RuntimeError, match="died before finishing any episode.*--executor inprocess"
+        ),
+    ):
         run_experiment(validate(EXP), tmp_path / "run", executor=pool, progress=False)
     assert read_lines(tmp_path / "run" / "episodes.jsonl") == []

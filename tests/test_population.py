@@ -66,18 +66,28 @@ def test_draws_are_seeded_in_range_and_independent_of_family_order(tmp_path):
     assert draw_agents(other, "reposcan") != draw_agents(prior, "reposcan")
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda d: d["families"]["reposcan"]["prior"].update(stuck={"uniform": [0, 1],
-                                                                 "stands_for": "x"}),
-     "no mechanism ['stuck']"),
-    (lambda d: d["families"]["dataops"]["prior"]["drift"].update(int_uniform=[1, 2]),
-     "exactly one"),
-    (lambda d: d["families"]["dataops"]["prior"]["drift"].update(uniform=[0.5, 0.1]),
-     "inverted"),
-    (lambda d: d["families"]["dataops"]["controllers"].remove("standard"), "'standard'"),
-    (lambda d: d.update(surprise=1), "surprise"),
-    (lambda d: d["families"].update(swelite=d["families"]["dataops"]), "swelite"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (
+            lambda d: d["families"]["reposcan"]["prior"].update(
+                stuck={"uniform": [0, 1], "stands_for": "x"}
+            ),
+            "no mechanism ['stuck']",
+        ),
+        (
+            lambda d: d["families"]["dataops"]["prior"]["drift"].update(int_uniform=[1, 2]),
+            "exactly one",
+        ),
+        (
+            lambda d: d["families"]["dataops"]["prior"]["drift"].update(uniform=[0.5, 0.1]),
+            "inverted",
+        ),
+        (lambda d: d["families"]["dataops"]["controllers"].remove("standard"), "'standard'"),
+        (lambda d: d.update(surprise=1), "surprise"),
+        (lambda d: d["families"].update(swelite=d["families"]["dataops"]), "swelite"),
+    ],
+)
 def test_a_bad_prior_is_one_clear_error_naming_the_file(tmp_path, edit, words):
     data = _shipped()
     edit(data)
@@ -88,10 +98,18 @@ def test_a_bad_prior_is_one_clear_error_naming_the_file(tmp_path, edit, words):
     assert str(path) in msg and words in msg and "\n" not in msg
 
 
-_scalars = st.none() | st.booleans() | st.integers(-5, 50) | st.floats(allow_nan=False) \
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 50)
+    | st.floats(allow_nan=False)
     | st.text(max_size=8)
-_docs = st.recursive(_scalars, lambda c: st.lists(c, max_size=4)
-                     | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=20)
+)
+_docs = st.recursive(
+    _scalars,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -111,11 +129,17 @@ def test_any_document_loads_or_fails_with_an_experiment_error(tmp_path_factory, 
 
 
 def test_summary_directions_and_shares_by_hand():
-    eff = pd.DataFrame({
-        "family": "dataops", "controller": "c", "simulated": True, "cells": 1,
-        "metric": ["success"] * 4 + ["steps_used"] * 4,
-        "policy": list("abcd") * 2,
-        "effect": [10.0, 0.0, -5.0, 20.0, -3.0, 0.0, 2.0, -1.0]})
+    eff = pd.DataFrame(
+        {
+            "family": "dataops",
+            "controller": "c",
+            "simulated": True,
+            "cells": 1,
+            "metric": ["success"] * 4 + ["steps_used"] * 4,
+            "policy": list("abcd") * 2,
+            "effect": [10.0, 0.0, -5.0, 20.0, -3.0, 0.0, 2.0, -1.0],
+        }
+    )
     s = effect_summary(eff).set_index("metric")
     assert s.loc["success", ["helped", "harmed", "unchanged"]].tolist() == [0.5, 0.25, 0.25]
     # fewer steps is better: -3 and -1 help, +2 harms
@@ -125,7 +149,8 @@ def test_summary_directions_and_shares_by_hand():
 
 def _load_script():
     spec = importlib.util.spec_from_file_location(
-        "mechanism_population", ROOT / "experiments" / "mechanism_population.py")
+        "mechanism_population", ROOT / "experiments" / "mechanism_population.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -159,15 +184,23 @@ def test_the_script_runs_a_small_population_and_its_effects_recompute(tmp_path):
     for fam in data["families"]:
         for line in (out / fam / "episodes.jsonl").read_text().splitlines():
             ep = json.loads(line)
-            rows.append({"family": fam, "policy": ep["policy"]["label"],
-                         "controller": ep["controller"]["name"], "task": ep["task_id"],
-                         "success": float(ep["metrics"]["success"])})
+            rows.append(
+                {
+                    "family": fam,
+                    "policy": ep["policy"]["label"],
+                    "controller": ep["controller"]["name"],
+                    "task": ep["task_id"],
+                    "success": float(ep["metrics"]["success"]),
+                }
+            )
     df = pd.DataFrame(rows)
     base = df[df["controller"] == "standard"].set_index(["family", "policy", "task"])["success"]
     for r in effects[effects["metric"] == "success"].itertuples():
-        mine = df[(df["family"] == r.family) & (df["policy"] == r.policy)
-                  & (df["controller"] == r.controller)].set_index(
-                      ["family", "policy", "task"])["success"]
+        mine = df[
+            (df["family"] == r.family)
+            & (df["policy"] == r.policy)
+            & (df["controller"] == r.controller)
+        ].set_index(["family", "policy", "task"])["success"]
         assert r.effect == pytest.approx(100 * (mine - base.loc[mine.index]).mean())
 
 

@@ -70,8 +70,16 @@ if FLAG:
 
 
 def test_yields():
-    assert valid(YIELDS_SRC, "yields") == {"gen", "gen_from", "receives", "agen", "conditional",
-                                            "yield_in_nested_decorator", "C.meth", "cond_def"}
+    assert valid(YIELDS_SRC, "yields") == {
+        "gen",
+        "gen_from",
+        "receives",
+        "agen",
+        "conditional",
+        "yield_in_nested_decorator",
+        "C.meth",
+        "cond_def",
+    }
 
 
 # ----- async, method, test -----------------------------------------------------------------------
@@ -108,25 +116,57 @@ def test_async():
 
 
 def test_method_is_directly_in_a_class_body_at_any_class_depth():
-    assert valid(KINDS_SRC, "method") == {"C.am", "C.m", "C.sm", "C.cm", "C.cond",
-                                           "C.Inner.deep", "C.Inner.Innermost.test_deepest"}
-    assert valid(KINDS_SRC, "not method") == {"a", "b", "test_module", "testing", "Test_upper",
-                                               "_test_private", "test_in_try"}
+    assert valid(KINDS_SRC, "method") == {
+        "C.am",
+        "C.m",
+        "C.sm",
+        "C.cm",
+        "C.cond",
+        "C.Inner.deep",
+        "C.Inner.Innermost.test_deepest",
+    }
+    assert valid(KINDS_SRC, "not method") == {
+        "a",
+        "b",
+        "test_module",
+        "testing",
+        "Test_upper",
+        "_test_private",
+        "test_in_try",
+    }
 
 
 def test_test_is_a_case_sensitive_name_prefix():
-    assert valid(KINDS_SRC, "test") == {"C.Inner.Innermost.test_deepest", "test_module",
-                                         "testing", "test_in_try"}
+    assert valid(KINDS_SRC, "test") == {
+        "C.Inner.Innermost.test_deepest",
+        "test_module",
+        "testing",
+        "test_in_try",
+    }
 
 
 # ----- param:X -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("params, expected", [
-    ("x", True), ("x, /", True), ("a, /, x", True), ("*, x", True), ("*args, x", True),
-    ("*x", True), ("**x", True), ("a, *x, **kw", True), ("x=1", True), ("x: int = 0", True),
-    ("a, b=x", False),  # a default value is not a parameter name
-    ("a: x", False),  # nor is an annotation
-    ("xx", False), ("X", False), ("", False), ("*, _x", False),
-])
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ("x", True),
+        ("x, /", True),
+        ("a, /, x", True),
+        ("*, x", True),
+        ("*args, x", True),
+        ("*x", True),
+        ("**x", True),
+        ("a, *x, **kw", True),
+        ("x=1", True),
+        ("x: int = 0", True),
+        ("a, b=x", False),  # a default value is not a parameter name
+        ("a: x", False),  # nor is an annotation
+        ("xx", False),
+        ("X", False),
+        ("", False),
+        ("*, _x", False),
+    ],
+)
 def test_param_every_kind(params, expected):
     assert (valid(f"def f({params}): pass\n", "param:x") == {"f"}) is expected
 
@@ -185,15 +225,26 @@ async def stacked(): pass
 
 
 def test_decorator_last_dotted_name_called_or_not():
-    assert valid(DECO_SRC, "decorator:X") == {"plain", "dotted", "called", "dotted_called",
-                                               "K.meth", "stacked"}
+    assert valid(DECO_SRC, "decorator:X") == {
+        "plain",
+        "dotted",
+        "called",
+        "dotted_called",
+        "K.meth",
+        "stacked",
+    }
     assert valid(DECO_SRC, "decorator:b") == {"argument_only"}  # @a.b(X) is a `b` decorator
     assert valid(DECO_SRC, "decorator:a") == set()  # a prefix is not the last name
     assert valid(DECO_SRC, "decorator:other") == {"prefix_only"}
     assert valid(DECO_SRC, "decorator:deco") == set()
     # every decorated def is `decorated`, named decorator or not
     assert valid(DECO_SRC, "decorated and not decorator:X") == {
-        "argument_only", "prefix_only", "called_twice", "subscript", "lam"}
+        "argument_only",
+        "prefix_only",
+        "called_twice",
+        "subscript",
+        "lam",
+    }
 
 
 def test_staticmethod_and_classmethod_are_decorators():
@@ -272,48 +323,65 @@ class C:
 
 def test_calls_own_body_only():
     assert valid(CALLS_SRC, "calls:X") == {
-        "direct", "dotted", "method_on_result", "lambda_default", "nested_class_base",
-        "nested_decorator_called", "nested_default", "comprehension", "fstring", "conditional",
-        "call_of_call", "C.meth", "C.ameth"}
+        "direct",
+        "dotted",
+        "method_on_result",
+        "lambda_default",
+        "nested_class_base",
+        "nested_decorator_called",
+        "nested_default",
+        "comprehension",
+        "fstring",
+        "conditional",
+        "call_of_call",
+        "C.meth",
+        "C.ameth",
+    }
     assert valid(CALLS_SRC, "calls:make") == {"on_result", "method_on_result"}
     assert valid(CALLS_SRC, "calls:getattr") == {"getattr_call"}
     assert valid(CALLS_SRC, "calls:b") == set()  # a.b.X(1) calls X, not b
 
 
 # ----- annotated ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("src, expected", [
-    ("def f(a: int) -> int: pass", True),
-    ("def f() -> None: pass", True),
-    ("def f(): pass", False),
-    ("def f(a: int): pass", False),  # no return annotation
-    ("def f(a, b: int) -> int: pass", False),
-    ("def f(a: int, /, b: int, *, c: int) -> int: pass", True),
-    ("def f(a, /, b: int) -> int: pass", False),  # positional-only counts
-    ("def f(*, c) -> int: pass", False),  # keyword-only counts
-    ("def f(*args: int, **kw: str) -> int: pass", True),
-    ("def f(*args, **kw: str) -> int: pass", False),  # *args counts
-    ("def f(*args: int, **kw) -> int: pass", False),  # **kwargs counts
-    ("def f(self) -> int: pass", False),  # a function's `self` is an ordinary parameter
-    ("async def f(a: 'int') -> 'int': pass", True),  # string annotations count
-    ("def f(a: int = 1) -> int:\n    g = lambda x: x\n    def h(y): pass", True),
-])
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        ("def f(a: int) -> int: pass", True),
+        ("def f() -> None: pass", True),
+        ("def f(): pass", False),
+        ("def f(a: int): pass", False),  # no return annotation
+        ("def f(a, b: int) -> int: pass", False),
+        ("def f(a: int, /, b: int, *, c: int) -> int: pass", True),
+        ("def f(a, /, b: int) -> int: pass", False),  # positional-only counts
+        ("def f(*, c) -> int: pass", False),  # keyword-only counts
+        ("def f(*args: int, **kw: str) -> int: pass", True),
+        ("def f(*args, **kw: str) -> int: pass", False),  # *args counts
+        ("def f(*args: int, **kw) -> int: pass", False),  # **kwargs counts
+        ("def f(self) -> int: pass", False),  # a function's `self` is an ordinary parameter
+        ("async def f(a: 'int') -> 'int': pass", True),  # string annotations count
+        ("def f(a: int = 1) -> int:\n    g = lambda x: x\n    def h(y): pass", True),
+    ],
+)
 def test_annotated_functions(src, expected):
     assert (valid(src + "\n", "annotated") == {"f"}) is expected
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("def m(self, a: int) -> int: pass", True),
-    ("def m(self: 'C', a: int) -> int: pass", True),
-    ("@classmethod\n    def m(cls, a: int) -> int: pass", True),
-    ("@staticmethod\n    def m(a: int) -> int: pass", True),
-    ("@staticmethod\n    def m(a) -> int: pass", False),  # the first parameter is no self
-    ("def m(this, a: int) -> int: pass", False),  # only self/cls are exempt
-    ("def m(a: int, self) -> int: pass", False),  # only as the first parameter
-    ("def m(self, /, a: int) -> int: pass", True),
-    ("def m(*, self) -> int: pass", False),  # keyword-only self is not the first positional
-    ("def m(self) -> None: pass", True),
-    ("def m(self): pass", False),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("def m(self, a: int) -> int: pass", True),
+        ("def m(self: 'C', a: int) -> int: pass", True),
+        ("@classmethod\n    def m(cls, a: int) -> int: pass", True),
+        ("@staticmethod\n    def m(a: int) -> int: pass", True),
+        ("@staticmethod\n    def m(a) -> int: pass", False),  # the first parameter is no self
+        ("def m(this, a: int) -> int: pass", False),  # only self/cls are exempt
+        ("def m(a: int, self) -> int: pass", False),  # only as the first parameter
+        ("def m(self, /, a: int) -> int: pass", True),
+        ("def m(*, self) -> int: pass", False),  # keyword-only self is not the first positional
+        ("def m(self) -> None: pass", True),
+        ("def m(self): pass", False),
+    ],
+)
 def test_annotated_methods(body, expected):
     src = f"class C:\n    {body}\n"
     assert (valid(src, "annotated") == {"C.m"}) is expected
@@ -346,17 +414,20 @@ class C:
 '''
 
 
-@pytest.mark.parametrize("k, expected", [
-    (0, {"one", "two", "three", "six", "C.m"}),
-    (1, {"one", "two", "three", "six", "C.m"}),
-    (2, {"two", "three", "six", "C.m"}),
-    (3, {"three", "six", "C.m"}),  # decorators are not counted
-    (4, {"three", "six"}),
-    (5, {"six"}),
-    (6, {"six"}),  # blank lines inside the body count
-    (7, set()),
-    (10**8, set()),
-])
+@pytest.mark.parametrize(
+    "k, expected",
+    [
+        (0, {"one", "two", "three", "six", "C.m"}),
+        (1, {"one", "two", "three", "six", "C.m"}),
+        (2, {"two", "three", "six", "C.m"}),
+        (3, {"three", "six", "C.m"}),  # decorators are not counted
+        (4, {"three", "six"}),
+        (5, {"six"}),
+        (6, {"six"}),  # blank lines inside the body count
+        (7, set()),
+        (10**8, set()),
+    ],
+)
 def test_lines_from_def_line_to_last_body_line(k, expected):
     assert valid(LINES_SRC, f"lines>={k}") == expected
 
@@ -376,37 +447,65 @@ def test_conditional_definitions_any_satisfies():
         def f(x):
             yield x
     """
-    for spec in ("async", "yields", "annotated", "calls:g", "param:x", "not async",
-                 "async and not yields", "yields and not async"):
+    for spec in (
+        "async",
+        "yields",
+        "annotated",
+        "calls:g",
+        "param:x",
+        "not async",
+        "async and not yields",
+        "yields and not async",
+    ):
         assert valid(src, spec) == {"f"}, spec
     assert valid(src, "async and yields") == set()  # no single definition has both
 
 
 # ----- parsing: precedence, parentheses, canonical spelling --------------------------------------
 def fact(**kw) -> Facts:
-    base = dict(ident="a.py::f", qualname="f", name="f", docstring=False, has_assert=False,
-                returns_value=False, raises=False, decorated=False, params=())
+    base = dict(
+        ident="a.py::f",
+        qualname="f",
+        name="f",
+        docstring=False,
+        has_assert=False,
+        returns_value=False,
+        raises=False,
+        decorated=False,
+        params=(),
+    )
     return Facts(**{**base, **kw})
 
 
 # every boolean-valued fact, with the atom that reads it
-BOOL_ATOMS = {"docstring": "docstring", "assert": "has_assert", "returns": "returns_value",
-              "raises": "raises", "decorated": "decorated", "yields": "yields",
-              "async": "is_async", "method": "in_class", "annotated": "annotated"}
+BOOL_ATOMS = {
+    "docstring": "docstring",
+    "assert": "has_assert",
+    "returns": "returns_value",
+    "raises": "raises",
+    "decorated": "decorated",
+    "yields": "yields",
+    "async": "is_async",
+    "method": "in_class",
+    "annotated": "annotated",
+}
 
 
-@pytest.mark.parametrize("spec, truth", [
-    ("docstring or raises and returns", lambda d, r, t: d or (r and t)),
-    ("docstring and raises or returns", lambda d, r, t: (d and r) or t),
-    ("not docstring and raises", lambda d, r, t: (not d) and r),
-    ("not docstring or raises", lambda d, r, t: (not d) or r),
-    ("not (docstring or raises)", lambda d, r, t: not (d or r)),
-    ("(docstring or raises) and returns", lambda d, r, t: (d or r) and t),
-    ("docstring and not not raises", lambda d, r, t: d and r),
-    ("not docstring and not raises or returns", lambda d, r, t: (not d and not r) or t),
-    ("((docstring))and(raises)", lambda d, r, t: d and r),
-    ("docstring or raises or returns", lambda d, r, t: d or r or t),
-])
+@pytest.mark.parametrize(
+    "spec, truth",
+    [
+        ("docstring or raises and returns", lambda d, r, t: d or (r and t)),
+        ("docstring and raises or returns", lambda d, r, t: (d and r) or t),
+        ("not docstring and raises", lambda d, r, t: (not d) and r),
+        ("not docstring or raises", lambda d, r, t: (not d) or r),
+        ("not (docstring or raises)", lambda d, r, t: not (d or r)),
+        ("(docstring or raises) and returns", lambda d, r, t: (d or r) and t),
+        ("docstring and not not raises", lambda d, r, t: d and r),
+        ("not docstring and not raises or returns", lambda d, r, t: (not d and not r) or t),
+        ("((docstring))and(raises)", lambda d, r, t: d and r),
+        ("docstring or raises or returns", lambda d, r, t: d or r or t),
+    ],
+)
 def test_precedence_not_and_or(spec, truth):
     pred = parse_predicate(spec)
     for d in (False, True):
@@ -424,15 +523,18 @@ def test_predicate_keeps_its_spec_and_signature():
     assert {f.name for f in fields(Predicate)} >= {"spec", "test", "description"}
 
 
-@pytest.mark.parametrize("spec, canonical", [
-    ("docstring or raises and returns", "docstring or (raises and returns)"),
-    ("(docstring or raises) and returns", "(docstring or raises) and returns"),
-    ("a_or_b" and "fixture : app", "fixture:app"),
-    ("lines >= 007", "lines>=7"),
-    ("docstring and (raises and returns)", "docstring and raises and returns"),
-    ("not(not(docstring))", "not not docstring"),
-    ("decorator:X or calls:Y", "decorator:X or calls:Y"),
-])
+@pytest.mark.parametrize(
+    "spec, canonical",
+    [
+        ("docstring or raises and returns", "docstring or (raises and returns)"),
+        ("(docstring or raises) and returns", "(docstring or raises) and returns"),
+        ("a_or_b" and "fixture : app", "fixture:app"),
+        ("lines >= 007", "lines>=7"),
+        ("docstring and (raises and returns)", "docstring and raises and returns"),
+        ("not(not(docstring))", "not not docstring"),
+        ("decorator:X or calls:Y", "decorator:X or calls:Y"),
+    ],
+)
 def test_canonical_spelling(spec, canonical):
     assert parse_predicate(spec).canonical == canonical
 
@@ -441,10 +543,12 @@ def test_single_atom_descriptions_are_unchanged_for_the_pinned_instances():
     # these words are the objective the nine built-in instances show; changing them changes
     # every recorded observation
     assert parse_predicate("docstring").description == (
-        "has a docstring (its first statement is a string literal)")
+        "has a docstring (its first statement is a string literal)"
+    )
     assert parse_predicate("fixture:app").description == (
         "is a test function (name starts with `test`) that takes a parameter named `app` "
-        "(the `app` fixture)")
+        "(the `app` fixture)"
+    )
 
 
 def test_compound_descriptions_are_plain_words():
@@ -460,36 +564,39 @@ def test_compound_descriptions_are_plain_words():
 
 
 # ----- errors ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("spec, column, words", [
-    ("(docstring and raises", 22, "expected ')' to close the '(' at column 1"),
-    ("docstring and (raises or", 25, "expected a property"),
-    ("docstring raises", 11, "expected 'and', 'or' or the end"),
-    ("docstring)", 10, "unbalanced ')'"),
-    ("docstring AND raises", 11, "operators are lower case"),
-    ("", 1, "the predicate is empty"),
-    ("   ", 4, "the predicate is empty"),
-    ("and docstring", 1, "expected a property before 'and'"),
-    ("not", 4, "expected a property"),
-    ("docstring and or raises", 15, "expected a property before 'or'"),
-    ("nope", 1, "unknown property 'nope'"),
-    ("Docstring", 1, "did you mean 'docstring'?"),
-    ("docstring and raise", 15, "did you mean 'raises'?"),
-    ("fixture", 8, "'fixture' needs a name"),
-    ("fixture:", 9, "expected a Python name after 'fixture:'"),
-    ("fixture:1x", 9, "expected a Python name"),
-    ("param:class", 7, "Python keyword"),
-    ("decorator:pytest.fixture", 17, "takes one name"),
-    ("docstring:x", 10, "'docstring' takes no argument"),
-    ("lines", 6, "expected '>='"),
-    ("lines>5", 6, "expected '>='"),
-    ("lines<=5", 6, "expected '>='"),
-    ("lines>=", 8, "expected a whole number"),
-    ("lines>=-1", 8, "unexpected character '-'"),
-    ("lines>=x", 8, "expected a whole number"),
-    ("lines>=1234567890", 8, "too large"),
-    ("docstring & raises", 11, "unexpected character '&'"),
-    ("docstring\tand\nraises!", 21, "unexpected character '!'"),
-])
+@pytest.mark.parametrize(
+    "spec, column, words",
+    [
+        ("(docstring and raises", 22, "expected ')' to close the '(' at column 1"),
+        ("docstring and (raises or", 25, "expected a property"),
+        ("docstring raises", 11, "expected 'and', 'or' or the end"),
+        ("docstring)", 10, "unbalanced ')'"),
+        ("docstring AND raises", 11, "operators are lower case"),
+        ("", 1, "the predicate is empty"),
+        ("   ", 4, "the predicate is empty"),
+        ("and docstring", 1, "expected a property before 'and'"),
+        ("not", 4, "expected a property"),
+        ("docstring and or raises", 15, "expected a property before 'or'"),
+        ("nope", 1, "unknown property 'nope'"),
+        ("Docstring", 1, "did you mean 'docstring'?"),
+        ("docstring and raise", 15, "did you mean 'raises'?"),
+        ("fixture", 8, "'fixture' needs a name"),
+        ("fixture:", 9, "expected a Python name after 'fixture:'"),
+        ("fixture:1x", 9, "expected a Python name"),
+        ("param:class", 7, "Python keyword"),
+        ("decorator:pytest.fixture", 17, "takes one name"),
+        ("docstring:x", 10, "'docstring' takes no argument"),
+        ("lines", 6, "expected '>='"),
+        ("lines>5", 6, "expected '>='"),
+        ("lines<=5", 6, "expected '>='"),
+        ("lines>=", 8, "expected a whole number"),
+        ("lines>=-1", 8, "unexpected character '-'"),
+        ("lines>=x", 8, "expected a whole number"),
+        ("lines>=1234567890", 8, "too large"),
+        ("docstring & raises", 11, "unexpected character '&'"),
+        ("docstring\tand\nraises!", 21, "unexpected character '!'"),
+    ],
+)
 def test_errors_point_at_the_column(spec, column, words):
     with pytest.raises(PredicateError) as info:
         parse_predicate(spec)
@@ -506,18 +613,35 @@ def test_errors_point_at_the_column(spec, column, words):
 def test_unknown_atoms_list_every_known_atom():
     with pytest.raises(PredicateError) as info:
         parse_predicate("docstring or zzz")
-    for known in ("docstring", "assert", "returns", "raises", "decorated", "fixture:X",
-                  "yields", "async", "method", "test", "param:X", "decorator:X", "calls:X",
-                  "annotated", "lines>=K"):
+    for known in (
+        "docstring",
+        "assert",
+        "returns",
+        "raises",
+        "decorated",
+        "fixture:X",
+        "yields",
+        "async",
+        "method",
+        "test",
+        "param:X",
+        "decorator:X",
+        "calls:X",
+        "annotated",
+        "lines>=K",
+    ):
         assert known in str(info.value)
 
 
-@pytest.mark.parametrize("spec", [
-    "(" * 400 + "docstring" + ")" * 400,
-    "not " * 240 + "docstring",
-    "(not " * 150 + "docstring" + ")" * 150,
-    "(" * 900,
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "(" * 400 + "docstring" + ")" * 400,
+        "not " * 240 + "docstring",
+        "(not " * 150 + "docstring" + ")" * 150,
+        "(" * 900,
+    ],
+)
 def test_deep_nesting_is_refused_not_a_recursion_error(spec):
     with pytest.raises(PredicateError, match=f"deeper than {MAX_DEPTH}"):
         parse_predicate(spec)
@@ -538,8 +662,9 @@ def test_non_text_and_over_long_input(bad):
 NAMES = st.sampled_from(["x", "app", "self", "fixture", "X"])
 ATOM = st.one_of(
     st.sampled_from(list(BOOL_ATOMS) + ["test"]),
-    st.builds(lambda k, x: f"{k}:{x}", st.sampled_from(["fixture", "param", "decorator",
-                                                        "calls"]), NAMES),
+    st.builds(
+        lambda k, x: f"{k}:{x}", st.sampled_from(["fixture", "param", "decorator", "calls"]), NAMES
+    ),
     st.builds(lambda k: f"lines>={k}", st.integers(0, 12)),
 )
 
@@ -548,8 +673,9 @@ def _expr(children):
     return st.one_of(
         st.builds(lambda e: f"not {e}", children),
         st.builds(lambda e: f"({e})", children),
-        st.builds(lambda a, op, b: f"{a} {op} {b}", children, st.sampled_from(["and", "or"]),
-                  children),
+        st.builds(
+            lambda a, op, b: f"{a} {op} {b}", children, st.sampled_from(["and", "or"]), children
+        ),
     )
 
 
@@ -557,11 +683,22 @@ EXPR = st.recursive(ATOM, _expr, max_leaves=12)
 NAME_SETS = st.frozensets(NAMES, max_size=3)
 FACTS = st.builds(
     lambda b, name, params, star, decos, calls, lines: fact(
-        name=name, params=tuple(params), star_params=tuple(star), decorators=tuple(decos),
-        calls=calls, lines=lines, **{f: v for f, v in zip(BOOL_ATOMS.values(), b, strict=True)}),
+        name=name,
+        params=tuple(params),
+        star_params=tuple(star),
+        decorators=tuple(decos),
+        calls=calls,
+        lines=lines,
+        **{f: v for f, v in zip(BOOL_ATOMS.values(), b, strict=True)},
+    ),
     st.lists(st.booleans(), min_size=len(BOOL_ATOMS), max_size=len(BOOL_ATOMS)),
-    st.sampled_from(["f", "test_f", "testing", "Test"]), NAME_SETS, NAME_SETS, NAME_SETS,
-    NAME_SETS, st.integers(0, 15))
+    st.sampled_from(["f", "test_f", "testing", "Test"]),
+    NAME_SETS,
+    NAME_SETS,
+    NAME_SETS,
+    NAME_SETS,
+    st.integers(0, 15),
+)
 
 
 def _python_eval(spec: str, f: Facts) -> bool:
@@ -592,10 +729,12 @@ def test_double_negation(spec, f):
 @settings(max_examples=200, deadline=None)
 @given(EXPR, EXPR, FACTS)
 def test_de_morgan(a, b, f):
-    assert (parse_predicate(f"not (({a}) and ({b}))").test(f)
-            is parse_predicate(f"not ({a}) or not ({b})").test(f))
-    assert (parse_predicate(f"not (({a}) or ({b}))").test(f)
-            is parse_predicate(f"not ({a}) and not ({b})").test(f))
+    assert parse_predicate(f"not (({a}) and ({b}))").test(f) is parse_predicate(
+        f"not ({a}) or not ({b})"
+    ).test(f)
+    assert parse_predicate(f"not (({a}) or ({b}))").test(f) is parse_predicate(
+        f"not ({a}) and not ({b})"
+    ).test(f)
 
 
 @settings(max_examples=200, deadline=None)
@@ -608,13 +747,40 @@ def test_canonical_round_trip_and_description(spec, f):
     assert p.description and "::" not in p.description
 
 
-TOKENS = st.sampled_from(["docstring", "and", "or", "not", "(", ")", "fixture", ":", "app",
-                          "lines", ">=", "5", " ", "calls", ".", "x", "\t", ">", "-1", "é"])
+TOKENS = st.sampled_from(
+    [
+        "docstring",
+        "and",
+        "or",
+        "not",
+        "(",
+        ")",
+        "fixture",
+        ":",
+        "app",
+        "lines",
+        ">=",
+        "5",
+        " ",
+        "calls",
+        ".",
+        "x",
+        "\t",
+        ">",
+        "-1",
+        "é",
+    ]
+)
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.one_of(st.text(max_size=80), st.lists(TOKENS, max_size=25).map("".join),
-                 st.lists(TOKENS, max_size=25).map(" ".join)))
+@given(
+    st.one_of(
+        st.text(max_size=80),
+        st.lists(TOKENS, max_size=25).map("".join),
+        st.lists(TOKENS, max_size=25).map(" ".join),
+    )
+)
 def test_never_crashes_only_value_errors(text):
     try:
         p = parse_predicate(text)

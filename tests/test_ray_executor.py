@@ -28,17 +28,26 @@ from pushbench.runner.sweep import run_experiment  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-SMALL = {"schema_version": 1, "name": "ray-test",
-         "tasks": ["RepoScan-requests-docstring-N10", "RepoScan-flask-decorated-N10"],
-         "controllers": ["standard", "stateqgp"], "policies": ["diligent", "random"],
-         "seeds": [0, 1]}
+SMALL = {
+    "schema_version": 1,
+    "name": "ray-test",
+    "tasks": ["RepoScan-requests-docstring-N10", "RepoScan-flask-decorated-N10"],
+    "controllers": ["standard", "stateqgp"],
+    "policies": ["diligent", "random"],
+    "seeds": [0, 1],
+}
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     """One local Ray instance for the module (the executor joins it rather than starting one)."""
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 1024 ** 2,
-             log_to_driver=False, namespace="pushbench-tests")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=128 * 1024**2,
+        log_to_driver=False,
+        namespace="pushbench-tests",
+    )
     yield
     ray.shutdown()
 
@@ -178,8 +187,14 @@ def test_episode_exceptions_are_not_retried(local_ray, tmp_path):
     assert "agent blew up" in err["error"]
     # an exception inside the episode itself (the real path: run_spec in the worker) comes
     # back as an error result carrying the traceback, once
-    spec = EpisodeSpec(task_id="RepoScan-N10", instance="no-such-instance",
-                       controller="standard", policy="diligent", seed=0, key="bad-instance")
+    spec = EpisodeSpec(
+        task_id="RepoScan-N10",
+        instance="no-such-instance",
+        controller="standard",
+        policy="diligent",
+        seed=0,
+        key="bad-instance",
+    )
     with RayExecutor() as ex:
         (result,) = list(ex.run([spec]))
     assert result.spec == spec and result.line is None
@@ -227,11 +242,19 @@ def test_endpoint_cap_holds_across_ray_workers(local_ray, tmp_path):
 
     with CountingStub(latency=0.05) as server:
         params = {"model": "stub", "base_url": server.url, "api_key_env": None}
-        exp = validate({**SMALL, "tasks": ["RepoScan-N10"], "controllers": ["standard"],
-                        "policies": [{"name": "llm", "params": params}], "seeds": list(range(8)),
-                        "budget": 4, "executor": "ray",
-                        "executor_options": {"ray": {"task_cpus": 0.25}},
-                        "max_inflight_per_endpoint": {server.url: 2}})
+        exp = validate(
+            {
+                **SMALL,
+                "tasks": ["RepoScan-N10"],
+                "controllers": ["standard"],
+                "policies": [{"name": "llm", "params": params}],
+                "seeds": list(range(8)),
+                "budget": 4,
+                "executor": "ray",
+                "executor_options": {"ray": {"task_cpus": 0.25}},
+                "max_inflight_per_endpoint": {server.url: 2},
+            }
+        )
         ex = make_executor("ray", **exp.options_for_executor())
         with ex:
             summary = run_experiment(exp, tmp_path / "capped", executor=ex, progress=False)
@@ -253,8 +276,14 @@ def test_async_model_calls_inside_a_ray_task_share_the_cap(local_ray, tmp_path):
     """The limiter's async path (``amodel_call`` awaiting the actor) under Ray."""
     from pushbench import limits
 
-    exp = validate({**SMALL, "seeds": [0], "controllers": ["standard"],
-                    "max_inflight_per_endpoint": {"http://fake/v1": 2}})
+    exp = validate(
+        {
+            **SMALL,
+            "seeds": [0],
+            "controllers": ["standard"],
+            "max_inflight_per_endpoint": {"http://fake/v1": 2},
+        }
+    )
     peaks = tmp_path / "peaks"
     peaks.mkdir()
 
@@ -298,21 +327,35 @@ def test_cost_cap_admission_and_resume_on_ray(local_ray, tmp_path):
     from pushbench.runner.costcap import worst_cases
 
     with StubServer(fixed_usage={"prompt_tokens": 1000, "completion_tokens": 50}) as stub:
-        params = {"model": "stub", "base_url": stub.url, "api_key_env": None,
-                  "context_tokens": 2000, "max_tokens": 100, "timeout": 30,
-                  "prices": {"stub": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}}}
-        exp = validate({"name": "ray-cost", "tasks": ["RepoScan-N10"],
-                        "controllers": ["standard", "stateqgp"],
-                        "policies": [{"name": "llm", "params": params}], "seeds": [0, 1],
-                        "budget": 3})
+        params = {
+            "model": "stub",
+            "base_url": stub.url,
+            "api_key_env": None,
+            "context_tokens": 2000,
+            "max_tokens": 100,
+            "timeout": 30,
+            "prices": {"stub": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}},
+        }
+        exp = validate(
+            {
+                "name": "ray-cost",
+                "tasks": ["RepoScan-N10"],
+                "controllers": ["standard", "stateqgp"],
+                "policies": [{"name": "llm", "params": params}],
+                "seeds": [0, 1],
+                "budget": 3,
+            }
+        )
         run_experiment(exp, tmp_path / "uncapped", executor=InProcessExecutor(), progress=False)
         cap = 2.5 * max(worst_cases(expand(exp), allow_unpriced=False).values())
         with RayExecutor() as ex:
-            s = run_experiment(exp, tmp_path / "capped", executor=ex, progress=False,
-                               max_cost_usd=cap)
+            s = run_experiment(
+                exp, tmp_path / "capped", executor=ex, progress=False, max_cost_usd=cap
+            )
         assert 2 <= s["ran"] < 4 and s["spent_usd"] <= cap and s["stopped_by_cap"]
         with RayExecutor() as ex:
-            s2 = run_experiment(exp, tmp_path / "capped", executor=ex, progress=False,
-                                max_cost_usd=100.0)
+            s2 = run_experiment(
+                exp, tmp_path / "capped", executor=ex, progress=False, max_cost_usd=100.0
+            )
         assert s2["not_run"] == 0
         assert lines(tmp_path / "capped") == lines(tmp_path / "uncapped")

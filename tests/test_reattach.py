@@ -23,9 +23,14 @@ from test_mcp_server import _session, env_part, load, params, replay, server_arg
 from pushbench.blackbox import audit, signing
 from pushbench.blackbox import evaluate as blackbox
 
-CALLS = [("search", {"query": "auth", "page": 1}), ("status", {}),
-         ("search", {"query": "auth", "page": 2}), ("search", {"query": "session", "page": 1}),
-         ("status", {}), ("final", {"reported_count": 0, "message": "stop"})]
+CALLS = [
+    ("search", {"query": "auth", "page": 1}),
+    ("status", {}),
+    ("search", {"query": "auth", "page": 2}),
+    ("search", {"query": "session", "page": 1}),
+    ("status", {}),
+    ("final", {"reported_count": 0, "message": "stop"}),
+]
 
 
 async def _calls(run_dir, calls, *extra, kill_after=False) -> list[str]:
@@ -48,13 +53,12 @@ async def _calls(run_dir, calls, *extra, kill_after=False) -> list[str]:
 
 def test_kill_restart_continue_equals_an_uninterrupted_episode(tmp_path):
     run_dir, ws = tmp_path / "run", tmp_path / "agent" / "repo"
-    first = anyio.run(lambda: _calls(run_dir, CALLS[:3], "--workspace", str(ws),
-                                      kill_after=True))
+    first = anyio.run(lambda: _calls(run_dir, CALLS[:3], "--workspace", str(ws), kill_after=True))
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     (ws / "marker-by-agent.txt").write_text("the agent's own file")  # the copy is kept as is
     rest = anyio.run(_calls, run_dir, CALLS[3:], "--workspace", str(ws))
     rec, trace = load(run_dir)
-    assert env_part(rec) == env_part(replay(CALLS))          # as if never interrupted
+    assert env_part(rec) == env_part(replay(CALLS))  # as if never interrupted
     assert [t["observation"] for t in trace] == first + rest
     assert rec["terminated_by"] == "final" and rec["steps_used"] == len(CALLS)
     run = json.loads((run_dir / "run.json").read_text())
@@ -86,12 +90,19 @@ def test_connect_without_calls_then_the_agent_run(tmp_path):
 def test_other_configuration_refused_and_overwrite_discards(tmp_path):
     run_dir = tmp_path / "run"
     anyio.run(_calls, run_dir, CALLS[:2])
-    for extra, what in ((["--seed", "2"], "seed 0 there, 2 now"),
-                        (["--condition", "checklist"], "condition 'default' there"),
-                        (["--agent", "codex"], "agent None there"),
-                        (["--budget", "7"], "budget None there, 7 now")):
-        p = subprocess.run([sys.executable, *server_args(run_dir, *extra)],
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    for extra, what in (
+        (["--seed", "2"], "seed 0 there, 2 now"),
+        (["--condition", "checklist"], "condition 'default' there"),
+        (["--agent", "codex"], "agent None there"),
+        (["--budget", "7"], "budget None there, 7 now"),
+    ):
+        p = subprocess.run(
+            [sys.executable, *server_args(run_dir, *extra)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 2 and what in p.stderr, p.stderr
     before = json.loads((run_dir / "run.json").read_text())["run_id"]
     anyio.run(_calls, run_dir, CALLS[:1], "--seed", "2", "--overwrite")
@@ -111,8 +122,9 @@ def _rechain(run_dir, edit):
     for ln in lines:
         ln.pop("sig", None)
         ln["prev"] = head
-        data = signing.sign_line(key, json.dumps(ln, ensure_ascii=True,
-                                                 separators=(",", ":")).encode())
+        data = signing.sign_line(
+            key, json.dumps(ln, ensure_ascii=True, separators=(",", ":")).encode()
+        )
         head = audit.line_digest(data)
         out += data
     (run_dir / "trace.jsonl").write_bytes(out)
@@ -149,17 +161,17 @@ def test_workspace_recognised_refused_or_prepared_again(tmp_path):
         s.call(*CALLS[0])
     marker = json.loads((run_dir / "workspace.json").read_text())
     assert marker["path"] == str(ws) and marker["files"] > 10
-    with _session(run_dir, workspace=ws) as s:    # its own copy: kept
+    with _session(run_dir, workspace=ws) as s:  # its own copy: kept
         assert s.base.steps_used == 1
     other.mkdir()
     (other / "x.py").write_text("x = 1\n")
-    s = _session(run_dir, workspace=other)         # someone else's folder: refused
+    s = _session(run_dir, workspace=other)  # someone else's folder: refused
     with pytest.raises(SetupError, match="not the copy this run made"):
         s.open()
     s.close()
     import shutil
 
-    shutil.rmtree(ws)                               # gone: prepared again
+    shutil.rmtree(ws)  # gone: prepared again
     with _session(run_dir, workspace=ws) as s:
         assert s.base.steps_used == 1 and any(ws.rglob("*.py"))
 
@@ -170,7 +182,7 @@ def test_torn_last_trace_line_is_cut_and_the_run_continues(tmp_path):
         for name, args in CALLS[:2]:
             s.call(name, args)
     with open(run_dir / "trace.jsonl", "ab") as f:
-        f.write(b'{"index":3,"step":3,"ok":tr')     # killed mid-write of a third line
+        f.write(b'{"index":3,"step":3,"ok":tr')  # killed mid-write of a third line
     with _session(run_dir) as s:
         assert s.base.steps_used == 2
         for name, args in CALLS[2:]:

@@ -32,24 +32,35 @@ TINY = str(Path(__file__).parent / "data" / "swelite_tiny.yaml")
 
 
 def check(rec: dict, **kw) -> R.Checked:
-    return R.check_episode(rec, steps_from_record(rec), task_id=rec["task_id"],
-                           controller=rec["controller"]["name"], seed=rec["seed"], **kw)
+    return R.check_episode(
+        rec,
+        steps_from_record(rec),
+        task_id=rec["task_id"],
+        controller=rec["controller"]["name"],
+        seed=rec["seed"],
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("task, controller, policy", [
-    (REPOSCAN, "standard", "diligent"),
-    (REPOSCAN, "stateqgp", "simulated-weak"),
-    (REPOSCAN, "verifier_gated", "simulated-mid"),
-    ("RepoScan-N10", "stateqgp", "random"),
-    (DATAOPS, "standard", "diligent"),
-    (DATAOPS, "unitqgp", "random"),
-    ("DataOps-N3", "unitqgp_tracker_only", "exhaustive"),
-])
+@pytest.mark.parametrize(
+    "task, controller, policy",
+    [
+        (REPOSCAN, "standard", "diligent"),
+        (REPOSCAN, "stateqgp", "simulated-weak"),
+        (REPOSCAN, "verifier_gated", "simulated-mid"),
+        ("RepoScan-N10", "stateqgp", "random"),
+        (DATAOPS, "standard", "diligent"),
+        (DATAOPS, "unitqgp", "random"),
+        ("DataOps-N3", "unitqgp_tracker_only", "exhaustive"),
+    ],
+)
 def test_in_process_records_replay_to_themselves(task, controller, policy):
     rec = run_episode(task, controller, policy, seed=1)
     checked = check(rec)
-    assert checked.reasons == [] and checked.unverifiable == [], (checked.reasons,
-                                                                  checked.unverifiable)
+    assert checked.reasons == [] and checked.unverifiable == [], (
+        checked.reasons,
+        checked.unverifiable,
+    )
     assert checked.replay.record["calls"] == rec["calls"]
     adopted = R.adopt(rec, checked)
     assert adopted["metrics"] == rec["metrics"] and "claimed" not in adopted
@@ -62,8 +73,11 @@ def test_a_swelite_record_replays_by_rerunning_the_tests(monkeypatch):
     checked = check(rec)
     assert checked.reasons == [] and checked.unverifiable == []
     forged = copy.deepcopy(rec)
-    sub = next(c for c in forged["calls"] if c.get("tool") == "submit"
-               and c["verdicts"][0][1] == "accepted")
+    sub = next(
+        c
+        for c in forged["calls"]
+        if c.get("tool") == "submit" and c["verdicts"][0][1] == "accepted"
+    )
     sub["check"]["passed"] = False
     assert any("check" in r for r in check(forged).reasons)
 
@@ -74,8 +88,13 @@ def reposcan_record() -> dict:
 
 
 def test_relabelled_configuration_is_named(reposcan_record):
-    for field, value in (("target", 3), ("budget", 1000), ("family", "dataops"),
-                         ("family", ["reposcan"]), ("instance", "requests-auth")):
+    for field, value in (
+        ("target", 3),
+        ("budget", 1000),
+        ("family", "dataops"),
+        ("family", ["reposcan"]),
+        ("instance", "requests-auth"),
+    ):
         rec = copy.deepcopy(reposcan_record)
         rec[field] = value
         reasons = check(rec).reasons
@@ -124,8 +143,12 @@ def test_clipped_arguments_make_a_record_unverifiable_not_tampered():
 
 
 def test_refused_calls_replay_as_stand_ins():
-    steps = [Step({"tool": "search", "query": "auth"}), Step(STAND_IN, stand_in=True),
-             Step({"tool": "nope"}), Step({"tool": "final", "reported_count": 0})]
+    steps = [
+        Step({"tool": "search", "query": "auth"}),
+        Step(STAND_IN, stand_in=True),
+        Step({"tool": "nope"}),
+        Step({"tool": "final", "reported_count": 0}),
+    ]
     rep = R.replay(REPOSCAN, "standard", 0, steps)
     calls = rep.record["calls"]
     assert [c["ok"] for c in calls] == [True, False, False, True]
@@ -150,8 +173,9 @@ def test_recorded_edits_round_trip_and_are_checked(tmp_path):
         assert decode_edit(junk)[0] is None
 
 
-@pytest.mark.parametrize("path", ["../out.txt", "/etc/passwd", "a/../../out.txt", "~x", "",
-                                  "link/inside.txt", "a\\b"])
+@pytest.mark.parametrize(
+    "path", ["../out.txt", "/etc/passwd", "a/../../out.txt", "~x", "", "link/inside.txt", "a\\b"]
+)
 def test_edits_never_land_outside_the_workspace(tmp_path, path):
     root = tmp_path / "ws"
     root.mkdir()
@@ -164,13 +188,22 @@ def test_edits_never_land_outside_the_workspace(tmp_path, path):
 
 
 def test_edits_apply_to_the_fresh_workspace():
-    env_files = R.replay(DATAOPS, "standard", 0, [Step({"tool": "read_file", "path": "u01/new.txt"},
-                                                       (Edit("u01/new.txt", "created",
-                                                             data=b"hello\n"),))])
+    env_files = R.replay(
+        DATAOPS,
+        "standard",
+        0,
+        [
+            Step(
+                {"tool": "read_file", "path": "u01/new.txt"},
+                (Edit("u01/new.txt", "created", data=b"hello\n"),),
+            )
+        ],
+    )
     obs = env_files.observations[0]
     assert '"ok":true' in obs and "hello" in obs
-    none = R.replay(REPOSCAN, "standard", 0, [Step({"tool": "status"},
-                                                   (Edit("x", "created", data=b"1"),))])
+    none = R.replay(
+        REPOSCAN, "standard", 0, [Step({"tool": "status"}, (Edit("x", "created", data=b"1"),))]
+    )
     assert any("without a workspace" in p for p in none.problems)
 
 
@@ -198,8 +231,10 @@ def _numbers(obj, prefix=()):
             yield from _numbers(v, prefix + (i,))
 
 
-@pytest.mark.parametrize("task, controller, policy", [(REPOSCAN, "stateqgp", "simulated-weak"),
-                                                      (DATAOPS, "unitqgp", "diligent")])
+@pytest.mark.parametrize(
+    "task, controller, policy",
+    [(REPOSCAN, "stateqgp", "simulated-weak"), (DATAOPS, "unitqgp", "diligent")],
+)
 def test_every_edit_of_a_number_in_a_record_is_flagged(task, controller, policy):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
@@ -211,8 +246,13 @@ def test_every_edit_of_a_number_in_a_record_is_flagged(task, controller, policy)
     paths = [p for p in _numbers(rec) if p[0] not in LABELS]
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(path=st.sampled_from(paths), new=st.integers(-3, 10**6) | st.floats(
-        allow_nan=False, allow_infinity=False) | st.text(max_size=6) | st.none())
+    @given(
+        path=st.sampled_from(paths),
+        new=st.integers(-3, 10**6)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=6)
+        | st.none(),
+    )
     def edit(path, new):
         forged = copy.deepcopy(rec)
         holder = forged
@@ -224,8 +264,11 @@ def test_every_edit_of_a_number_in_a_record_is_flagged(task, controller, policy)
         checked = check(forged)  # never raises
         # replay proves the numbers follow from the calls; an edit of a call that changes no
         # number (a read offset) stays in the calls, which only a signature binds
-        assert checked.reasons or checked.unverifiable or \
-            episode_line(R.adopt(forged, checked)) == honest, (path, new)
+        assert (
+            checked.reasons
+            or checked.unverifiable
+            or episode_line(R.adopt(forged, checked)) == honest
+        ), (path, new)
 
     edit()
 

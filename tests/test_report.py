@@ -14,10 +14,29 @@ from pushbench.analysis import report
 from pushbench.analysis.plots import make_plots
 
 
-def line(controller="standard", policy="simulated-mid", instance="i1", target=10, seed=0, *,
-         family="reposcan", valid=None, success=None, dup=0.0, vps=None, terminated_by="final",
-         reported=None, budget=40, steps=20, interventions=None, recoveries=0, usage=None,
-         components=None, simulated=None, progress=None) -> dict:
+def line(
+    controller="standard",
+    policy="simulated-mid",
+    instance="i1",
+    target=10,
+    seed=0,
+    *,
+    family="reposcan",
+    valid=None,
+    success=None,
+    dup=0.0,
+    vps=None,
+    terminated_by="final",
+    reported=None,
+    budget=40,
+    steps=20,
+    interventions=None,
+    recoveries=0,
+    usage=None,
+    components=None,
+    simulated=None,
+    progress=None,
+) -> dict:
     """One runner-format episode line (no calls, no controller steps)."""
     valid = target if valid is None else valid
     success = valid >= target if success is None else success
@@ -26,25 +45,44 @@ def line(controller="standard", policy="simulated-mid", instance="i1", target=10
     over = reported - valid if fin and reported is not None else None
     inter = interventions or {}
     sim = policy.startswith("simulated") if simulated is None else simulated
-    progress = progress if progress is not None else \
-        [min(valid, (valid * (s + 1)) // steps) for s in range(steps)]
+    progress = (
+        progress
+        if progress is not None
+        else [min(valid, (valid * (s + 1)) // steps) for s in range(steps)]
+    )
     ep = {
         "key": f"{family}|{instance}|{target}|{controller}|{policy}|{seed}",
-        "schema_version": 1, "family": family, "task_id": f"RS-{instance}-N{target}",
-        "instance": instance, "target": target, "budget": budget, "seed": seed,
-        "steps_used": steps, "terminated_by": terminated_by, "valid_count": valid,
-        "success": success, "reported_count": reported if fin else None, "final_message": "",
+        "schema_version": 1,
+        "family": family,
+        "task_id": f"RS-{instance}-N{target}",
+        "instance": instance,
+        "target": target,
+        "budget": budget,
+        "seed": seed,
+        "steps_used": steps,
+        "terminated_by": terminated_by,
+        "valid_count": valid,
+        "success": success,
+        "reported_count": reported if fin else None,
+        "final_message": "",
         "progress": progress,
         "metrics": {
-            "valid_count": valid, "success": success, "steps_used": steps,
-            "submissions": 0 if dup is None else 10, "duplicate_submit_rate": dup,
+            "valid_count": valid,
+            "success": success,
+            "steps_used": steps,
+            "submissions": 0 if dup is None else 10,
+            "duplicate_submit_rate": dup,
             "valid_per_step": valid / steps if vps is None else vps,
             "false_completion": fin and not success,
-            "premature_stop": terminated_by in ("final", "ask_user") and not success
+            "premature_stop": terminated_by in ("final", "ask_user")
+            and not success
             and steps < budget,
             "budget_exhausted": terminated_by == "budget" and not success,
-            "reported_count_error": None if over is None else abs(over), "over_claim": over,
-            "invalid_actions": 0, "verifier_recoveries": recoveries, "interventions": inter,
+            "reported_count_error": None if over is None else abs(over),
+            "over_claim": over,
+            "invalid_actions": 0,
+            "verifier_recoveries": recoveries,
+            "interventions": inter,
             "blocked_completions": inter.get("completion_gate", 0),
         },
         "controller": {"name": controller, "components": components or []},
@@ -59,11 +97,19 @@ def line(controller="standard", policy="simulated-mid", instance="i1", target=10
 def synthetic_run(n_instances=4, seeds=(0, 1, 2), targets=(10, 25)) -> list[dict]:
     """standard < verifier_gated < stateqgp, with instance-level variation; fixed rng."""
     rng = np.random.default_rng(123)
-    skill = {"standard": 0.3, "verifier_gated": 0.55, "stateqgp": 0.9,
-             "stateqgp_dedupe_only": 0.7}
-    comps = {"standard": [], "verifier_gated": ["completion_gate"],
-             "stateqgp": ["progress_state", "dedupe", "page_memory", "buffered_submit",
-                          "completion_gate"], "stateqgp_dedupe_only": ["dedupe"]}
+    skill = {"standard": 0.3, "verifier_gated": 0.55, "stateqgp": 0.9, "stateqgp_dedupe_only": 0.7}
+    comps = {
+        "standard": [],
+        "verifier_gated": ["completion_gate"],
+        "stateqgp": [
+            "progress_state",
+            "dedupe",
+            "page_memory",
+            "buffered_submit",
+            "completion_gate",
+        ],
+        "stateqgp_dedupe_only": ["dedupe"],
+    }
     out = []
     for target in targets:
         for i in range(n_instances):
@@ -72,11 +118,20 @@ def synthetic_run(n_instances=4, seeds=(0, 1, 2), targets=(10, 25)) -> list[dict
                     ok = rng.random() < p - 0.1 * i
                     valid = target if ok else int(target * rng.uniform(0.2, 0.9))
                     dup = 0.0 if ctrl.startswith("stateqgp") else float(rng.uniform(0, 0.4))
-                    out.append(line(ctrl, instance=f"inst{i}", target=target, seed=seed,
-                                    valid=valid, dup=dup, components=comps[ctrl],
-                                    budget=20 + 2 * target, steps=15 + target,
-                                    terminated_by="final" if ok or rng.random() < 0.5
-                                    else "budget"))
+                    out.append(
+                        line(
+                            ctrl,
+                            instance=f"inst{i}",
+                            target=target,
+                            seed=seed,
+                            valid=valid,
+                            dup=dup,
+                            components=comps[ctrl],
+                            budget=20 + 2 * target,
+                            steps=15 + target,
+                            terminated_by="final" if ok or rng.random() < 0.5 else "budget",
+                        )
+                    )
     return out
 
 
@@ -87,7 +142,7 @@ def write_jsonl(path, eps, tail: str = "") -> None:
 # ----- loading ----------------------------------------------------------------------------
 def test_load_directory_and_file_dedupes_by_key(tmp_path):
     eps = [line(seed=s) for s in range(3)]
-    write_jsonl(tmp_path / "episodes.jsonl", eps + [eps[1]])   # a duplicate line
+    write_jsonl(tmp_path / "episodes.jsonl", eps + [eps[1]])  # a duplicate line
     got = report.load_episodes(tmp_path)
     assert [e["seed"] for e in got] == [0, 1, 2]
     assert report.load_episodes(tmp_path / "episodes.jsonl") == got
@@ -109,11 +164,16 @@ def test_missing_file_raises(tmp_path):
 
 # ----- frame and summary ------------------------------------------------------------------
 def test_episodes_frame_flattens_lines():
-    eps = [line("stateqgp", interventions={"dedupe": 3, "completion_gate": 2},
-                usage={"prompt_tokens": 100, "completion_tokens": 7, "cost_usd": 0.5}),
-           line("standard", dup=None, terminated_by="budget", valid=4, steps=40)]
+    eps = [
+        line(
+            "stateqgp",
+            interventions={"dedupe": 3, "completion_gate": 2},
+            usage={"prompt_tokens": 100, "completion_tokens": 7, "cost_usd": 0.5},
+        ),
+        line("standard", dup=None, terminated_by="budget", valid=4, steps=40),
+    ]
     df = report.episodes_frame(eps)
-    assert list(df["controller"]) == ["standard", "stateqgp"]    # baseline-first order
+    assert list(df["controller"]) == ["standard", "stateqgp"]  # baseline-first order
     std, sq = df.iloc[0], df.iloc[1]
     assert sq["interventions_total"] == 5 and sq["blocked_completions"] == 2
     assert sq["prompt_tokens"] == 100 and sq["cost_usd"] == 0.5
@@ -121,11 +181,31 @@ def test_episodes_frame_flattens_lines():
     assert math.isnan(std["duplicate_submit_rate"]) and math.isnan(std["over_claim"])
     assert bool(std["budget_exhausted"]) and not bool(std["success"])
     assert bool(sq["simulated"])
-    for col in ("controller", "policy", "simulated", "family", "task_id", "instance", "target",
-                "seed", "success", "valid_count", "duplicate_submit_rate", "valid_per_step",
-                "false_completion", "premature_stop", "budget_exhausted",
-                "reported_count_error", "over_claim", "invalid_actions", "verifier_recoveries",
-                "blocked_completions", "interventions_total", "steps_used", "budget"):
+    for col in (
+        "controller",
+        "policy",
+        "simulated",
+        "family",
+        "task_id",
+        "instance",
+        "target",
+        "seed",
+        "success",
+        "valid_count",
+        "duplicate_submit_rate",
+        "valid_per_step",
+        "false_completion",
+        "premature_stop",
+        "budget_exhausted",
+        "reported_count_error",
+        "over_claim",
+        "invalid_actions",
+        "verifier_recoveries",
+        "blocked_completions",
+        "interventions_total",
+        "steps_used",
+        "budget",
+    ):
         assert col in df.columns
     assert "prompt_tokens" not in report.episodes_frame(eps[1:]).columns
 
@@ -133,18 +213,36 @@ def test_episodes_frame_flattens_lines():
 def test_summary_numbers_match_hand_computation():
     eps = [
         # standard, N=10: 4 episodes
-        line("standard", instance="a", seed=0, valid=10, dup=0.5, steps=20),          # success
-        line("standard", instance="a", seed=1, valid=6, dup=0.25, steps=20,
-             reported=10),                                                          # false compl.
-        line("standard", instance="b", seed=0, valid=3, dup=None, steps=40,
-             terminated_by="budget"),                                               # exhausted
-        line("standard", instance="b", seed=1, valid=5, dup=0.0, steps=10,
-             terminated_by="ask_user"),                                             # premature
+        line("standard", instance="a", seed=0, valid=10, dup=0.5, steps=20),  # success
+        line(
+            "standard", instance="a", seed=1, valid=6, dup=0.25, steps=20, reported=10
+        ),  # false compl.
+        line(
+            "standard", instance="b", seed=0, valid=3, dup=None, steps=40, terminated_by="budget"
+        ),  # exhausted
+        line(
+            "standard", instance="b", seed=1, valid=5, dup=0.0, steps=10, terminated_by="ask_user"
+        ),  # premature
         # stateqgp, N=10: 2 episodes
-        line("stateqgp", instance="a", seed=0, valid=12, dup=0.0, steps=24,
-             interventions={"dedupe": 4}),
-        line("stateqgp", instance="b", seed=0, valid=10, dup=0.0, steps=20, reported=8,
-             interventions={"dedupe": 1, "completion_gate": 1}),
+        line(
+            "stateqgp",
+            instance="a",
+            seed=0,
+            valid=12,
+            dup=0.0,
+            steps=24,
+            interventions={"dedupe": 4},
+        ),
+        line(
+            "stateqgp",
+            instance="b",
+            seed=0,
+            valid=10,
+            dup=0.0,
+            steps=20,
+            reported=8,
+            interventions={"dedupe": 1, "completion_gate": 1},
+        ),
     ]
     s = report.summary_table(report.episodes_frame(eps))
     assert list(s["controller"]) == ["standard", "stateqgp"]
@@ -155,9 +253,9 @@ def test_summary_numbers_match_hand_computation():
     assert std["duplicate_submit_rate"] == pytest.approx((0.5 + 0.25 + 0.0) / 3)  # 3 with subs
     assert std["valid_per_step"] == pytest.approx((10 / 20 + 6 / 20 + 3 / 40 + 5 / 10) / 4)
     assert std["false_completion_rate"] == 0.25
-    assert std["premature_stop_rate"] == 0.5          # the false completion and the ask_user
+    assert std["premature_stop_rate"] == 0.5  # the false completion and the ask_user
     assert std["budget_exhausted_rate"] == 0.25
-    assert std["mean_reported_count_error"] == pytest.approx((0 + 4) / 2)   # finals only
+    assert std["mean_reported_count_error"] == pytest.approx((0 + 4) / 2)  # finals only
     assert std["mean_over_claim"] == pytest.approx((0 + 4) / 2)
     assert std["mean_interventions"] == 0
     sq = s.iloc[1]
@@ -177,7 +275,7 @@ def test_always_vs_never_is_degenerate_with_no_interval():
             eps.append(line("stateqgp", instance=inst, seed=seed, valid=10, steps=20))
             eps.append(line("standard", instance=inst, seed=seed, valid=2, steps=20))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                 # no warning spam on degenerate data
+        warnings.simplefilter("error")  # no warning spam on degenerate data
         d = report.paired_deltas(report.episodes_frame(eps), seed=0, n_resamples=999)
     row = d[d["metric"] == "success"].iloc[0]
     assert (row["controller_a"], row["controller_b"]) == ("stateqgp", "standard")
@@ -193,6 +291,7 @@ def test_always_vs_never_is_degenerate_with_no_interval():
     vps = d[d["metric"] == "valid_per_step"].iloc[0]
     assert vps["delta"] == pytest.approx(0.4)
     from pushbench.analysis.format import delta_cell
+
     assert delta_cell(row, "success") == ("+100.0", "n/a (k<6)")
     # a bootstrap option gives no interval for the degenerate row and says why
     t = report.paired_deltas(report.episodes_frame(eps), metrics=["success"], method="t").iloc[0]
@@ -204,41 +303,43 @@ def test_always_vs_never_is_degenerate_with_no_interval():
 def test_paired_delta_matches_on_instance_and_seed_and_averages_within_instance():
     eps = [
         # instance a: deltas (seed0) 1-0 = 1, (seed1) 1-1 = 0 -> instance mean 0.5
-        line("verifier_gated", instance="a", seed=0, valid=10), line("standard", instance="a",
-                                                                     seed=0, valid=1),
-        line("verifier_gated", instance="a", seed=1, valid=10), line("standard", instance="a",
-                                                                     seed=1, valid=10),
+        line("verifier_gated", instance="a", seed=0, valid=10),
+        line("standard", instance="a", seed=0, valid=1),
+        line("verifier_gated", instance="a", seed=1, valid=10),
+        line("standard", instance="a", seed=1, valid=10),
         # instance b: one pair, delta 0 - 1 = -1
-        line("verifier_gated", instance="b", seed=0, valid=1), line("standard", instance="b",
-                                                                    seed=0, valid=10),
+        line("verifier_gated", instance="b", seed=0, valid=1),
+        line("standard", instance="b", seed=0, valid=10),
         # unmatched episodes (seed 7 only on one side, another target) are ignored
         line("verifier_gated", instance="b", seed=7, valid=10),
         line("standard", instance="a", seed=0, target=25, valid=1),
     ]
     d = report.paired_deltas(eps, metrics=["success"], seed=3, n_resamples=999)
-    assert not d["pooled"].any()          # one matched target only: no pooled row
+    assert not d["pooled"].any()  # one matched target only: no pooled row
     row = d[(d["target"] == 10)].iloc[0]
     assert (row["controller_a"], row["controller_b"]) == ("verifier_gated", "standard")
     assert row["n_pairs"] == 3 and row["n_clusters"] == 2
     assert row["delta"] == pytest.approx((0.5 + -1.0) / 2)
     # instance-weighted means of each side: delta == mean_a - mean_b exactly
     assert row["mean_a"] == pytest.approx((1 + 0) / 2) and row["mean_b"] == pytest.approx(
-        (0.5 + 1) / 2)
+        (0.5 + 1) / 2
+    )
     assert row["delta"] == pytest.approx(row["mean_a"] - row["mean_b"])
     # two clusters: no 95% interval from the test (n/a); the t interval is cut to the instances'
     # range, -1 .. 1 for rates
     assert math.isnan(row["ci_low"]) and row["ci_method"] == "n/a (k<6)"
     assert (row["n_better"], row["n_worse"], row["n_tied"]) == (1, 1, 0)
-    assert row["p_value"] == 1.0          # 2 instances of opposite sign: nothing to see
+    assert row["p_value"] == 1.0  # 2 instances of opposite sign: nothing to see
     t = report.paired_deltas(eps, metrics=["success"], method="t").iloc[0]
     assert (t["ci_low"], t["ci_high"]) == (-1.0, 1.0) and t["ci_method"].endswith("(clipped)")
-    assert len(d[d["target"] == 25]) == 0              # nothing to match there
+    assert len(d[d["target"] == 25]) == 0  # nothing to match there
 
 
 def test_single_instance_is_degenerate_and_undefined_metric_is_dropped():
-    eps = [line("stateqgp", instance="a", seed=s, valid=10, dup=0.0) for s in (0, 1)] + \
-          [line("standard", instance="a", seed=0, valid=5, dup=0.5),
-           line("standard", instance="a", seed=1, valid=10, dup=None)]
+    eps = [line("stateqgp", instance="a", seed=s, valid=10, dup=0.0) for s in (0, 1)] + [
+        line("standard", instance="a", seed=0, valid=5, dup=0.5),
+        line("standard", instance="a", seed=1, valid=10, dup=None),
+    ]
     d = report.paired_deltas(eps, seed=0, n_resamples=999).set_index("metric")
     assert d.loc["success", "delta"] == 0.5 and bool(d.loc["success", "degenerate"])
     assert math.isnan(d.loc["success", "ci_low"]) and d.loc["success", "n_clusters"] == 1
@@ -274,14 +375,18 @@ def test_ci_reproducible_with_seed_and_not_clamped_to_the_estimate():
     assert (d1["n_clusters"] == 4).all()
     # the interval is reported as computed: at least it holds the estimate on this data, and
     # nothing forces it to (no min/max with the estimate in the code path)
-    assert ((d4.loc[live, "ci_low"] <= d4.loc[live, "delta"])
-            & (d4.loc[live, "delta"] <= d4.loc[live, "ci_high"])).all()
+    assert (
+        (d4.loc[live, "ci_low"] <= d4.loc[live, "delta"])
+        & (d4.loc[live, "delta"] <= d4.loc[live, "ci_high"])
+    ).all()
     # a subset of the controllers gives the same rows for the pairs it keeps (p_holm aside:
     # the family of tests is smaller)
     sub = report.paired_deltas(df[df["controller"] != "verifier_gated"], seed=7, n_resamples=999)
     keep = d1[(d1["controller_a"] != "verifier_gated") & (d1["controller_b"] != "verifier_gated")]
-    pd.testing.assert_frame_equal(sub.drop(columns=["p_holm", "holm_rows"]),
-                                  keep.drop(columns=["p_holm", "holm_rows"]).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        sub.drop(columns=["p_holm", "holm_rows"]),
+        keep.drop(columns=["p_holm", "holm_rows"]).reset_index(drop=True),
+    )
     a, b = sub["p_holm"].to_numpy(), keep["p_holm"].to_numpy()
     assert (np.isnan(a) == np.isnan(b)).all() and (a[~np.isnan(a)] <= b[~np.isnan(b)] + 1e-12).all()
 
@@ -295,8 +400,16 @@ def test_write_report_is_byte_deterministic(tmp_path):
         ba, bb = ((tmp_path / d / name).read_bytes() for d in ("a", "b"))
         assert ba == bb and len(ba) > 100
     head = (tmp_path / "a" / "paired_deltas.csv").read_text().splitlines()[0].split(",")
-    for col in ("controller_a", "controller_b", "target", "metric", "delta", "ci_low",
-                "ci_high", "n_pairs"):
+    for col in (
+        "controller_a",
+        "controller_b",
+        "target",
+        "metric",
+        "delta",
+        "ci_low",
+        "ci_high",
+        "n_pairs",
+    ):
         assert col in head
     assert set(a) == {"episodes", "summary", "paired_deltas", "bill", "report_md"}
     md = [(tmp_path / d / "report.md").read_bytes() for d in ("a", "b")]
@@ -307,15 +420,18 @@ def test_write_report_is_byte_deterministic(tmp_path):
 def test_print_report_labels_simulated(tmp_path):
     from rich.console import Console
 
-    frames = report.write_report(synthetic_run(n_instances=2, seeds=(0,)), tmp_path,
-                                 n_resamples=199)
+    frames = report.write_report(
+        synthetic_run(n_instances=2, seeds=(0,)), tmp_path, n_resamples=199
+    )
     con = Console(record=True, width=200)
     report.print_report(frames, console=con)
     text = con.export_text()
     assert "SIMULATED agent" in text and " - standard" in text and "stateqgp" in text
     # a non-simulated policy gets no label
-    eps = [line("standard", policy="gpt-x", simulated=False),
-           line("stateqgp", policy="gpt-x", simulated=False)]
+    eps = [
+        line("standard", policy="gpt-x", simulated=False),
+        line("stateqgp", policy="gpt-x", simulated=False),
+    ]
     con = Console(record=True, width=200)
     report.print_report(report.write_report(eps, tmp_path / "llm", n_resamples=199), console=con)
     assert "SIMULATED" not in con.export_text()
@@ -323,12 +439,20 @@ def test_print_report_labels_simulated(tmp_path):
 
 def test_make_plots_writes_pngs(tmp_path):
     eps = synthetic_run(n_instances=3, seeds=(0, 1))
-    eps += [line(c, family="dataops", instance=f"d{i}", target=5, seed=0, recoveries=i + k,
-                 valid=5) for k, c in enumerate(("standard", "stateqgp")) for i in range(3)]
-    paths = make_plots(report.episodes_frame(eps), tmp_path / "plots")   # a DataFrame works
+    eps += [
+        line(c, family="dataops", instance=f"d{i}", target=5, seed=0, recoveries=i + k, valid=5)
+        for k, c in enumerate(("standard", "stateqgp"))
+        for i in range(3)
+    ]
+    paths = make_plots(report.episodes_frame(eps), tmp_path / "plots")  # a DataFrame works
     names = sorted(p.name for p in paths)
-    assert names == ["anytime_progress.png", "component_ablation.png", "duplicate_rate.png",
-                     "target_scaling.png", "verifier_recoveries.png"]
+    assert names == [
+        "anytime_progress.png",
+        "component_ablation.png",
+        "duplicate_rate.png",
+        "target_scaling.png",
+        "verifier_recoveries.png",
+    ]
     for p in paths:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -341,8 +465,11 @@ def test_cli_report_and_plot(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    write_jsonl(run / "episodes.jsonl", synthetic_run(n_instances=2, seeds=(0,), targets=(10,)),
-                tail='{"key": "cut')
+    write_jsonl(
+        run / "episodes.jsonl",
+        synthetic_run(n_instances=2, seeds=(0,), targets=(10,)),
+        tail='{"key": "cut',
+    )
     runner = CliRunner()
     res = runner.invoke(app, ["report", str(run), "--resamples", "199"])
     assert res.exit_code == 0, res.output
@@ -351,7 +478,7 @@ def test_cli_report_and_plot(tmp_path):
     res = runner.invoke(app, ["plot", str(run), "--out", str(tmp_path / "figs")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "figs" / "target_scaling.png").stat().st_size > 0
-    assert not (tmp_path / "figs" / "verifier_recoveries.png").exists()   # reposcan only
+    assert not (tmp_path / "figs" / "verifier_recoveries.png").exists()  # reposcan only
     empty = tmp_path / "empty"
     empty.mkdir()
     res = runner.invoke(app, ["report", str(empty)])

@@ -26,8 +26,18 @@ from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, ma
 
 INSTANCES = list(manifests()["reposcan"].instances)
 GYM_IDS = [i for i in gym.registry if i.startswith("PushBench/")]
-QGP_KEYS = {"valid_count", "target", "steps_used", "budget", "submitted", "duplicates",
-            "rejected", "malformed", "success", "terminated_by"}
+QGP_KEYS = {
+    "valid_count",
+    "target",
+    "steps_used",
+    "budget",
+    "submitted",
+    "duplicates",
+    "rejected",
+    "malformed",
+    "success",
+    "terminated_by",
+}
 HIT_KEYS = {"id", "kind", "signature", "location", "snippet"}
 TASK = "RepoScan-flask-decorated-N10"  # single-instance task used by most tests
 INSTANCE = "flask-decorated"
@@ -59,12 +69,18 @@ def invalid_ids(instance=INSTANCE) -> list[str]:
 
 def state(env) -> dict:
     u = env.unwrapped
-    return {"steps": u.steps_used, "ledger": len(u.ledger), "counts": dict(u.counts),
-            "valid": u._valid_count(), "terminated_by": u.terminated_by,
-            "progress": list(u.progress)}
+    return {
+        "steps": u.steps_used,
+        "ledger": len(u.ledger),
+        "counts": dict(u.counts),
+        "valid": u._valid_count(),
+        "terminated_by": u.terminated_by,
+        "progress": list(u.progress),
+    }
 
 
 # ----- registration and check_env -------------------------------------------------------------
+
 
 def test_every_task_is_registered():
     assert sorted(GYM_IDS) == sorted(gym_id(t) for t in pushbench.list_tasks())
@@ -75,7 +91,8 @@ def test_every_task_is_registered():
     assert {f"RepoScan-synth-N{n}" for n in (10, 25, 50, 100)} <= set(synth)
     assert not set(synth) & set(reposcan)
     assert {f"RepoScan-{i}-N{n}" for i in INSTANCES for n in (10, 25, 50, 100)} | {
-        f"RepoScan-N{n}" for n in (10, 25, 50, 100)} == set(reposcan)
+        f"RepoScan-N{n}" for n in (10, 25, 50, 100)
+    } == set(reposcan)
     assert len(pushbench.list_tasks("RepoScan-pytest-raises")) == 4
 
 
@@ -85,12 +102,20 @@ def test_unknown_task_suggests_close_matches():
     assert "RepoScan-pytest-raises-N50" in str(err.value)
 
 
-@pytest.mark.parametrize("gid", [
-    # other families' checks take seconds each: `slow` so `-m "not slow"` stays quick; on a cold
-    # cache the first SWE-lite one also builds the per-snapshot test venvs (minutes)
-    pytest.param(g, marks=() if g.startswith("PushBench/RepoScan-")
-                 else (pytest.mark.slow, pytest.mark.timeout(900)))
-    for g in GYM_IDS])
+@pytest.mark.parametrize(
+    "gid",
+    [
+        # other families' checks take seconds each: `slow` so `-m "not slow"` stays quick; on a cold
+        # cache the first SWE-lite one also builds the per-snapshot test venvs (minutes)
+        pytest.param(
+            g,
+            marks=()
+            if g.startswith("PushBench/RepoScan-")
+            else (pytest.mark.slow, pytest.mark.timeout(900)),
+        )
+        for g in GYM_IDS
+    ],
+)
 def test_check_env(gid):
     env = gym.make(gid)
     with warnings.catch_warnings(record=True) as caught:
@@ -102,6 +127,7 @@ def test_check_env(gid):
 
 
 # ----- manifests vs built snapshots -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("instance", INSTANCES)
 def test_manifest_matches_built_snapshot(instance):
@@ -121,6 +147,7 @@ def test_cached_index_equals_a_fresh_index_of_the_snapshot(snapshot, snapshot_ro
 
 # ----- reset observation and tool schemas -----------------------------------------------------
 
+
 def test_reset_observation_and_info():
     env, obs, info = fresh()
     assert obs["tool"] == "reset" and obs["ok"] is True
@@ -128,8 +155,9 @@ def test_reset_observation_and_info():
     assert res["target"] == 10 and res["budget"] == env.unwrapped.task.budget
     assert res["instance"] == INSTANCE and res["task_id"] == TASK
     assert "10" in res["objective"] and "decorator" in res["objective"]
-    assert "::" not in res["objective"].replace("<path relative to the repository root>::"
-                                                "<Qualified.name>", "")
+    assert "::" not in res["objective"].replace(
+        "<path relative to the repository root>::<Qualified.name>", ""
+    )
     assert set(info["qgp"]) == QGP_KEYS
     assert info["qgp"]["steps_used"] == 0 and info["qgp"]["terminated_by"] is None
 
@@ -137,8 +165,13 @@ def test_reset_observation_and_info():
 def test_tool_schemas_are_openai_function_definitions():
     _, obs, _ = fresh()
     tools = obs["result"]["tools"]
-    assert [t["function"]["name"] for t in tools] == ["search", "submit", "status", "final",
-                                                      "ask_user"]
+    assert [t["function"]["name"] for t in tools] == [
+        "search",
+        "submit",
+        "status",
+        "final",
+        "ask_user",
+    ]
     for t in tools:
         assert set(t) == {"type", "function"} and t["type"] == "function"
         fn = t["function"]
@@ -170,8 +203,10 @@ def test_tool_schemas_keep_long_bounds_out_of_grammars(task):
         for key, prop in props.items():
             bound = declared[key].get("maxLength")
             if bound is not None and bound > GRAMMAR_SAFE_MAX_LENGTH:
-                assert "maxLength" not in prop and f"at most {bound:,} characters" in \
-                    prop["description"], (name, key)
+                assert (
+                    "maxLength" not in prop
+                    and f"at most {bound:,} characters" in prop["description"]
+                ), (name, key)
             else:
                 assert prop.get("maxLength") == bound, (name, key)
 
@@ -188,19 +223,29 @@ def test_sampled_actions_match_the_tool_schemas():
 
 # ----- determinism ----------------------------------------------------------------------------
 
+
 def scripted(env, seed):
     """A fixed policy that reads only observations (ids from search results)."""
     obs, info = env.reset(seed=seed)
     traj = [(obs, None, info)]
-    plan = [{"tool": "search", "query": "app route"},
-            {"tool": "search", "query": "app route", "page": 2},
-            "submit-from-last", "submit-from-last", {"tool": "status"},
-            "not json", {"tool": "search", "query": "test", "page": 3}, "submit-from-last",
-            {"tool": "final", "reported_count": 3, "message": "done"}]
+    plan = [
+        {"tool": "search", "query": "app route"},
+        {"tool": "search", "query": "app route", "page": 2},
+        "submit-from-last",
+        "submit-from-last",
+        {"tool": "status"},
+        "not json",
+        {"tool": "search", "query": "test", "page": 3},
+        "submit-from-last",
+        {"tool": "final", "reported_count": 3, "message": "done"},
+    ]
     last_ids: list[str] = []
     for item in plan:
-        action = {"tool": "submit", "ids": last_ids[:4] or ["x.py::f"]} \
-            if item == "submit-from-last" else item
+        action = (
+            {"tool": "submit", "ids": last_ids[:4] or ["x.py::f"]}
+            if item == "submit-from-last"
+            else item
+        )
         o, r, term, trunc, info = env.step(action)
         d = json.loads(o)
         if d["tool"] == "search" and d["ok"]:
@@ -270,8 +315,13 @@ def test_trajectory_does_not_depend_on_the_process_hash_seed():
     digests = set()
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        proc = subprocess.run([sys.executable, "-c", _TRAJECTORY_SCRIPT], env=env,
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", _TRAJECTORY_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         digests.add(proc.stdout.strip())
     assert len(digests) == 1 and len(digests.pop()) == 64
 
@@ -302,6 +352,7 @@ def test_suite_picks_instance_from_seed_and_honours_option():
 
 # ----- verdicts, reward, counts ---------------------------------------------------------------
 
+
 def test_verdicts_reward_and_counts():
     env, _, _ = fresh()
     v, inv = valid_ids(), invalid_ids()
@@ -314,14 +365,26 @@ def test_verdicts_reward_and_counts():
     # duplicates: a previously accepted id, a previously rejected id, the same id twice in a call
     d, r, *_, info = run(env, {"tool": "submit", "ids": [v[0], inv[0], v[2], v[2], "zz.py::nope"]})
     assert [x["verdict"] for x in d["result"]["verdicts"]] == [
-        "duplicate", "duplicate", "accepted", "duplicate", "rejected"]
+        "duplicate",
+        "duplicate",
+        "accepted",
+        "duplicate",
+        "rejected",
+    ]
     assert r == 1.0
 
-    malformed = ["../flask/app.py::Flask.route", "/src/flask/app.py::Flask.route",
-                 "src\\flask\\app.py::Flask.route", "src/flask/app.py::Flask.route\x00",
-                 "src/flask/app.py::Flask.route\n", "src/flask\x85/app.py::Flask.route",
-                 "src/flask/app.py", "Flask.route",
-                 "src/flask/app.py::Flask..route", "src/flask/app.py::"]
+    malformed = [
+        "../flask/app.py::Flask.route",
+        "/src/flask/app.py::Flask.route",
+        "src\\flask\\app.py::Flask.route",
+        "src/flask/app.py::Flask.route\x00",
+        "src/flask/app.py::Flask.route\n",
+        "src/flask\x85/app.py::Flask.route",
+        "src/flask/app.py",
+        "Flask.route",
+        "src/flask/app.py::Flask..route",
+        "src/flask/app.py::",
+    ]
     d, r, *_, info = run(env, {"tool": "submit", "ids": malformed})
     assert [x["verdict"] for x in d["result"]["verdicts"]] == ["malformed"] * len(malformed)
     assert r == 0.0
@@ -333,9 +396,16 @@ def test_verdicts_reward_and_counts():
     assert q["submitted"] == 8 and q["duplicates"] == 3 and q["rejected"] == 2
     assert q["malformed"] == len(malformed) + 1 and q["steps_used"] == 4
     d, *_ = run(env, {"tool": "status"})
-    assert d["result"] == {"valid_count": 3, "target": 10, "steps_used": 5,
-                           "steps_left": env.unwrapped.task.budget - 5, "submitted": 8,
-                           "duplicates": 3, "rejected": 2, "malformed": len(malformed) + 1}
+    assert d["result"] == {
+        "valid_count": 3,
+        "target": 10,
+        "steps_used": 5,
+        "steps_left": env.unwrapped.task.budget - 5,
+        "submitted": 8,
+        "duplicates": 3,
+        "rejected": 2,
+        "malformed": len(malformed) + 1,
+    }
     rec = env.unwrapped.episode_record()
     assert rec["metrics"]["submissions"] == 8
     assert rec["metrics"]["duplicate_submit_rate"] == pytest.approx(3 / 8)
@@ -346,7 +416,7 @@ def test_reaching_the_target_and_final():
     v = valid_ids()
     total = 0.0
     for i in range(0, 10, 5):
-        _, r, term, trunc, info = run(env, {"tool": "submit", "ids": v[i:i + 5]})
+        _, r, term, trunc, info = run(env, {"tool": "submit", "ids": v[i : i + 5]})
         total += r
     assert total == 10.0 and info["qgp"]["success"] is True and not term and not trunc
     d, r, term, trunc, info = run(env, {"tool": "final", "reported_count": 10, "message": "ok"})
@@ -356,10 +426,13 @@ def test_reaching_the_target_and_final():
     assert m["success"] and not m["false_completion"] and m["reported_count_error"] == 0
 
 
-@pytest.mark.parametrize("ending", [
-    {"tool": "final", "reported_count": 50, "message": "all done"},
-    {"tool": "ask_user", "message": "Should I go on?"},
-])
+@pytest.mark.parametrize(
+    "ending",
+    [
+        {"tool": "final", "reported_count": 50, "message": "all done"},
+        {"tool": "ask_user", "message": "Should I go on?"},
+    ],
+)
 def test_early_end_is_terminated_and_later_calls_change_nothing(ending):
     env, _, _ = fresh()
     run(env, {"tool": "submit", "ids": valid_ids()[:1]})
@@ -415,8 +488,12 @@ BAD_INPUTS = [
     ("truncated-json", '{"tool": "status"', "bad_json", "JSON"),
     ("empty-string", "", "bad_json", "JSON"),
     ("deeply-nested-json", "[" * 50_000, "too_deep", "nested"),
-    ("deeply-nested-args", '{"tool":"status","x":' + "[" * 5000 + "]" * 5000 + "}",
-     "too_deep", "nested"),
+    (
+        "deeply-nested-args",
+        '{"tool":"status","x":' + "[" * 5000 + "]" * 5000 + "}",
+        "too_deep",
+        "nested",
+    ),
     ("json-array", '["status"]', "not_object", "object"),
     ("json-string", '"status"', "not_object", "object"),
     ("json-number", "42", "not_object", "object"),
@@ -426,16 +503,36 @@ BAD_INPUTS = [
     ("python-list", [{"tool": "status"}], "bad_json", "JSON"),
     ("dict-not-serialisable", {"tool": "status", "x": object()}, "bad_value", "JSON"),
     # the adversarial classes of issue 11: none of these may raise or skip the ledger
-    ("int-over-str-limit-text", '{"tool":"search","query":"x","page":' + "1" * 5000 + "}",
-     "number_too_large", "digits"),
-    ("int-over-str-limit-in-ids", '{"tool":"submit","ids":[' + "9" * 4400 + "]}",
-     "number_too_large", "digits"),
-    ("int-over-limit-dict", {"tool": "search", "query": "x", "page": 10 ** 5000},
-     "number_too_large", "digits"),
-    ("int-just-over-limit", '{"tool":"status","x":' + "1" * 1001 + "}", "number_too_large",
-     "digits"),
-    ("float-overflow-text", '{"tool":"search","query":"x","page":1e999}', "number_too_large",
-     "overflow"),
+    (
+        "int-over-str-limit-text",
+        '{"tool":"search","query":"x","page":' + "1" * 5000 + "}",
+        "number_too_large",
+        "digits",
+    ),
+    (
+        "int-over-str-limit-in-ids",
+        '{"tool":"submit","ids":[' + "9" * 4400 + "]}",
+        "number_too_large",
+        "digits",
+    ),
+    (
+        "int-over-limit-dict",
+        {"tool": "search", "query": "x", "page": 10**5000},
+        "number_too_large",
+        "digits",
+    ),
+    (
+        "int-just-over-limit",
+        '{"tool":"status","x":' + "1" * 1001 + "}",
+        "number_too_large",
+        "digits",
+    ),
+    (
+        "float-overflow-text",
+        '{"tool":"search","query":"x","page":1e999}',
+        "number_too_large",
+        "overflow",
+    ),
     ("nan-text", '{"tool":"search","query":"x","page":NaN}', "bad_json", "NaN"),
     ("infinity-text", '{"tool":"status","x":-Infinity}', "bad_json", "Infinity"),
     ("nan-dict", {"tool": "search", "query": "x", "page": float("nan")}, "bad_value", "nan"),
@@ -444,18 +541,46 @@ BAD_INPUTS = [
     ("bytes-in-dict", {"tool": "search", "query": b"x"}, "bad_value", "bytes"),
     ("non-str-key", {"tool": "status", 1: "x"}, "bad_value", "keys"),
     ("tuple-key", {"tool": "status", (1, 2): "x"}, "bad_value", "keys"),
-    ("cycle-dict", (lambda d: (d.__setitem__("self", d), d)[1])({"tool": "status"}),
-     "bad_value", "cycle"),
-    ("cycle-list", (lambda lst: (lst.append(lst), {"tool": "submit", "ids": lst})[1])([]),
-     "bad_value", "cycle"),
-    ("deep-dict", (lambda: (lambda f: f(f, 40))(
-        lambda f, n: {"tool": "status", "x": f(f, n - 1)} if n else 1))(), "too_deep", "nested"),
-    ("deep-list-text-32", '{"tool":"status","x":' + "[" * 31 + "]" * 31 + "}", "bad_arguments",
-     "x"),
-    ("deep-list-text-33", '{"tool":"status","x":' + "[" * 32 + "]" * 32 + "}", "too_deep",
-     "nested"),
-    ("bulk-ids-dict", {"tool": "submit", "ids": [f"src/a{i}.py::f" for i in range(40_000)]},
-     "too_large", "limit"),
+    (
+        "cycle-dict",
+        (lambda d: (d.__setitem__("self", d), d)[1])({"tool": "status"}),
+        "bad_value",
+        "cycle",
+    ),
+    (
+        "cycle-list",
+        (lambda lst: (lst.append(lst), {"tool": "submit", "ids": lst})[1])([]),
+        "bad_value",
+        "cycle",
+    ),
+    (
+        "deep-dict",
+        (
+            lambda: (lambda f: f(f, 40))(
+                lambda f, n: {"tool": "status", "x": f(f, n - 1)} if n else 1
+            )
+        )(),
+        "too_deep",
+        "nested",
+    ),
+    (
+        "deep-list-text-32",
+        '{"tool":"status","x":' + "[" * 31 + "]" * 31 + "}",
+        "bad_arguments",
+        "x",
+    ),
+    (
+        "deep-list-text-33",
+        '{"tool":"status","x":' + "[" * 32 + "]" * 32 + "}",
+        "too_deep",
+        "nested",
+    ),
+    (
+        "bulk-ids-dict",
+        {"tool": "submit", "ids": [f"src/a{i}.py::f" for i in range(40_000)]},
+        "too_large",
+        "limit",
+    ),
     ("bulk-nulls-dict", {"tool": "status", "x": [None] * 10_000_000}, "too_large", "limit"),
     ("python-set", {"tool"}, "bad_json", "JSON"),
     ("python-float", 1.5, "bad_json", "JSON"),
@@ -473,59 +598,112 @@ BAD_INPUTS = [
     ("page-zero", {"tool": "search", "query": "x", "page": 0}, "bad_arguments", "page"),
     ("page-negative", {"tool": "search", "query": "x", "page": -3}, "bad_arguments", "page"),
     ("page-huge", {"tool": "search", "query": "x", "page": 10**12}, "bad_arguments", "page"),
-    ("page-huge-text", '{"tool":"search","query":"x","page":1' + "0" * 400 + "}",
-     "bad_arguments", "page"),
+    (
+        "page-huge-text",
+        '{"tool":"search","query":"x","page":1' + "0" * 400 + "}",
+        "bad_arguments",
+        "page",
+    ),
     ("unexpected-argument", {"tool": "status", "verbose": True}, "bad_arguments", "verbose"),
     ("submit-missing-ids", {"tool": "submit"}, "bad_arguments", "ids"),
-    ("ids-not-list", {"tool": "submit", "ids": "src/flask/app.py::Flask.route"},
-     "bad_arguments", "ids"),
-    ("ids-with-int", {"tool": "submit", "ids": ["src/flask/app.py::Flask.route", 7]},
-     "bad_arguments", "ids"),
+    (
+        "ids-not-list",
+        {"tool": "submit", "ids": "src/flask/app.py::Flask.route"},
+        "bad_arguments",
+        "ids",
+    ),
+    (
+        "ids-with-int",
+        {"tool": "submit", "ids": ["src/flask/app.py::Flask.route", 7]},
+        "bad_arguments",
+        "ids",
+    ),
     ("ids-empty", {"tool": "submit", "ids": []}, "bad_arguments", "ids"),
-    ("ids-eleven", {"tool": "submit", "ids": [f"a{i}.py::f" for i in range(11)]},
-     "bad_arguments", "ids"),
-    ("final-missing-count", {"tool": "final", "message": "done"}, "bad_arguments",
-     "reported_count"),
-    ("final-count-str", {"tool": "final", "reported_count": "10"}, "bad_arguments",
-     "reported_count"),
-    ("final-count-negative", {"tool": "final", "reported_count": -1}, "bad_arguments",
-     "reported_count"),
+    (
+        "ids-eleven",
+        {"tool": "submit", "ids": [f"a{i}.py::f" for i in range(11)]},
+        "bad_arguments",
+        "ids",
+    ),
+    (
+        "final-missing-count",
+        {"tool": "final", "message": "done"},
+        "bad_arguments",
+        "reported_count",
+    ),
+    (
+        "final-count-str",
+        {"tool": "final", "reported_count": "10"},
+        "bad_arguments",
+        "reported_count",
+    ),
+    (
+        "final-count-negative",
+        {"tool": "final", "reported_count": -1},
+        "bad_arguments",
+        "reported_count",
+    ),
     ("ask-user-no-message", {"tool": "ask_user"}, "bad_arguments", "message"),
     ("too-large-str", '{"tool":"search","query":"' + "a" * _BIG + '"}', "too_large", "limit"),
-    ("too-large-str-multibyte", '{"tool":"search","query":"' + "\u20ac" * 30_000 + '"}',
-     "too_large", "limit"),
-    ("too-large-bytes", b'{"tool":"search","query":"' + b"a" * _BIG + b'"}', "too_large",
-     "limit"),
+    (
+        "too-large-str-multibyte",
+        '{"tool":"search","query":"' + "\u20ac" * 30_000 + '"}',
+        "too_large",
+        "limit",
+    ),
+    ("too-large-bytes", b'{"tool":"search","query":"' + b"a" * _BIG + b'"}', "too_large", "limit"),
     ("too-large-dict", {"tool": "submit", "ids": ["a" * _BIG]}, "too_large", "limit"),
-    ("too-large-dict-multibyte", {"tool": "search", "query": "\u20ac" * 30_000}, "too_large",
-     "limit"),
+    (
+        "too-large-dict-multibyte",
+        {"tool": "search", "query": "\u20ac" * 30_000},
+        "too_large",
+        "limit",
+    ),
     ("non-utf8-bytes", b'{"tool": "status", "x": "\xff\xfe"}', "bad_encoding", "UTF-8"),
     ("utf16-bytes", '{"tool": "status"}'.encode("utf-16"), "bad_encoding", "UTF-8"),
-    ("encoded-surrogate-bytes", b'{"tool":"search","query":"\xed\xa0\x80"}', "bad_encoding",
-     "UTF-8"),
+    (
+        "encoded-surrogate-bytes",
+        b'{"tool":"search","query":"\xed\xa0\x80"}',
+        "bad_encoding",
+        "UTF-8",
+    ),
     ("control-char-raw", '{"tool": "status"}\x01', "control_chars", "control"),
     ("control-char-nul-raw", '{"tool":"search","query":"a\x00b"}', "control_chars", "control"),
-    ("control-char-escaped-query", '{"tool":"search","query":"a\\u0007b"}', "control_chars",
-     "control"),
-    ("control-char-dict-query", {"tool": "search", "query": "a\x1bb"}, "control_chars",
-     "control"),
-    ("control-char-message", {"tool": "ask_user", "message": "hi\x00"}, "control_chars",
-     "control"),
-    ("lone-surrogate-escaped", '{"tool":"search","query":"\\ud800"}', "bad_encoding",
-     "surrogate"),
-    ("lone-surrogate-escaped-upper", '{"tool":"search","query":"ok \\uDFFF"}', "bad_encoding",
-     "surrogate"),
-    ("lone-surrogate-escaped-in-ids", '{"tool":"submit","ids":["a.py::f\\udbff"]}',
-     "bad_encoding", "surrogate"),
+    (
+        "control-char-escaped-query",
+        '{"tool":"search","query":"a\\u0007b"}',
+        "control_chars",
+        "control",
+    ),
+    ("control-char-dict-query", {"tool": "search", "query": "a\x1bb"}, "control_chars", "control"),
+    ("control-char-message", {"tool": "ask_user", "message": "hi\x00"}, "control_chars", "control"),
+    ("lone-surrogate-escaped", '{"tool":"search","query":"\\ud800"}', "bad_encoding", "surrogate"),
+    (
+        "lone-surrogate-escaped-upper",
+        '{"tool":"search","query":"ok \\uDFFF"}',
+        "bad_encoding",
+        "surrogate",
+    ),
+    (
+        "lone-surrogate-escaped-in-ids",
+        '{"tool":"submit","ids":["a.py::f\\udbff"]}',
+        "bad_encoding",
+        "surrogate",
+    ),
     ("lone-surrogate-str", '{"tool":"search","query":"\ud800x"}', "bad_encoding", "surrogate"),
     ("lone-surrogate-dict", {"tool": "search", "query": "\udfff"}, "bad_encoding", "surrogate"),
-    ("lone-surrogate-in-ids", {"tool": "submit", "ids": ["a\udc80.py::f"]}, "bad_encoding",
-     "surrogate"),
+    (
+        "lone-surrogate-in-ids",
+        {"tool": "submit", "ids": ["a\udc80.py::f"]},
+        "bad_encoding",
+        "surrogate",
+    ),
 ]
 
 
-@pytest.mark.parametrize("label, action, error_type, needle", BAD_INPUTS,
-                         ids=[b[0] for b in BAD_INPUTS])
+@pytest.mark.parametrize(
+    "label, action, error_type, needle", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS]
+)
 def test_bad_input_costs_one_step_and_changes_nothing_else(label, action, error_type, needle):
     env, _, _ = fresh()
     run(env, {"tool": "submit", "ids": valid_ids()[:1] + invalid_ids()[:1]})
@@ -549,18 +727,23 @@ def test_bad_input_costs_one_step_and_changes_nothing_else(label, action, error_
     assert d["result"]["submitted"] == 2
 
 
-@pytest.mark.parametrize("action", [
-    "x" * (MAX_ACTION_BYTES + 1),
-    '{"tool":"status","pad":"' + "x" * MAX_ACTION_BYTES + '"}',
-    b"[" * (MAX_ACTION_BYTES + 1),
-    "[" * (10 * MAX_ACTION_BYTES),
-], ids=["str", "valid-json-str", "bytes", "very-large-str"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "x" * (MAX_ACTION_BYTES + 1),
+        '{"tool":"status","pad":"' + "x" * MAX_ACTION_BYTES + '"}',
+        b"[" * (MAX_ACTION_BYTES + 1),
+        "[" * (10 * MAX_ACTION_BYTES),
+    ],
+    ids=["str", "valid-json-str", "bytes", "very-large-str"],
+)
 def test_oversized_actions_are_rejected_without_parsing(action, monkeypatch):
     def must_not_parse(*a, **k):
         raise AssertionError("an oversized action was parsed")
 
-    stub = types.SimpleNamespace(loads=must_not_parse, dumps=json.dumps,
-                                 JSONDecodeError=json.JSONDecodeError)
+    stub = types.SimpleNamespace(
+        loads=must_not_parse, dumps=json.dumps, JSONDecodeError=json.JSONDecodeError
+    )
     env, _, _ = fresh()
     monkeypatch.setattr(actions, "json", stub)
     d, *_ = run(env, action)
@@ -579,8 +762,12 @@ def test_action_size_limit_is_inclusive():
 def test_text_and_bytes_and_dict_actions_are_equivalent():
     call = {"tool": "search", "query": "route decorator", "page": 2}
     outs = []
-    for action in (call, json.dumps(call), json.dumps(call).encode(), bytearray(
-            json.dumps(call).encode())):
+    for action in (
+        call,
+        json.dumps(call),
+        json.dumps(call).encode(),
+        bytearray(json.dumps(call).encode()),
+    ):
         env, _, _ = fresh()
         outs.append(env.step(action))
     assert all(o == outs[0] for o in outs)
@@ -597,13 +784,21 @@ def test_newlines_and_unicode_in_queries_are_fine():
 
 # ----- search results and hidden information --------------------------------------------------
 
+
 def test_search_result_shape():
     env, _, _ = fresh("RepoScan-pytest-raises-N10")
     d, r, *_ = run(env, {"tool": "search", "query": "raise error"})
     res = d["result"]
     assert r == 0.0
-    assert set(res) == {"query", "ignored", "page", "page_size", "total_matches", "has_more",
-                        "results"}  # "raise" is a keyword: version 2 says it was ignored
+    assert set(res) == {
+        "query",
+        "ignored",
+        "page",
+        "page_size",
+        "total_matches",
+        "has_more",
+        "results",
+    }  # "raise" is a keyword: version 2 says it was ignored
     assert res["ignored"]["terms"] == ["raise"]
     assert len(res["results"]) == 10 and res["has_more"] is True
     for h in res["results"]:
@@ -655,8 +850,9 @@ def _keys_of(obj):
             yield from _keys_of(v)
 
 
-@pytest.mark.parametrize("instance", ["requests-docstring", "flask-fixture-client",
-                                      "pytest-fixture-pytester"])
+@pytest.mark.parametrize(
+    "instance", ["requests-docstring", "flask-fixture-client", "pytest-fixture-pytester"]
+)
 def test_hidden_valid_set_stays_hidden(instance):
     valid = _valid_set(instance)
     env = pushbench.make("RepoScan-N100")
@@ -664,8 +860,18 @@ def test_hidden_valid_set_stays_hidden(instance):
     observations = [json.loads(obs)]
     infos = [info]
     submitted: set[str] = set()
-    queries = ["test", "get", "", "fixture", "client", "pytester", "raise", "docstring",
-               "valid", "accepted"]
+    queries = [
+        "test",
+        "get",
+        "",
+        "fixture",
+        "client",
+        "pytester",
+        "raise",
+        "docstring",
+        "valid",
+        "accepted",
+    ]
     pool: list[str] = []
     for i, q in enumerate(queries * 3):
         d, _, _, _, info = run(env, {"tool": "search", "query": q, "page": 1 + i // len(queries)})
@@ -727,9 +933,14 @@ def _first_pages(instance, query, pages=3):
     return [h.ident for p in range(1, pages + 1) for h in index.page(query, p)[0]]
 
 
-@pytest.mark.parametrize("instance, query", [
-    pytest.param(inst, q, id=f"{inst}-{q or 'browse'}")
-    for inst, qs in NATURAL_QUERIES.items() for q in qs])
+@pytest.mark.parametrize(
+    "instance, query",
+    [
+        pytest.param(inst, q, id=f"{inst}-{q or 'browse'}")
+        for inst, qs in NATURAL_QUERIES.items()
+        for q in qs
+    ],
+)
 def test_natural_queries_mix_valid_and_invalid(instance, query):
     valid = _valid_set(instance)
     first = _first_pages(instance, query)
@@ -738,10 +949,17 @@ def test_natural_queries_mix_valid_and_invalid(instance, query):
     assert 0 < n_valid < len(first), (instance, query, n_valid)
 
 
-@pytest.mark.parametrize("instance, query, expect", [
-    ("requests-assert", "assert", "nothing"), ("requests-returns", "return", "names"),
-    ("pytest-raises", "raise", "names"), ("requests-returns", "return None", "mixed"),
-    ("requests-docstring", '"""', "browse"), ("flask-decorated", "@", "browse")])
+@pytest.mark.parametrize(
+    "instance, query, expect",
+    [
+        ("requests-assert", "assert", "nothing"),
+        ("requests-returns", "return", "names"),
+        ("pytest-raises", "raise", "names"),
+        ("requests-returns", "return None", "mixed"),
+        ("requests-docstring", '"""', "browse"),
+        ("flask-decorated", "@", "browse"),
+    ],
+)
 def test_property_keyword_is_not_a_filter(instance, query, expect):
     # Searching for the statement that makes a definition valid must not return only valid
     # ones. Keywords are stop words for code, so alone they match only identifiers that contain
@@ -764,11 +982,13 @@ def test_ranking_ignores_validity():
     a, _, _ = fresh("RepoScan-flask-fixture-app-N10")
     b, _, _ = fresh("RepoScan-flask-decorated-N10")
     for q in ("app", "test client", ""):
-        assert a.step({"tool": "search", "query": q})[0] == b.step(
-            {"tool": "search", "query": q})[0]
+        assert (
+            a.step({"tool": "search", "query": q})[0] == b.step({"tool": "search", "query": q})[0]
+        )
 
 
 # ----- render and episode record --------------------------------------------------------------
+
 
 def test_render_ansi():
     env, _, _ = fresh(render_mode="ansi")
@@ -785,9 +1005,14 @@ def test_render_ansi():
 def test_episode_record_is_json_and_agrees_with_info():
     env, _, _ = fresh(seed=4)
     v, inv = valid_ids(), invalid_ids()
-    for action in ({"tool": "search", "query": "route"}, {"tool": "submit", "ids": v[:3]},
-                   {"tool": "submit", "ids": [v[0], inv[0], "../x.py::f"]}, "oops",
-                   {"tool": "status"}, {"tool": "final", "reported_count": 5, "message": "m"}):
+    for action in (
+        {"tool": "search", "query": "route"},
+        {"tool": "submit", "ids": v[:3]},
+        {"tool": "submit", "ids": [v[0], inv[0], "../x.py::f"]},
+        "oops",
+        {"tool": "status"},
+        {"tool": "final", "reported_count": 5, "message": "m"},
+    ):
         _, _, _, _, info = env.step(action)
     rec = env.unwrapped.episode_record()
     back = json.loads(json.dumps(rec))
@@ -806,6 +1031,9 @@ def test_episode_record_is_json_and_agrees_with_info():
     assert rec["metrics"]["false_completion"] and rec["metrics"]["premature_stop"]
     assert rec["progress"] == [0, 3, 3, 3, 3, 3]
     assert [c["reward"] for c in rec["calls"]] == [0, 3, 0, 0, 0, 0]
-    assert rec["calls"][2]["verdicts"] == [[v[0], "duplicate"], [inv[0], "rejected"],
-                                           ["../x.py::f", "malformed"]]
+    assert rec["calls"][2]["verdicts"] == [
+        [v[0], "duplicate"],
+        [inv[0], "rejected"],
+        ["../x.py::f", "malformed"],
+    ]
     assert env.unwrapped.episode_record() == rec  # pure: same record, same numbers

@@ -80,8 +80,10 @@ def test_torn_last_line_is_dropped_and_cut_only_when_repairing(tmp_path, repair)
     assert lines == [A, B]
     (w,) = caught
     assert w.category is UserWarning
-    assert str(w.message) == (f"{path}: dropping a truncated last line ({len(torn)} bytes), "
-                              "probably from an interrupted run; that episode will run again")
+    assert str(w.message) == (
+        f"{path}: dropping a truncated last line ({len(torn)} bytes), "
+        "probably from an interrupted run; that episode will run again"
+    )
     assert _names_the_caller(w)  # not the writer module, not a frame further out
     assert path.read_bytes() == (whole if repair else whole + torn)
     if repair:  # repaired once: reading again is clean, and appending starts a fresh line
@@ -104,8 +106,9 @@ def test_a_torn_only_line_leaves_nothing(tmp_path):
     assert path.read_bytes() == b""
 
 
-@pytest.mark.parametrize("bad", [b'{"key": "x", ', b"not json", b"\xff\xfe{}", b"[1, 2]",
-                                 b'"a string"', b"42", b"null"])
+@pytest.mark.parametrize(
+    "bad", [b'{"key": "x", ', b"not json", b"\xff\xfe{}", b"[1, 2]", b'"a string"', b"42", b"null"]
+)
 def test_an_unreadable_middle_line_costs_only_that_line(tmp_path, bad):
     path = tmp_path / "e.jsonl"
     path.write_bytes(_jsonl(A) + b"\n" + bad + b"\n" + _jsonl(B, C))
@@ -127,9 +130,14 @@ def test_each_bad_line_is_named_once(tmp_path):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8),
-                                max_size=3), max_size=6),
-       st.lists(st.binary(max_size=12), max_size=3), st.data())
+@given(
+    st.lists(
+        st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=8), max_size=3),
+        max_size=6,
+    ),
+    st.lists(st.binary(max_size=12), max_size=3),
+    st.data(),
+)
 def test_any_damage_loses_only_the_damaged_lines(tmp_path_factory, objs, junk, data):
     """Good lines survive whatever junk lines are interleaved and however the tail is torn."""
     good = [json.dumps(o).encode() for o in objs]
@@ -153,9 +161,16 @@ def _parses_as_object(raw: bytes) -> bool:
 
 
 def test_resume_reruns_only_the_episode_on_a_corrupt_middle_line(tmp_path):
-    exp = validate({"schema_version": 1, "name": "records", "controllers": ["standard"],
-                    "tasks": ["RepoScan-requests-docstring-N10"], "policies": ["diligent"],
-                    "seeds": [0, 1, 2]})
+    exp = validate(
+        {
+            "schema_version": 1,
+            "name": "records",
+            "controllers": ["standard"],
+            "tasks": ["RepoScan-requests-docstring-N10"],
+            "policies": ["diligent"],
+            "seeds": [0, 1, 2],
+        }
+    )
     run_experiment(exp, tmp_path, executor=InProcessExecutor(), progress=False)
     path = tmp_path / "episodes.jsonl"
     first, middle, last = path.read_bytes().splitlines(keepends=True)
@@ -165,8 +180,11 @@ def test_resume_reruns_only_the_episode_on_a_corrupt_middle_line(tmp_path):
         s = run_experiment(exp, tmp_path, executor=InProcessExecutor(), progress=False)
     assert (s["skipped"], s["ran"], s["errors"]) == (2, 1, 0)
     lines, _ = _read(path)
-    assert [x["key"] for x in lines] == [json.loads(first)["key"], json.loads(last)["key"],
-                                         lost["key"]]
+    assert [x["key"] for x in lines] == [
+        json.loads(first)["key"],
+        json.loads(last)["key"],
+        lost["key"],
+    ]
     assert lines[-1] == lost  # the same episode again, byte for byte the same record
 
 
@@ -182,7 +200,7 @@ def test_lines_and_traces_carry_the_family_version_without_changing_the_record()
     line = records.episode_line(rec)
     trace = json.loads(gzip.decompress(records.encode_trace(rec)))
     assert line["family_version"] == trace["family_version"] == tasks.family_version("reposcan")
-    assert "family_version" not in rec                       # the caller's record is untouched
+    assert "family_version" not in rec  # the caller's record is untouched
     assert {k: v for k, v in trace.items() if k != "family_version"} == json.loads(json.dumps(rec))
     # a record that names its version keeps it (a re-written or black-box record)
     old = {**rec, "family_version": 7}
@@ -193,8 +211,16 @@ def test_lines_and_traces_carry_the_family_version_without_changing_the_record()
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
-                 st.text(max_size=4), st.lists(st.integers(), max_size=2)))
+@given(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-5, 10**6),
+        st.floats(allow_nan=True),
+        st.text(max_size=4),
+        st.lists(st.integers(), max_size=2),
+    )
+)
 def test_version_of_any_line_is_a_positive_integer_and_unversioned_lines_are_1(value):
     from pushbench import records
 
@@ -208,9 +234,16 @@ def test_run_info_names_the_versions_of_each_invocation(tmp_path, monkeypatch):
     from pushbench import tasks
     from pushbench.runner.runinfo import run_info
 
-    exp = validate({"schema_version": 1, "name": "versions", "controllers": ["standard"],
-                    "tasks": ["RepoScan-requests-docstring-N10"], "policies": ["diligent"],
-                    "seeds": [0, 1]})
+    exp = validate(
+        {
+            "schema_version": 1,
+            "name": "versions",
+            "controllers": ["standard"],
+            "tasks": ["RepoScan-requests-docstring-N10"],
+            "policies": ["diligent"],
+            "seeds": [0, 1],
+        }
+    )
     run_experiment(exp, tmp_path, executor=InProcessExecutor(), progress=False)
     info = run_info(tmp_path)
     assert info["family_versions"] == tasks.FAMILY_VERSIONS and info["other_family_versions"] == []
@@ -225,6 +258,8 @@ def test_run_info_names_the_versions_of_each_invocation(tmp_path, monkeypatch):
     assert info["family_versions"]["reposcan"] == tasks.FAMILY_VERSIONS["reposcan"] - 1
     assert info["other_family_versions"] == [dict(tasks.FAMILY_VERSIONS)]
     lines, _ = _read(path)
-    assert [x["family_version"] for x in lines] == [tasks.FAMILY_VERSIONS["reposcan"] - 1,
-                                                    tasks.FAMILY_VERSIONS["reposcan"]]
+    assert [x["family_version"] for x in lines] == [
+        tasks.FAMILY_VERSIONS["reposcan"] - 1,
+        tasks.FAMILY_VERSIONS["reposcan"],
+    ]
     assert lines[1] == {**json.loads(second), "family_version": tasks.FAMILY_VERSIONS["reposcan"]}

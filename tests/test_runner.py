@@ -37,8 +37,12 @@ SMALL = {
 }
 # Enough short episodes (9 tasks x 2 controllers x 2 policies x 6 seeds = 216) that a kill lands
 # mid-run, each a few milliseconds.
-RESUMABLE = {**SMALL, "name": "resume-test", "tasks": ["RepoScan-*-N10"],
-             "seeds": {"start": 0, "count": 6}}
+RESUMABLE = {
+    **SMALL,
+    "name": "resume-test",
+    "tasks": ["RepoScan-*-N10"],
+    "seeds": {"start": 0, "count": 6},
+}
 
 
 def _lines(run_dir: Path) -> list[dict]:
@@ -57,18 +61,29 @@ def _write_exp(tmp_path: Path, data: dict, name: str = "exp.yaml") -> Path:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pushbench.cli", "run", *args, "--no-report", "--no-plot",
-            "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "pushbench.cli",
+        "run",
+        *args,
+        "--no-report",
+        "--no-plot",
+        "--no-progress",
+    ]
 
 
 # ----- experiments ----------------------------------------------------------------------
-@pytest.mark.parametrize("field,value,expect", [
-    ("tasks", ["RepoScan-requests-docstrin-N10"], "RepoScan-requests-docstring-N10"),
-    ("tasks", ["RepoScn-*-N10"], "matches no task id"),
-    ("controllers", ["stateqpg"], "stateqgp"),
-    ("policies", ["diligant"], "diligent"),
-    ("executor", "proces", "process"),
-])
+@pytest.mark.parametrize(
+    "field,value,expect",
+    [
+        ("tasks", ["RepoScan-requests-docstrin-N10"], "RepoScan-requests-docstring-N10"),
+        ("tasks", ["RepoScn-*-N10"], "matches no task id"),
+        ("controllers", ["stateqpg"], "stateqgp"),
+        ("policies", ["diligant"], "diligent"),
+        ("executor", "proces", "process"),
+    ],
+)
 def test_unknown_names_fail_with_close_matches(field, value, expect):
     with pytest.raises(ExperimentError) as err:
         validate({**SMALL, field: value})
@@ -89,9 +104,15 @@ def test_several_problems_reported_at_once_and_schema_checked():
 
 
 def test_suite_instances_and_seed_forms():
-    e = validate({**SMALL, "tasks": [{"suite": "RepoScan-N10", "instances": "all"}],
-                  "seeds": {"start": 3, "count": 2}, "policies": [{"name": "random"}],
-                  "controllers": "standard"})
+    e = validate(
+        {
+            **SMALL,
+            "tasks": [{"suite": "RepoScan-N10", "instances": "all"}],
+            "seeds": {"start": 3, "count": 2},
+            "policies": [{"name": "random"}],
+            "controllers": "standard",
+        }
+    )
     specs = expand(e)
     assert e.seeds == [3, 4]
     assert {s.task_id for s in specs} == {"RepoScan-N10"}
@@ -120,8 +141,12 @@ def test_expansion_order_is_deterministic_and_pairs_controllers():
 
 
 def test_shipped_experiments_validate():
-    sizes = {"controller_ablation": 1296, "component_ablation": 1620, "target_scaling": 540,
-             "dataops_ablation": 1728}
+    sizes = {
+        "controller_ablation": 1296,
+        "component_ablation": 1620,
+        "target_scaling": 540,
+        "dataops_ablation": 1728,
+    }
     for name, n in sizes.items():
         assert len(expand(load_experiment(ROOT / "experiments" / f"{name}.yaml"))) == n
     # the DataOps ablation: 864 episodes of each DataOps family (issue 30)
@@ -146,8 +171,9 @@ def test_inprocess_and_two_workers_give_identical_records(tmp_path):
     assert trace["calls"] and "steps" in trace["controller"] and trace["metrics"] == line["metrics"]
     # traces are byte-identical too (gzip mtime 0)
     for k in la:
-        assert ((tmp_path / "a" / "traces" / f"{k}.json.gz").read_bytes()
-                == (tmp_path / "b" / "traces" / f"{k}.json.gz").read_bytes())
+        assert (tmp_path / "a" / "traces" / f"{k}.json.gz").read_bytes() == (
+            tmp_path / "b" / "traces" / f"{k}.json.gz"
+        ).read_bytes()
 
 
 def test_rerun_skips_finished_and_limit_extends(tmp_path):
@@ -212,8 +238,12 @@ def test_manifest_and_refusal_of_a_different_experiment(tmp_path):
     with pytest.raises(RunDirError, match="different experiment.*seeds"):
         run_experiment(other, tmp_path, progress=False)
     # workers/executor do not change results: a resume with other workers is fine
-    run_experiment(validate({**SMALL, "workers": 2, "executor": "inprocess"}), tmp_path,
-                   progress=False, limit=3)
+    run_experiment(
+        validate({**SMALL, "workers": 2, "executor": "inprocess"}),
+        tmp_path,
+        progress=False,
+        limit=3,
+    )
     with pytest.warns(UserWarning, match="different experiment"):
         run_experiment(other, tmp_path, progress=False, limit=3, force=True)
     assert len(json.loads((tmp_path / "manifest.json").read_text())["invocations"]) == 3
@@ -249,8 +279,14 @@ def _default_sigint() -> None:
 
 
 def _kill_midway(cmd: list[str], out: Path, at_least: int, sig: int) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
     path = out / "episodes.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -305,31 +341,72 @@ def test_cli_ctrl_c_exits_nonzero_with_resume_hint(tmp_path):
 
 def test_cli_reports_bad_experiment(tmp_path):
     exp = _write_exp(tmp_path, {**SMALL, "controllers": ["stateqgpp"]})
-    res = subprocess.run(_cli(str(exp), "--out", str(tmp_path / "o")), cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        _cli(str(exp), "--out", str(tmp_path / "o")),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and "stateqgp" in res.stderr and "Did you mean" in res.stderr
 
 
 def test_cli_overrides(tmp_path):
     out = tmp_path / "o"
-    res = subprocess.run(_cli(str(ROOT / "experiments" / "smoke.yaml"), "--out", str(out),
-                              "--controllers", "verifier_gated", "--policies", "diligent",
-                              "--seeds", "3-4", "--tasks", "RepoScan-pytest-raises-N10",
-                              "--limit", "1", "--executor", "inprocess"),
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        _cli(
+            str(ROOT / "experiments" / "smoke.yaml"),
+            "--out",
+            str(out),
+            "--controllers",
+            "verifier_gated",
+            "--policies",
+            "diligent",
+            "--seeds",
+            "3-4",
+            "--tasks",
+            "RepoScan-pytest-raises-N10",
+            "--limit",
+            "1",
+            "--executor",
+            "inprocess",
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     (line,) = _lines(out)
     assert (line["task_id"], line["controller"]["name"], line["policy"]["name"], line["seed"]) == (
-        "RepoScan-pytest-raises-N10", "verifier_gated", "diligent", 3)
+        "RepoScan-pytest-raises-N10",
+        "verifier_gated",
+        "diligent",
+        3,
+    )
     m = json.loads((out / "manifest.json").read_text())
     assert m["arguments"]["controllers"] == ["verifier_gated"] and m["arguments"]["limit"] == 1
     assert m["experiment"]["seeds"] == [3, 4]
 
 
 def _report(run_dir: Path, out: Path, seed: int, *extra: str) -> dict[str, bytes]:
-    res = subprocess.run([sys.executable, "-m", "pushbench.cli", "report", str(run_dir),
-                          "--seed", str(seed), "--out", str(out), *extra],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "report",
+            str(run_dir),
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return {f: (out / f).read_bytes() for f in ("summary.csv", "paired_deltas.csv")}
 
@@ -341,17 +418,39 @@ def test_whole_report_is_byte_identical_for_a_fixed_seed(tmp_path):
     import os
 
     # nine instances: enough clusters that the bootstrap interval depends on its seed
-    exp = _write_exp(tmp_path, {**SMALL, "name": "report-determinism", "tasks": ["RepoScan-*-N10"],
-                                "policies": ["random"]})
+    exp = _write_exp(
+        tmp_path,
+        {
+            **SMALL,
+            "name": "report-determinism",
+            "tasks": ["RepoScan-*-N10"],
+            "policies": ["random"],
+        },
+    )
     outputs = []
-    for name, how, hash_seed in (("a", ["--executor", "inprocess"], "1"),
-                                 ("b", ["--executor", "process", "--workers", "2"], "2")):
+    for name, how, hash_seed in (
+        ("a", ["--executor", "inprocess"], "1"),
+        ("b", ["--executor", "process", "--workers", "2"], "2"),
+    ):
         out = tmp_path / name
         run = subprocess.run(
-            [sys.executable, "-m", "pushbench.cli", "run", str(exp),
-             "--out", str(out), "--no-progress", "--no-plot", *how],
-            capture_output=True, text=True, timeout=300,
-            env={**os.environ, "PYTHONHASHSEED": hash_seed})
+            [
+                sys.executable,
+                "-m",
+                "pushbench.cli",
+                "run",
+                str(exp),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-plot",
+                *how,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
         assert run.returncode == 0, run.stderr
         outputs.append({f: (out / f).read_bytes() for f in ("summary.csv", "paired_deltas.csv")})
     a, b = outputs
@@ -368,8 +467,10 @@ def test_whole_report_is_byte_identical_for_a_fixed_seed(tmp_path):
     # the same bytes. A resampling method takes the seed: two seeds move its intervals (so the
     # equalities above are not vacuous for it) and nothing else.
     assert _report(tmp_path / "a", tmp_path / "seed1", seed=1) == a
-    boot = [_report(tmp_path / "a", tmp_path / f"boot{s}", s, "--ci-method", "studentized")
-            for s in (0, 1)]
+    boot = [
+        _report(tmp_path / "a", tmp_path / f"boot{s}", s, "--ci-method", "studentized")
+        for s in (0, 1)
+    ]
     assert boot[0]["summary.csv"] == boot[1]["summary.csv"] == a["summary.csv"]
     assert boot[0]["paired_deltas.csv"] != boot[1]["paired_deltas.csv"]
 
@@ -378,6 +479,7 @@ def test_make_executor_names_close_matches_for_an_unknown_name():
     from pushbench.errors import UnknownNameError
     from pushbench.runner.registry import make_executor
 
-    with pytest.raises(UnknownNameError,
-                       match=r"unknown executor 'procss'\. Did you mean: process"):
+    with pytest.raises(
+        UnknownNameError, match=r"unknown executor 'procss'\. Did you mean: process"
+    ):
         make_executor("procss")

@@ -57,11 +57,22 @@ def honest(home, tmp_path_factory) -> dict[str, Path]:
     diligent_run(root / "reposcan", REPOSCAN, agent="fake-agent")
     diligent_run(root / "dataops", DATAOPS)
     ids = search_ids("session")
-    scripted_run(root / "mixed", [("search", {"query": "session"}), ("submit", {"ids": ids}),
-                                  ("status", {}), ("submit", {"ids": ids[:3]}),
-                                  ("final", {"reported_count": 4})], seed=1)
-    scripted_run(root / "open", [("search", {"query": "session"}), ("submit", {"ids": ids}),
-                                 ("status", {})], seed=2)  # closed before the episode ended
+    scripted_run(
+        root / "mixed",
+        [
+            ("search", {"query": "session"}),
+            ("submit", {"ids": ids}),
+            ("status", {}),
+            ("submit", {"ids": ids[:3]}),
+            ("final", {"reported_count": 4}),
+        ],
+        seed=1,
+    )
+    scripted_run(
+        root / "open",
+        [("search", {"query": "session"}), ("submit", {"ids": ids}), ("status", {})],
+        seed=2,
+    )  # closed before the episode ended
     return {p.name: p for p in root.iterdir()}
 
 
@@ -89,8 +100,9 @@ def raw_json(obj) -> bytes:
     return json.dumps(obj, ensure_ascii=True, indent=1).encode()
 
 
-def rewrite_chain(run_dir: Path, lines: list[dict], record: dict, run: dict,
-                  key: bytes | None) -> None:
+def rewrite_chain(
+    run_dir: Path, lines: list[dict], record: dict, run: dict, key: bytes | None
+) -> None:
     """Write a complete, self-consistent run folder from parsed parts: the chain recomputed from
     the configuration's genesis, the head put in the record, everything signed with ``key``
     (``None``: no signatures at all)."""
@@ -104,8 +116,10 @@ def rewrite_chain(run_dir: Path, lines: list[dict], record: dict, run: dict,
         out += data
     record["blackbox"].update(trace_head=head, trace_lines=len(lines))
     (run_dir / "trace.jsonl").write_bytes(out)
-    for name, obj, domain in (("run.json", run, signing.RUN),
-                              ("episode.json", record, signing.RECORD)):
+    for name, obj, domain in (
+        ("run.json", run, signing.RUN),
+        ("episode.json", record, signing.RECORD),
+    ):
         obj.pop("signature", None)
         data = raw_json(obj)
         (run_dir / name).write_bytes(signing.seal_json(key, domain, data) if key else data)
@@ -113,8 +127,11 @@ def rewrite_chain(run_dir: Path, lines: list[dict], record: dict, run: dict,
 
 def parts(run_dir: Path) -> tuple[list[dict], dict, dict]:
     lines = [json.loads(x) for x in (run_dir / "trace.jsonl").read_bytes().splitlines()]
-    return lines, json.loads((run_dir / "episode.json").read_text()), \
-        json.loads((run_dir / "run.json").read_text())
+    return (
+        lines,
+        json.loads((run_dir / "episode.json").read_text()),
+        json.loads((run_dir / "run.json").read_text()),
+    )
 
 
 # ----- the key --------------------------------------------------------------------------------
@@ -124,8 +141,9 @@ def test_the_key_is_private_made_once_and_the_same_for_racing_processes(home):
     path = signing.key_path()
     assert path.parent == home / "keys"
     got: list[bytes] = []
-    threads = [threading.Thread(target=lambda: got.append(signing.installation_key()))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: got.append(signing.installation_key())) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -167,8 +185,7 @@ def test_mcp_refuses_an_unsafe_key_in_one_line(tmp_path):
 def test_the_key_never_lies_inside_a_run_dir_or_a_workspace(home):
     from pushbench.blackbox.session import BlackBoxSession, SetupError
 
-    for run_dir, ws in ((home, None), (home / "keys" / "run", None),
-                        (home.parent / "run-x", home)):
+    for run_dir, ws in ((home, None), (home / "keys" / "run", None), (home.parent / "run-x", home)):
         s = BlackBoxSession(REPOSCAN, run_dir, workspace=ws, argv=["test"])
         with pytest.raises(SetupError, match="signing key folder"):
             s.open()
@@ -180,10 +197,13 @@ def test_the_key_never_lies_inside_a_run_dir_or_a_workspace(home):
 def test_honest_signed_runs_verify_clean(honest, name):
     run = json.loads((honest[name] / "run.json").read_text())
     assert run["schema_version"] == blackbox.RUN_SCHEMA_VERSION == 3
-    assert run["signing"] == {"alg": signing.ALG,
-                              "key_id": signing.key_id(signing.installation_key())}
-    assert set(run["family_versions"]) == {json.loads(
-        (honest[name] / "episode.json").read_text())["family"]}
+    assert run["signing"] == {
+        "alg": signing.ALG,
+        "key_id": signing.key_id(signing.installation_key()),
+    }
+    assert set(run["family_versions"]) == {
+        json.loads((honest[name] / "episode.json").read_text())["family"]
+    }
     rec = evaluate(honest[name])
     assert rec["tampered"] is False, rec["tamper_reasons"]
     assert rec["blackbox"]["signature"] == "valid" and rec["blackbox"]["unsafe"] == []
@@ -201,8 +221,9 @@ def test_the_chain_starts_from_the_configuration(honest):
 
 
 def test_a_server_killed_before_its_trace_line_ends_at_the_last_signed_line(tmp_path):
-    calls = [("search", {"query": "auth", "page": p}) for p in (1, 2)] + \
-        [("final", {"reported_count": 9})]
+    calls = [("search", {"query": "auth", "page": p}) for p in (1, 2)] + [
+        ("final", {"reported_count": 9})
+    ]
     s = scripted_run(tmp_path / "run", calls, close=False)
     try:
         edit_trace(tmp_path / "run", lambda ls: ls[:-1])  # killed before the 3rd line
@@ -223,6 +244,7 @@ def _both(field, value):
     def fn(run_dir):
         edit_json(run_dir / "run.json", lambda r: r.update({field: value}))
         edit_json(run_dir / "episode.json", lambda r: r.update({field: value}))
+
     return fn
 
 
@@ -232,16 +254,19 @@ def _controller(run_dir):
 
 
 LABEL_FORGERIES = {
-    "condition in run.json": lambda d: edit_json(d / "run.json",
-                                                 lambda r: r.update(condition="checklist")),
+    "condition in run.json": lambda d: edit_json(
+        d / "run.json", lambda r: r.update(condition="checklist")
+    ),
     "agent in run.json": lambda d: edit_json(d / "run.json", lambda r: r.update(agent="codex")),
     "controller in both files": _controller,
     "seed in both files (a copy counted twice)": _both("seed", 1),
-    "budget 1000 in episode.json": lambda d: edit_json(d / "episode.json",
-                                                       lambda r: r.update(budget=1000)),
+    "budget 1000 in episode.json": lambda d: edit_json(
+        d / "episode.json", lambda r: r.update(budget=1000)
+    ),
     "budget in run.json": lambda d: edit_json(d / "run.json", lambda r: r.update(budget=1000)),
     "a re-indented but equal episode.json": lambda d: (d / "episode.json").write_text(
-        json.dumps(json.loads((d / "episode.json").read_text()), indent=2)),
+        json.dumps(json.loads((d / "episode.json").read_text()), indent=2)
+    ),
 }
 
 
@@ -269,11 +294,17 @@ def test_a_consistent_run_written_without_the_key_is_flagged(honest, tmp_path):
         return run_dir
 
     unsigned = reasons_of(forge(None))
-    assert "run.json signature missing" in unsigned and "episode.json signature missing" in \
-        unsigned and "trace line 1 signature missing" in unsigned
+    assert (
+        "run.json signature missing" in unsigned
+        and "episode.json signature missing" in unsigned
+        and "trace line 1 signature missing" in unsigned
+    )
     own_key = reasons_of(forge(b"k" * 32))  # signed with a key of the forger's own
-    assert {"run.json signature invalid", "episode.json signature invalid",
-            "trace line 1 signature invalid"} <= set(own_key)
+    assert {
+        "run.json signature invalid",
+        "episode.json signature invalid",
+        "trace line 1 signature invalid",
+    } <= set(own_key)
     # the same rewrite with this installation's key (a forger who can read it): the chain and
     # signatures pass; the trace, made from the calls really served, still disagrees
     signed = reasons_of(forge(signing.installation_key()))
@@ -289,11 +320,20 @@ def fabricate_tail(run_dir: Path) -> None:
         seen = {i for c in r["calls"] for i, _ in c.get("verdicts") or ()}
         ids = sorted(_valid_set("requests-docstring") - seen)[:10]
         n, prev = len(r["calls"]), r["calls"][-1]["valid_count"]
-        r["calls"].append({"step": n + 1, "tool": "submit", "args": {"ids": ids}, "ok": True,
-                           "verdicts": [[i, "accepted"] for i in ids], "reward": 10,
-                           "valid_count": prev + 10})
+        r["calls"].append(
+            {
+                "step": n + 1,
+                "tool": "submit",
+                "args": {"ids": ids},
+                "ok": True,
+                "verdicts": [[i, "accepted"] for i in ids],
+                "reward": 10,
+                "valid_count": prev + 10,
+            }
+        )
         resummarise(r)
         r["blackbox"].update(closed=False, mcp_calls=r["blackbox"]["mcp_calls"] + 1)
+
     edit_json(run_dir / "episode.json", append)
 
 
@@ -354,8 +394,9 @@ def test_unsigned_runs_are_reported_apart_and_still_replayed(honest, tmp_path):
 
     from pushbench.cli import app
 
-    result = CliRunner().invoke(app, ["evaluate", str(run), "--out", str(tmp_path / "out"),
-                                      "--resamples", "200"])
+    result = CliRunner().invoke(
+        app, ["evaluate", str(run), "--out", str(tmp_path / "out"), "--resamples", "200"]
+    )
     assert result.exit_code == 0, result.output
     assert "1 unsigned run" in result.output and "tampered run" not in result.output
     edit_record(run, _flip_first("accepted", "rejected"))
@@ -394,7 +435,8 @@ def test_unsigned_fabricated_tail_is_dropped_not_counted(honest, tmp_path):
 
 # ----- any label edit, on a property basis -------------------------------------------------------
 LABEL_VALUES = {
-    "seed": st.integers(0, 10**6), "budget": st.integers(1, 10**4) | st.none(),
+    "seed": st.integers(0, 10**6),
+    "budget": st.integers(1, 10**4) | st.none(),
     "condition": st.sampled_from(["default", "checklist", "x"]),
     "agent": st.sampled_from(["codex", "claude-code", None, "a" * 64]),
     "controller": st.sampled_from(["standard", "stateqgp", "verifier_gated", "none"]),
@@ -410,13 +452,13 @@ def test_any_label_edit_is_flagged_and_nothing_raises(honest, tmp_path):
     base_run = json.loads((run / "run.json").read_text())
     base_rec = json.loads((run / "episode.json").read_text())
 
-    @settings(max_examples=80, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(data=st.data())
     def check(data):
         field = data.draw(st.sampled_from(sorted(LABEL_VALUES)), label="field")
-        new = data.draw(LABEL_VALUES[field].filter(lambda v: v != base_run.get(field)),
-                        label="new")
+        new = data.draw(LABEL_VALUES[field].filter(lambda v: v != base_run.get(field)), label="new")
         where = data.draw(st.sampled_from(["run.json", "episode.json", "both"]), label="where")
         r, e = copy.deepcopy(base_run), copy.deepcopy(base_rec)
         if where != "episode.json":
@@ -425,8 +467,11 @@ def test_any_label_edit_is_flagged_and_nothing_raises(honest, tmp_path):
             if field == "controller":
                 e["controller"]["name"] = new
             elif field in ("condition", "agent", "run_id"):
-                key = {"condition": ("condition",), "agent": ("policy", "params", "agent"),
-                       "run_id": ("blackbox", "run_id")}[field]
+                key = {
+                    "condition": ("condition",),
+                    "agent": ("policy", "params", "agent"),
+                    "run_id": ("blackbox", "run_id"),
+                }[field]
                 target = e
                 for k in key[:-1]:
                     target = target[k]
@@ -449,9 +494,24 @@ def test_any_label_edit_is_flagged_and_nothing_raises(honest, tmp_path):
 
 # ----- run dirs another user could have written -------------------------------------------------
 def _serve_once(run_dir: Path, *extra: str):
-    return subprocess.run([sys.executable, "-m", "pushbench.cli", "mcp", "--task", REPOSCAN,
-                           "--run-dir", str(run_dir), *extra], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "mcp",
+            "--task",
+            REPOSCAN,
+            "--run-dir",
+            str(run_dir),
+            *extra,
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
 
 
 def test_mcp_refuses_a_run_dir_under_a_folder_others_can_write(tmp_path):
@@ -497,10 +557,22 @@ def test_evaluate_names_unsafe_run_dirs(honest, tmp_path):
     shared.chmod(0o777)
     rec = evaluate(run)
     assert rec["tampered"] and rec["blackbox"]["unsafe"]
-    assert any(r.startswith("unsafe run dir:") and "writable by other users" in r
-               for r in rec["tamper_reasons"])
-    result = CliRunner().invoke(app, ["evaluate", str(run), str(honest["reposcan"]), "--out",
-                                      str(tmp_path / "out"), "--resamples", "200"])
+    assert any(
+        r.startswith("unsafe run dir:") and "writable by other users" in r
+        for r in rec["tamper_reasons"]
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(run),
+            str(honest["reposcan"]),
+            "--out",
+            str(tmp_path / "out"),
+            "--resamples",
+            "200",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "1 unsafe run dir" in result.output and str(run) in result.output
     shared.chmod(0o755)

@@ -32,8 +32,10 @@ def fake_sdist(folder: Path, pin) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / pin.sdist_name
     with tarfile.open(path, "w:gz") as tar:
-        for name, data in ((f"{pin.package}-{pin.version}/pyproject.toml", b"[project]\n"),
-                           (f"{pin.package}-{pin.version}/src/evil.py", b"def f(): pass\n")):
+        for name, data in (
+            (f"{pin.package}-{pin.version}/pyproject.toml", b"[project]\n"),
+            (f"{pin.package}-{pin.version}/src/evil.py", b"def f(): pass\n"),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -52,12 +54,21 @@ def assert_nothing_used(home: Path, name: str) -> None:
 def test_pins_match_the_issue():
     pins = snapshots.builtin_pins()
     assert {n: (p.package, p.version, p.sha256) for n, p in pins.items()} == {
-        "requests": ("requests", "2.32.3",
-                     "55365417734eb18255590a9ff9eb97e9e1da868d4ccd6402399eaf68af20a760"),
-        "flask": ("flask", "3.0.3",
-                  "ceb27b0af3823ea2737928a4d99d125a06175b8512c445cbd9a9ce200ef76842"),
-        "pytest": ("pytest", "8.3.3",
-                   "70b98107bd648308a7952b06e6ca9a50bc660be218d53c257cc1fc94fda10181"),
+        "requests": (
+            "requests",
+            "2.32.3",
+            "55365417734eb18255590a9ff9eb97e9e1da868d4ccd6402399eaf68af20a760",
+        ),
+        "flask": (
+            "flask",
+            "3.0.3",
+            "ceb27b0af3823ea2737928a4d99d125a06175b8512c445cbd9a9ce200ef76842",
+        ),
+        "pytest": (
+            "pytest",
+            "8.3.3",
+            "70b98107bd648308a7952b06e6ca9a50bc660be218d53c257cc1fc94fda10181",
+        ),
     }
     assert all(p.commit and len(p.commit) == 40 for p in pins.values())
     with pytest.raises(SnapshotError, match="unknown snapshot"):
@@ -148,8 +159,11 @@ def test_build_from_local_sdist_gives_the_pinned_commit(tmp_path, monkeypatch):
     # private to the user: no group/other bit anywhere (tar, git and the index writer alike)
     import stat
 
-    loose = [p for p in [home, *home.rglob("*")]
-             if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077]
+    loose = [
+        p
+        for p in [home, *home.rglob("*")]
+        if not p.is_symlink() and stat.S_IMODE(p.lstat().st_mode) & 0o077
+    ]
     assert loose == []
 
 
@@ -166,7 +180,8 @@ def test_verify_reports_tampering(tmp_path, monkeypatch):
 
 def test_verify_not_built(temp_home):
     assert snapshots.verify("pytest") == [
-        "pytest: not built (run `pushbench snapshots build pytest`)"]
+        "pytest: not built (run `pushbench snapshots build pytest`)"
+    ]
 
 
 @pytest.mark.parametrize("name", ["requests", "flask", "pytest"])

@@ -68,20 +68,34 @@ def other(a, b):
 '''
 
 
-@pytest.mark.parametrize("op,k,value,before,after", [
-    ("compare_negate", 0, None, "if n > len(items) and strict:", "if n <= len(items) and strict:"),
-    ("compare_boundary", 0, None, "if n > len(items)", "if n >= len(items)"),
-    ("int_delta", 0, None, "n=3", "n=4"),
-    ("bool_flip", 0, None, "strict=True", "strict=False"),
-    ("boolop_swap", 0, None, "if n > len(items) and strict:", "if n > len(items) or strict:"),
-    ("negate_test", 0, None, "if n > len(items) and strict:",
-     "if not (n > len(items) and strict):"),
-    ("swap_args", 0, None, "self.log(out, n)", "self.log(n, out)"),
-    ("drop_stmt", 0, "Expr", "self.log(out, n)\n", ""),
-    ("return_value", 0, "None", "return out", "return None"),
-    ("default", 0, "2", "n=3", "n=2"),
-    ("replace_const", 0, "'oops'", '"too many"', "'oops'"),
-])
+@pytest.mark.parametrize(
+    "op,k,value,before,after",
+    [
+        (
+            "compare_negate",
+            0,
+            None,
+            "if n > len(items) and strict:",
+            "if n <= len(items) and strict:",
+        ),
+        ("compare_boundary", 0, None, "if n > len(items)", "if n >= len(items)"),
+        ("int_delta", 0, None, "n=3", "n=4"),
+        ("bool_flip", 0, None, "strict=True", "strict=False"),
+        ("boolop_swap", 0, None, "if n > len(items) and strict:", "if n > len(items) or strict:"),
+        (
+            "negate_test",
+            0,
+            None,
+            "if n > len(items) and strict:",
+            "if not (n > len(items) and strict):",
+        ),
+        ("swap_args", 0, None, "self.log(out, n)", "self.log(n, out)"),
+        ("drop_stmt", 0, "Expr", "self.log(out, n)\n", ""),
+        ("return_value", 0, "None", "return out", "return None"),
+        ("default", 0, "2", "n=3", "n=2"),
+        ("replace_const", 0, "'oops'", '"too many"', "'oops'"),
+    ],
+)
 def test_mutation_operators_edit_only_the_target(op, k, value, before, after):
     if op == "drop_stmt":  # k-th statement of the given type; the docstring is the first Expr
         k = 1
@@ -121,9 +135,11 @@ def _project(tmp_path: Path, body: str, test: str) -> Path:
 
 
 def test_hanging_mutation_times_out_cleanly(tmp_path):
-    root = _project(tmp_path, "def count(n):\n    i = 0\n    while i < n:\n        i += 1\n"
-                    "    return i\n", "from mini import count\n\n\ndef test_count():\n"
-                    "    assert count(3) == 3\n")
+    root = _project(
+        tmp_path,
+        "def count(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i\n",
+        "from mini import count\n\n\ndef test_count():\n    assert count(3) == 3\n",
+    )
     py = venvs.ensure("requests")
     ok = runner.run_pytest(py, root, ["src"], ["tests/test_mini.py"], timeout=60)
     assert ok.passed(["tests/test_mini.py::test_count"]) and not ok.timed_out
@@ -138,10 +154,14 @@ def test_hanging_mutation_times_out_cleanly(tmp_path):
 
 
 def test_memory_limit_turns_a_hog_into_a_failure(tmp_path):
-    root = _project(tmp_path, "def hog():\n    return bytearray(3 * 1024 ** 3)\n",
-                    "from mini import hog\n\n\ndef test_hog():\n    assert len(hog()) > 0\n")
-    r = runner.run_pytest(venvs.ensure("requests"), root, ["src"], ["tests/test_mini.py"],
-                          timeout=60, memory_mb=768)
+    root = _project(
+        tmp_path,
+        "def hog():\n    return bytearray(3 * 1024 ** 3)\n",
+        "from mini import hog\n\n\ndef test_hog():\n    assert len(hog()) > 0\n",
+    )
+    r = runner.run_pytest(
+        venvs.ensure("requests"), root, ["src"], ["tests/test_mini.py"], timeout=60, memory_mb=768
+    )
     assert not r.passed(["tests/test_mini.py::test_hog"]) and not r.timed_out
     assert "MemoryError" in r.tail or r.outcomes.get("tests/test_mini.py::test_hog") == "failed"
 
@@ -195,23 +215,63 @@ def test_tiny_unit_set_builds_and_keeps_its_invariants(tiny):
 
 
 def test_recipe_validation_discards_misbehaving_candidates(tmp_path, monkeypatch):
-    raw = {"schema_version": 1, "unit_set_version": 99, "snapshots": {"requests": {"candidates": [
-        {"key": "ok", "file": "src/requests/utils.py", "function": "iter_slices",
-         "op": "int_delta", "tests": ["tests/test_utils.py::test_iter_slices"],
-         "title": "Chunks lose their first character", "issue": "Chunks lose a character."},
-        {"key": "harmless", "file": "src/requests/utils.py", "function": "iter_slices",
-         "op": "int_delta", "k": 0, "tests": ["tests/test_utils.py::test_to_native_string"],
-         "title": "x", "issue": "Unrelated tests stay green."},
-        {"key": "leaky", "file": "src/requests/utils.py", "function": "parse_header_links",
-         "op": "negate_test", "tests": ["tests/test_utils.py::test_parse_header_links"],
-         "title": "parse_header_links is broken", "issue": "Names the function."},
-        {"key": "no-target", "file": "src/requests/utils.py", "function": "iter_slices",
-         "op": "swap_args", "k": 5, "tests": ["tests/test_utils.py::test_iter_slices"],
-         "title": "x", "issue": "y"},
-        {"key": "overlap", "file": "src/requests/utils.py", "function": "iter_slices",
-         "op": "compare_negate", "tests": ["tests/test_utils.py::test_iter_slices"],
-         "title": "Chunks are wrong", "issue": "Same function as another unit."},
-    ]}}}
+    raw = {
+        "schema_version": 1,
+        "unit_set_version": 99,
+        "snapshots": {
+            "requests": {
+                "candidates": [
+                    {
+                        "key": "ok",
+                        "file": "src/requests/utils.py",
+                        "function": "iter_slices",
+                        "op": "int_delta",
+                        "tests": ["tests/test_utils.py::test_iter_slices"],
+                        "title": "Chunks lose their first character",
+                        "issue": "Chunks lose a character.",
+                    },
+                    {
+                        "key": "harmless",
+                        "file": "src/requests/utils.py",
+                        "function": "iter_slices",
+                        "op": "int_delta",
+                        "k": 0,
+                        "tests": ["tests/test_utils.py::test_to_native_string"],
+                        "title": "x",
+                        "issue": "Unrelated tests stay green.",
+                    },
+                    {
+                        "key": "leaky",
+                        "file": "src/requests/utils.py",
+                        "function": "parse_header_links",
+                        "op": "negate_test",
+                        "tests": ["tests/test_utils.py::test_parse_header_links"],
+                        "title": "parse_header_links is broken",
+                        "issue": "Names the function.",
+                    },
+                    {
+                        "key": "no-target",
+                        "file": "src/requests/utils.py",
+                        "function": "iter_slices",
+                        "op": "swap_args",
+                        "k": 5,
+                        "tests": ["tests/test_utils.py::test_iter_slices"],
+                        "title": "x",
+                        "issue": "y",
+                    },
+                    {
+                        "key": "overlap",
+                        "file": "src/requests/utils.py",
+                        "function": "iter_slices",
+                        "op": "compare_negate",
+                        "tests": ["tests/test_utils.py::test_iter_slices"],
+                        "title": "Chunks are wrong",
+                        "issue": "Same function as another unit.",
+                    },
+                ]
+            }
+        },
+    }
     import yaml
 
     path = tmp_path / "recipe.yaml"
@@ -230,9 +290,13 @@ def test_recipe_validation_discards_misbehaving_candidates(tmp_path, monkeypatch
 def _assert_no_original(root: Path, snapshot: str, units: list[dict]) -> None:
     names = [p for p in root.rglob("*")]
     assert not any(p.name == ".git" for p in names)
-    assert not any(p.name in ("__pycache__", ".pytest_cache", ".pushbench-snapshot.json")
-                   or p.suffix in (".pyc", ".orig", ".bak", ".rej") or p.name.endswith("~")
-                   or p.name.endswith(".egg-info") for p in names)
+    assert not any(
+        p.name in ("__pycache__", ".pytest_cache", ".pushbench-snapshot.json")
+        or p.suffix in (".pyc", ".orig", ".bak", ".rej")
+        or p.name.endswith("~")
+        or p.name.endswith(".egg-info")
+        for p in names
+    )
     assert {int(p.lstat().st_mtime) for p in names} == {workspace.FIXED_MTIME}
     clean = snapshots.ensure(snapshot)
     texts = {}
@@ -248,8 +312,9 @@ def _assert_no_original(root: Path, snapshot: str, units: list[dict]) -> None:
         assert not any(u["original_func"] in t for t in texts.values()), u["key"]
         for line in u["changed_lines"]:
             if clean_lines.get(line) == 1:  # a line unique to the clean function
-                hits = [str(p) for p, t in texts.items()
-                        if line in (x.strip() for x in t.splitlines())]
+                hits = [
+                    str(p) for p, t in texts.items() if line in (x.strip() for x in t.splitlines())
+                ]
                 assert not hits, (u["key"], line, hits)
 
 
@@ -266,8 +331,9 @@ def test_workspace_has_no_trace_of_the_original(tiny):
 
 
 # ----- the environment ------------------------------------------------------------------------
-@pytest.mark.parametrize("task_id", ["SWELite-requests-N3", "SWELite-flask-N5",
-                                     "SWELite-pytest-N10", "SWELite-N3"])
+@pytest.mark.parametrize(
+    "task_id", ["SWELite-requests-N3", "SWELite-flask-N5", "SWELite-pytest-N10", "SWELite-N3"]
+)
 def test_check_env(task_id, tiny):
     env = gym.make(pushbench.registration.gym_id(task_id)).unwrapped
     with warnings.catch_warnings():
@@ -302,20 +368,26 @@ def test_tools_verifier_submit_and_restrictions(tiny, monkeypatch):
     sub = _step(env, {"tool": "submit", "unit_id": "u01"})[0]["result"]
     assert sub["verdicts"] == [{"id": "u01", "verdict": "rejected"}] and "fail" in sub["reason"]
     # restrictions: tests and config are part of the verifier; the sandbox holds
-    bad = _step(env, {"tool": "edit_file", "path": "tests/test_utils.py", "old": "import",
-                      "new": "import"})[0]
+    bad = _step(
+        env, {"tool": "edit_file", "path": "tests/test_utils.py", "old": "import", "new": "import"}
+    )[0]
     assert bad["ok"] is False and bad["error_type"] == "not_editable"
     bad = _step(env, {"tool": "read_file", "path": "../../etc/passwd"})[0]
     assert bad["error_type"] == "outside_workspace"
     # search
-    hits = _step(env, {"tool": "search_code", "pattern": r"^def \w+_slices",
-                       "path_glob": "src/**/*.py"})[0]["result"]
+    hits = _step(
+        env, {"tool": "search_code", "pattern": r"^def \w+_slices", "path_glob": "src/**/*.py"}
+    )[0]["result"]
     assert hits["total_matches"] == 1 and hits["matches"][0]["path"] == "src/requests/utils.py"
     bad = _step(env, {"tool": "search_code", "pattern": "(unclosed"})[0]
     assert bad["error_type"] == "bad_pattern"
     # repair u01 with its reference fix -> verifier passes -> accepted -> duplicate
-    fix = {"tool": "edit_file", "path": unit["file"], "old": unit["mutated_func"],
-           "new": unit["original_func"]}
+    fix = {
+        "tool": "edit_file",
+        "path": unit["file"],
+        "old": unit["mutated_func"],
+        "new": unit["original_func"],
+    }
     assert _step(env, fix)[0]["ok"]
     assert _step(env, {"tool": "run_verifier", "unit_id": "u01"})[0]["result"]["passed"]
     res, reward, *_ = _step(env, {"tool": "submit", "unit_id": "u01"})
@@ -337,10 +409,14 @@ def test_hanging_edit_gives_a_timeout_verdict(tiny):
     inner = env.unwrapped
     uid, unit = next((k, u) for k, u in inner._units.items() if u["key"] == "req-slices")
     body = unit["mutated_func"].index(":\n") + 2  # after the signature: loop forever
-    hang = unit["mutated_func"][:body] + "    while True:\n        pass\n" + \
-        unit["mutated_func"][body:]
-    assert _step(env, {"tool": "edit_file", "path": unit["file"], "old": unit["mutated_func"],
-                       "new": hang})[0]["ok"]
+    hang = (
+        unit["mutated_func"][:body]
+        + "    while True:\n        pass\n"
+        + unit["mutated_func"][body:]
+    )
+    assert _step(
+        env, {"tool": "edit_file", "path": unit["file"], "old": unit["mutated_func"], "new": hang}
+    )[0]["ok"]
     start = time.monotonic()
     v = _step(env, {"tool": "run_verifier", "unit_id": uid})[0]["result"]
     assert time.monotonic() - start < 30
@@ -352,8 +428,15 @@ def test_expensive_search_pattern_is_cut_off(tiny, monkeypatch):
     monkeypatch.setattr(swenv, "SEARCH_TIMEOUT", 2.0)
     env = pushbench.make("SWELite-requests-N3")
     env.reset(seed=0)
-    _step(env, {"tool": "edit_file", "path": "src/requests/__version__.py",
-                "old": "__title__", "new": "#" + "a" * 40 + "!\n__title__"})
+    _step(
+        env,
+        {
+            "tool": "edit_file",
+            "path": "src/requests/__version__.py",
+            "old": "__title__",
+            "new": "#" + "a" * 40 + "!\n__title__",
+        },
+    )
     res = _step(env, {"tool": "search_code", "pattern": "(a+)+$"})[0]
     assert res["ok"] is False and res["error_type"] == "search_timeout"
     env.close()
@@ -404,8 +487,15 @@ def test_unit_controller_tracks_swelite_edits_by_focus(tiny):
     u = inner._units["u01"]
     _step(env, {"tool": "list_units"})
     _step(env, {"tool": "inspect", "unit_id": "u01"})
-    o = _step(env, {"tool": "edit_file", "path": u["file"], "old": u["mutated_func"],
-                    "new": u["original_func"]})[0]
+    o = _step(
+        env,
+        {
+            "tool": "edit_file",
+            "path": u["file"],
+            "old": u["mutated_func"],
+            "new": u["original_func"],
+        },
+    )[0]
     assert o["progress"]["units"]["attempted"] == ["u01"]
     # moving to another unit with an unverified edit: the controller verifies u01 first
     o = _step(env, {"tool": "inspect", "unit_id": "u02"})[0]

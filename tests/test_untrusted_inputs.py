@@ -36,7 +36,7 @@ from pushbench.families.reposcan import indexer
 from pushbench.runner.experiment import ExperimentError, read_experiment_file
 
 ROOT = Path(__file__).resolve().parent.parent
-GOOD = "def good(x):\n    \"\"\"Doc.\"\"\"\n    return x\n"
+GOOD = 'def good(x):\n    """Doc."""\n    return x\n'
 
 
 # ----- helpers -------------------------------------------------------------------------------
@@ -52,8 +52,7 @@ def home(tmp_path, monkeypatch) -> Path:
 
 
 def env_for(home: Path) -> dict:
-    env = {**os.environ, "PUSHBENCH_HOME": str(home), "PYTHONPATH": str(ROOT),
-           "COLUMNS": "200"}
+    env = {**os.environ, "PUSHBENCH_HOME": str(home), "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     env.pop(userdata.ENV_VAR, None)
     return env
 
@@ -102,8 +101,13 @@ NO_ROOT_READ = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "
 
 def pushbench(home: Path, *args: str, obey_modes: bool = False, timeout: int = 300) -> Ran:
     prefix = NO_ROOT_READ if obey_modes and os.getuid() == 0 else []
-    proc = subprocess.run([*prefix, sys.executable, "-c", _MEASURED, *map(str, args)],
-                          env=env_for(home), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-c", _MEASURED, *map(str, args)],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return Ran(proc)
 
 
@@ -112,8 +116,9 @@ def nothing_left(home: Path, name: str) -> None:
     pins = home / "user" / "pins.yaml"
     assert not pins.exists() or name not in pins.read_text()
     snaps = home / "snapshots"
-    assert not list(snaps.glob(f"{name}-*")) and not list(snaps.glob(".add-*")), \
+    assert not list(snaps.glob(f"{name}-*")) and not list(snaps.glob(".add-*")), (
         list(snaps.iterdir()) if snaps.exists() else None
+    )
     assert not list((home / "index").glob(f"{name}-*"))
 
 
@@ -157,6 +162,7 @@ def zeros_tgz(path: Path, mib: int) -> Path:
                 b[:n] = bytes(n)
                 self.left -= n
                 return n
+
         tar.addfile(info, io.BufferedReader(Zeros()))
     return path
 
@@ -172,12 +178,16 @@ def baseline_rss(tmp_path_factory) -> float:
 
 # ----- 1. archive bombs and limits -------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["zip", "tgz"])
-def test_an_archive_bomb_is_refused_by_the_ratio_limit_in_bounded_memory(tmp_path, kind,
-                                                                        baseline_rss):
+def test_an_archive_bomb_is_refused_by_the_ratio_limit_in_bounded_memory(
+    tmp_path, kind, baseline_rss
+):
     """256 MiB of zeros in a few hundred KB: the default ratio limit (100:1 past 16 MiB) stops
     it while streaming; memory stays near the command's own and nothing is left behind."""
-    archive = zeros_zip(tmp_path / "bomb.zip", 256) if kind == "zip" else \
-        zeros_tgz(tmp_path / "bomb.tar.gz", 256)
+    archive = (
+        zeros_zip(tmp_path / "bomb.zip", 256)
+        if kind == "zip"
+        else zeros_tgz(tmp_path / "bomb.tar.gz", 256)
+    )
     assert archive.stat().st_size < 2 << 20
     home = tmp_path / "home"
     ran = pushbench(home, "snapshots", "add", "bomb", "--from", archive)
@@ -189,12 +199,32 @@ def test_an_archive_bomb_is_refused_by_the_ratio_limit_in_bounded_memory(tmp_pat
 def test_the_same_bomb_with_limits_set_low_names_each_limit(tmp_path, baseline_rss):
     archive = zeros_zip(tmp_path / "bomb.zip", 64)
     home = tmp_path / "home"
-    ran = pushbench(home, "snapshots", "add", "bomb", "--from", archive, "--max-ratio", "100000",
-                    "--max-total-bytes", "8M")
+    ran = pushbench(
+        home,
+        "snapshots",
+        "add",
+        "bomb",
+        "--from",
+        archive,
+        "--max-ratio",
+        "100000",
+        "--max-total-bytes",
+        "8M",
+    )
     ran.one_error("limit total_bytes = 8.0 MiB", "--max-total-bytes")
     assert ran.rss_mib < baseline_rss + 64
-    ran = pushbench(home, "snapshots", "add", "bomb", "--from", archive, "--max-ratio", "100000",
-                    "--max-file-bytes", "2M")
+    ran = pushbench(
+        home,
+        "snapshots",
+        "add",
+        "bomb",
+        "--from",
+        archive,
+        "--max-ratio",
+        "100000",
+        "--max-file-bytes",
+        "2M",
+    )
     ran.one_error("limit file_bytes = 2.0 MiB", "--max-file-bytes", "pkg/zeros.bin")
     nothing_left(home, "bomb")
 
@@ -222,16 +252,20 @@ def _tar(path: Path, members: dict[str, bytes | None]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("limit, value, members, needle", [
-    ("files", 5, {f"pkg/m{i}.py": GOOD.encode() for i in range(8)}, "entries"),
-    ("path_length", 40, {"pkg/" + "d" * 50 + ".py": GOOD.encode()}, "bytes)"),
-    ("depth", 4, {"pkg/a/b/c/d/e.py": GOOD.encode()}, "parts deep"),
-    ("file_bytes", 100, {"pkg/m.py": GOOD.encode() * 10}, "pkg/m.py"),
-    ("total_bytes", 300, {f"pkg/m{i}.py": GOOD.encode() for i in range(8)}, "uncompressed"),
-])
+@pytest.mark.parametrize(
+    "limit, value, members, needle",
+    [
+        ("files", 5, {f"pkg/m{i}.py": GOOD.encode() for i in range(8)}, "entries"),
+        ("path_length", 40, {"pkg/" + "d" * 50 + ".py": GOOD.encode()}, "bytes)"),
+        ("depth", 4, {"pkg/a/b/c/d/e.py": GOOD.encode()}, "parts deep"),
+        ("file_bytes", 100, {"pkg/m.py": GOOD.encode() * 10}, "pkg/m.py"),
+        ("total_bytes", 300, {f"pkg/m{i}.py": GOOD.encode() for i in range(8)}, "uncompressed"),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["zip", "tar.gz"])
-def test_each_limit_refuses_with_its_name_and_flag(home, tmp_path, limit, value, members,
-                                                   needle, fmt):
+def test_each_limit_refuses_with_its_name_and_flag(
+    home, tmp_path, limit, value, members, needle, fmt
+):
     path = (_zip if fmt == "zip" else _tar)(tmp_path / f"a.{fmt}", members)
     with pytest.raises(archives.LimitExceeded) as err:
         snapshots.add_snapshot("lim", path, limits=Limits(**{limit: value}))
@@ -266,21 +300,26 @@ def test_sizes_parse_and_bad_limit_values_are_one_line(tmp_path):
     for bad in ("", "0", "-1", "1.5G", "lots", "1" * 30):
         with pytest.raises(SourceError, match="give a size"):
             archives.parse_size(bad, "--max-total-bytes")
-    ran = pushbench(tmp_path / "home", "snapshots", "add", "x", "--from", tmp_path,
-                    "--max-total-bytes", "lots")
+    ran = pushbench(
+        tmp_path / "home", "snapshots", "add", "x", "--from", tmp_path, "--max-total-bytes", "lots"
+    )
     ran.one_error("--max-total-bytes")
 
 
 # ----- 1b. archive and folder shapes -------------------------------------------------------------
-@pytest.mark.parametrize("members, needle", [
-    ({"pkg/a": b"x", "pkg/a/b.py": GOOD.encode()}, "needs 'pkg/a' to be a folder"),
-    ({"pkg/a/b.py": GOOD.encode(), "pkg/a": b"x"}, "also holds it as a folder"),
-    ({"pkg/m.py": GOOD.encode(), "pkg//m.py": b"y"}, "appears twice"),
-    ({"pkg/" + "n" * 300 + ".py": GOOD.encode()}, "name part of 303 bytes"),
-])
+@pytest.mark.parametrize(
+    "members, needle",
+    [
+        ({"pkg/a": b"x", "pkg/a/b.py": GOOD.encode()}, "needs 'pkg/a' to be a folder"),
+        ({"pkg/a/b.py": GOOD.encode(), "pkg/a": b"x"}, "also holds it as a folder"),
+        ({"pkg/m.py": GOOD.encode(), "pkg//m.py": b"y"}, "appears twice"),
+        ({"pkg/" + "n" * 300 + ".py": GOOD.encode()}, "name part of 303 bytes"),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["zip", "tar.gz"])
-def test_clashing_and_overlong_member_names_are_one_line_errors(home, tmp_path, members,
-                                                                needle, fmt):
+def test_clashing_and_overlong_member_names_are_one_line_errors(
+    home, tmp_path, members, needle, fmt
+):
     path = (_zip if fmt == "zip" else _tar)(tmp_path / f"a.{fmt}", members)
     ran = pushbench(home, "snapshots", "add", "shape", "--from", path)
     ran.one_error(needle)
@@ -311,8 +350,10 @@ def test_non_utf8_names_are_refused_and_shown_escaped(home, tmp_path):
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])
-@pytest.mark.skipif(os.getuid() == 0 and shutil.which("setpriv") is None,
-                    reason="as root, needs setpriv to make file modes apply")
+@pytest.mark.skipif(
+    os.getuid() == 0 and shutil.which("setpriv") is None,
+    reason="as root, needs setpriv to make file modes apply",
+)
 def test_unreadable_files_and_folders_are_an_error_unless_skipped_and_listed(tmp_path, what):
     src = package(tmp_path / "src")
     secret = src / "pkg" / ("secret.py" if what == "file" else "private")
@@ -327,8 +368,9 @@ def test_unreadable_files_and_folders_are_an_error_unless_skipped_and_listed(tmp
         ran = pushbench(home, "snapshots", "add", "unr", "--from", src, obey_modes=True)
         ran.one_error("cannot read", "pkg/" + secret.name, "--skip-unreadable")
         nothing_left(home, "unr")
-        ran = pushbench(home, "snapshots", "add", "unr", "--from", src, "--skip-unreadable",
-                        obey_modes=True)
+        ran = pushbench(
+            home, "snapshots", "add", "unr", "--from", src, "--skip-unreadable", obey_modes=True
+        )
         assert ran.code == 0, ran.stderr
         assert f"skipped (unreadable): 'pkg/{secret.name}'" in ran.stderr
         assert "1 unreadable" in ran.stderr
@@ -359,10 +401,20 @@ def test_files_the_indexer_cannot_take_are_skipped_listed_and_counted(tmp_path, 
     assert "3 definitions" in ran.stderr
     assert ran.rss_mib < baseline_rss + 200, (ran.rss_mib, baseline_rss)
     # the pin is usable: index and facts agree (the same files skipped) in a fresh process
-    check = subprocess.run([sys.executable, "-c", (
-        "from pushbench.families.reposcan import indexer as i;"
-        "print(len(i.load_index('hostile')), len(i.load_facts('hostile')))")],
-        env=env_for(home), capture_output=True, text=True, timeout=300)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "from pushbench.families.reposcan import indexer as i;"
+                "print(len(i.load_index('hostile')), len(i.load_facts('hostile')))"
+            ),
+        ],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert check.stdout.split() == ["3", "3"], check.stderr
     ran = pushbench(home, "snapshots", "build", "hostile", "base-missing")
     assert "ok hostile" in ran.stderr
@@ -370,6 +422,7 @@ def test_files_the_indexer_cannot_take_are_skipped_listed_and_counted(tmp_path, 
 
 def test_a_recursion_error_is_judged_on_a_fresh_stack():
     """The same file is skipped or kept however deep the caller's stack is."""
+
     def at_depth(source: str, n: int):
         return indexer.parse_checked(source)[1] if n == 0 else at_depth(source, n - 1)
 
@@ -385,6 +438,7 @@ def test_nothing_is_pinned_or_cached_when_indexing_fails(home, tmp_path):
 
     def failing_index(root):
         raise MemoryError("simulated")
+
     with pytest.raises(MemoryError):
         snapshots.add_snapshot("idx", src, check=failing_index)
     nothing_left(home, "idx")
@@ -415,8 +469,11 @@ from pushbench.modelserver import PolicyBackend, build_app, running  # noqa: E40
 from pushbench.modelserver.app import RequestLog  # noqa: E402
 from pushbench.modelserver.core import MODEL  # noqa: E402
 
-API_PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses",
-             "chat": "/v1/chat/completions"}
+API_PATHS = {
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+    "chat": "/v1/chat/completions",
+}
 
 
 def api_shaped(path: str, resp) -> bool:
@@ -442,39 +499,55 @@ def test_a_gzip_bomb_body_is_cut_at_the_limit_in_bounded_memory(tmp_path):
         print(json.dumps([r.status_code, r.json(), len(body),
                           peak_rss_kib()]))
     """)
-    out = subprocess.run([sys.executable, "-c", script], env=env_for(tmp_path / "h"),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env_for(tmp_path / "h"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     status, body, size, rss_kib = json.loads(out.stdout.strip().splitlines()[-1])
     assert size < 2 << 20 and status == 413, (status, body)
-    assert body["error"]["type"] == "request_too_large" and "decompressed" in \
-        body["error"]["message"]
+    assert (
+        body["error"]["type"] == "request_too_large" and "decompressed" in body["error"]["message"]
+    )
     assert rss_kib / 1024 < 600, rss_kib  # the old reader held the whole gigabyte
 
 
 def test_gzip_bodies_within_the_limit_still_work_and_truncated_ones_are_400():
     c = TestClient(build_app(PolicyBackend("diligent")))
-    payload = json.dumps({"model": MODEL, "max_tokens": 5,
-                          "messages": [{"role": "user", "content": "hi"}]}).encode()
-    r = c.post("/v1/messages", content=gzip.compress(payload) + gzip.compress(b" "),
-               headers={"content-encoding": "gzip"})
+    payload = json.dumps(
+        {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
+    r = c.post(
+        "/v1/messages",
+        content=gzip.compress(payload) + gzip.compress(b" "),
+        headers={"content-encoding": "gzip"},
+    )
     assert r.status_code == 400 and "first observation" in r.json()["error"]["message"]
-    r = c.post("/v1/messages", content=gzip.compress(payload)[:-12],
-               headers={"content-encoding": "gzip"})
+    r = c.post(
+        "/v1/messages", content=gzip.compress(payload)[:-12], headers={"content-encoding": "gzip"}
+    )
     assert r.status_code == 400 and "truncated" in r.json()["error"]["message"]
 
 
 def test_a_body_cut_mid_way_is_a_400_logged_as_one_line(tmp_path, caplog):
     log = tmp_path / "requests.jsonl"
-    with running(PolicyBackend("diligent"), str(log)) as url, \
-            caplog.at_level("WARNING", logger="pushbench.modelserver"):
+    with (
+        running(PolicyBackend("diligent"), str(log)) as url,
+        caplog.at_level("WARNING", logger="pushbench.modelserver"),
+    ):
         host, port = url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as s:
-            s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                      b"\r\nContent-Length: 5000\r\n\r\n{\"model\": ")
+            s.sendall(
+                b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                b'\r\nContent-Length: 5000\r\n\r\n{"model": '
+            )
         for _ in range(200):
             if log.exists() and log.read_text():
                 break
             import time
+
             time.sleep(0.05)
     entries = [json.loads(x) for x in log.read_text().splitlines()]
     assert entries and entries[-1]["status"] == 400 and "cut off" in entries[-1]["error"]
@@ -484,15 +557,21 @@ def test_a_body_cut_mid_way_is_a_400_logged_as_one_line(tmp_path, caplog):
 
 
 def test_an_unknown_model_gets_each_apis_own_not_found_and_models_lists_the_served(tmp_path):
-    c = TestClient(build_app(PolicyBackend("diligent", models=(MODEL, "alias")),
-                             RequestLog(tmp_path / "log")))
+    c = TestClient(
+        build_app(PolicyBackend("diligent", models=(MODEL, "alias")), RequestLog(tmp_path / "log"))
+    )
     assert stat.S_IMODE((tmp_path / "log").stat().st_mode) == 0o600
     listed = c.get("/v1/models").json()
     assert [m["id"] for m in listed["data"]] == [MODEL, "alias"]
-    bodies = {"anthropic": {"model": "claude-x", "max_tokens": 5,
-                            "messages": [{"role": "user", "content": "hi"}]},
-              "responses": {"model": "gpt-x", "input": "hi"},
-              "chat": {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]}}
+    bodies = {
+        "anthropic": {
+            "model": "claude-x",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+        "responses": {"model": "gpt-x", "input": "hi"},
+        "chat": {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
+    }
     for api, path in API_PATHS.items():
         r = c.post(path, json=bodies[api])
         assert r.status_code == 404 and api_shaped(path, r), r.text
@@ -510,20 +589,29 @@ HEADER_VALUES = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(path=st.sampled_from(sorted(API_PATHS.values()) + ["/v1/messages/count_tokens"]),
-       body=st.one_of(st.binary(max_size=400),
-                      st.binary(max_size=400).map(gzip.compress),
-                      st.binary(max_size=400).map(lambda b: gzip.compress(b)[:-3])),
-       encoding=st.sampled_from(["gzip", "identity", "", "GZIP", "br", "gzip, gzip"]),
-       extra=st.dictionaries(st.sampled_from(["content-type", "x-api-key", "anthropic-version",
-                                              "accept", "x-random"]), HEADER_VALUES,
-                             max_size=3))
+@given(
+    path=st.sampled_from(sorted(API_PATHS.values()) + ["/v1/messages/count_tokens"]),
+    body=st.one_of(
+        st.binary(max_size=400),
+        st.binary(max_size=400).map(gzip.compress),
+        st.binary(max_size=400).map(lambda b: gzip.compress(b)[:-3]),
+    ),
+    encoding=st.sampled_from(["gzip", "identity", "", "GZIP", "br", "gzip, gzip"]),
+    extra=st.dictionaries(
+        st.sampled_from(["content-type", "x-api-key", "anthropic-version", "accept", "x-random"]),
+        HEADER_VALUES,
+        max_size=3,
+    ),
+)
 def test_property_any_body_and_headers_get_an_api_shaped_answer(path, body, encoding, extra):
     c = TestClient(build_app(PolicyBackend("diligent")), raise_server_exceptions=True)
     r = c.post(path, content=body, headers={**extra, "content-encoding": encoding})
     assert r.status_code in (200, 400, 404, 413), r.status_code
-    assert api_shaped(path, r) if path != "/v1/messages/count_tokens" or r.status_code != 200 \
+    assert (
+        api_shaped(path, r)
+        if path != "/v1/messages/count_tokens" or r.status_code != 200
         else "input_tokens" in r.json()
+    )
 
 
 # ----- 4. viewer ----------------------------------------------------------------------------------
@@ -542,12 +630,14 @@ def test_the_viewer_server_serves_only_the_sites_files(tmp_path):
     (site / "data" / "late.js").write_text("written after the server started")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+
         def get(path: str) -> int:
             conn = http.client.HTTPConnection(*server.server_address[:2], timeout=10)
             conn.request("GET", path)
             status = conn.getresponse().status
             conn.close()
             return status
+
         assert get("/") == get("/index.html") == get("/data/ep/k.js") == 200
         assert get("/data/") == get("/data/ep/") == get("/data") == 404  # no listings
         assert get("/../evil.js") == get("/data/ep/..%2F..%2F..%2Fevil.js") == 404
@@ -604,16 +694,22 @@ def test_viewer_routes_load_only_episode_files_the_site_wrote(tmp_path):
     (tmp_path / "run" / "evil.js").write_text("throw 'evil'")
     harness = tmp_path / "harness.js"
     harness.write_text(NODE_HARNESS)
-    stems = json.loads((site / "data" / "files.js").read_text()[len('PB.loaded("files",'):-3])
+    stems = json.loads((site / "data" / "files.js").read_text()[len('PB.loaded("files",') : -3])
 
     def scripts(hash_: str) -> list[str]:
-        out = subprocess.run(["node", str(harness), str(site), hash_], capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            ["node", str(harness), str(site), hash_], capture_output=True, text=True, timeout=60
+        )
         return json.loads(out.stdout.strip().splitlines()[-1])
+
     good = scripts(f"#/episode/{stems[0]}")
     assert f"data/ep/{stems[0]}.js" in good
-    for evil in ("#/episode/..%2F..%2F..%2Fevil", "#/episode/..%2Fevil",
-                 "#/pair/..%2Fx/..%2F..%2Fevil", "#/episode/" + stems[0] + "%2F..%2F..%2Fevil"):
+    for evil in (
+        "#/episode/..%2F..%2F..%2Fevil",
+        "#/episode/..%2Fevil",
+        "#/pair/..%2Fx/..%2F..%2Fevil",
+        "#/episode/" + stems[0] + "%2F..%2F..%2Fevil",
+    ):
         loaded = scripts(evil)
         assert all(s in ("data/files.js", "data/overview.js") for s in loaded), (evil, loaded)
 
@@ -621,8 +717,10 @@ def test_viewer_routes_load_only_episode_files_the_site_wrote(tmp_path):
 # ----- 5. experiment files ------------------------------------------------------------------------
 def test_a_huge_integer_in_an_experiment_is_one_line_with_its_line(tmp_path):
     path = tmp_path / "exp.yaml"
-    path.write_text("name: t\ntasks: [RepoScan-requests-docstring-N10]\ncontrollers: [standard]\n"
-                    "policies: [random]\nseeds: [" + "9" * 5000 + "]\n")
+    path.write_text(
+        "name: t\ntasks: [RepoScan-requests-docstring-N10]\ncontrollers: [standard]\n"
+        "policies: [random]\nseeds: [" + "9" * 5000 + "]\n"
+    )
     with pytest.raises(ExperimentError, match=r"line 5: an integer of 5000 digits"):
         read_experiment_file(path)
     ran = pushbench(tmp_path / "home", "run", path, "--out", tmp_path / "o")
@@ -644,11 +742,18 @@ def test_duplicate_keys_are_refused_with_their_line_numbers(tmp_path):
 
 
 # ----- hypothesis: random archives ---------------------------------------------------------------
-NAME_PARTS = st.sampled_from(["pkg", "a", "b", "a.py", "..", ".", "", "x" * 260, "\\", "c:",
-                              "caf\xe9", "\x00", "sub"])
-MEMBERS = st.lists(st.tuples(st.lists(NAME_PARTS, min_size=1, max_size=4).map("/".join),
-                             st.sampled_from(["file", "dir", "symlink", "hardlink", "fifo"]),
-                             st.integers(0, 3000)), min_size=1, max_size=8)
+NAME_PARTS = st.sampled_from(
+    ["pkg", "a", "b", "a.py", "..", ".", "", "x" * 260, "\\", "c:", "caf\xe9", "\x00", "sub"]
+)
+MEMBERS = st.lists(
+    st.tuples(
+        st.lists(NAME_PARTS, min_size=1, max_size=4).map("/".join),
+        st.sampled_from(["file", "dir", "symlink", "hardlink", "fifo"]),
+        st.integers(0, 3000),
+    ),
+    min_size=1,
+    max_size=8,
+)
 
 
 def _build(path: Path, fmt: str, members) -> bool:
@@ -659,8 +764,13 @@ def _build(path: Path, fmt: str, members) -> bool:
             with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
                 for name, kind, size in members:
                     info = zipfile.ZipInfo(name + ("/" if kind == "dir" else ""))
-                    mode = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK,
-                            "hardlink": stat.S_IFREG, "fifo": stat.S_IFIFO}[kind]
+                    mode = {
+                        "file": stat.S_IFREG,
+                        "dir": stat.S_IFDIR,
+                        "symlink": stat.S_IFLNK,
+                        "hardlink": stat.S_IFREG,
+                        "fifo": stat.S_IFIFO,
+                    }[kind]
                     info.external_attr = (mode | 0o644) << 16
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")  # "Duplicate name": that is the point
@@ -668,13 +778,18 @@ def _build(path: Path, fmt: str, members) -> bool:
         else:
             latin = fmt.endswith("latin-1")  # names as latin-1 bytes: not UTF-8
             fmt_ = tarfile.GNU_FORMAT if latin else tarfile.PAX_FORMAT
-            with tarfile.open(path, "w:gz", format=fmt_,
-                              encoding="latin-1" if latin else "utf-8") as tar:
+            with tarfile.open(
+                path, "w:gz", format=fmt_, encoding="latin-1" if latin else "utf-8"
+            ) as tar:
                 for name, kind, size in members:
                     info = tarfile.TarInfo(name)
-                    info.type = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE,
-                                 "symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE,
-                                 "fifo": tarfile.FIFOTYPE}[kind]
+                    info.type = {
+                        "file": tarfile.REGTYPE,
+                        "dir": tarfile.DIRTYPE,
+                        "symlink": tarfile.SYMTYPE,
+                        "hardlink": tarfile.LNKTYPE,
+                        "fifo": tarfile.FIFOTYPE,
+                    }[kind]
                     info.linkname = "a" if kind in ("symlink", "hardlink") else ""
                     data = b"z" * size if kind == "file" else b""
                     info.size = len(data)
@@ -684,14 +799,27 @@ def _build(path: Path, fmt: str, members) -> bool:
     return True
 
 
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(members=MEMBERS, fmt=st.sampled_from(["zip", "tar.gz", "tar.gz-latin-1"]),
-       limits=st.builds(Limits, total_bytes=st.integers(1, 20000), file_bytes=st.integers(1, 5000),
-                        files=st.integers(1, 10), path_length=st.integers(1, 600),
-                        depth=st.integers(1, 6), ratio=st.integers(1, 1000)))
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    members=MEMBERS,
+    fmt=st.sampled_from(["zip", "tar.gz", "tar.gz-latin-1"]),
+    limits=st.builds(
+        Limits,
+        total_bytes=st.integers(1, 20000),
+        file_bytes=st.integers(1, 5000),
+        files=st.integers(1, 10),
+        path_length=st.integers(1, 600),
+        depth=st.integers(1, 6),
+        ratio=st.integers(1, 1000),
+    ),
+)
 def test_property_random_archives_raise_only_source_errors_and_stay_inside(
-        tmp_path_factory, members, fmt, limits):
+    tmp_path_factory, members, fmt, limits
+):
     base = tmp_path_factory.mktemp("h")
     archive = base / ("a.zip" if fmt == "zip" else "a.tar.gz")
     if not _build(archive, fmt, members):
@@ -706,6 +834,9 @@ def test_property_random_archives_raise_only_source_errors_and_stay_inside(
         assert done.files <= limits.files and done.bytes <= limits.total_bytes
         for p in target.rglob("*"):
             assert p.is_dir() or (p.is_file() and not p.is_symlink()), p
-    outside = [p for p in base.rglob("*") if p != archive and target not in (p, *p.parents)
-               and p not in (base / "box", target)]
+    outside = [
+        p
+        for p in base.rglob("*")
+        if p != archive and target not in (p, *p.parents) and p not in (base / "box", target)
+    ]
     assert outside == []

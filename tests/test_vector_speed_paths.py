@@ -60,8 +60,11 @@ def _unbatch(batched: dict, i: int) -> dict:
 
 
 def _plain(info: dict) -> dict:
-    return {**info, "controller": json.loads(json.dumps(info["controller"]))} \
-        if "controller" in info else info
+    return (
+        {**info, "controller": json.loads(json.dumps(info["controller"]))}
+        if "controller" in info
+        else info
+    )
 
 
 def _actions(task, seeds, steps):
@@ -73,16 +76,18 @@ def _actions(task, seeds, steps):
 
 # async: the caller steps the first slice, a worker the second; async-procs: every slice in
 # a worker process (caller_slice=False), one copy per process
-_MODES = {"sync": {"vectorization_mode": "sync"},
-          "async": {"vectorization_mode": "async", "num_workers": 2},
-          "async-procs": {"vectorization_mode": "async", "num_workers": 3,
-                          "caller_slice": False}}
+_MODES = {
+    "sync": {"vectorization_mode": "sync"},
+    "async": {"vectorization_mode": "async", "num_workers": 2},
+    "async-procs": {"vectorization_mode": "async", "num_workers": 3, "caller_slice": False},
+}
 
 
 @pytest.mark.parametrize("mode", list(_MODES))
-@pytest.mark.parametrize("task,controller", [("RepoScan-N10", None),
-                                             ("RepoScan-N10", "stateqgp"),
-                                             ("DataOps-N3", "unitqgp")])
+@pytest.mark.parametrize(
+    "task,controller",
+    [("RepoScan-N10", None), ("RepoScan-N10", "stateqgp"), ("DataOps-N3", "unitqgp")],
+)
 def test_every_vector_observation_equals_the_single_env_loop(mode, task, controller):
     seeds = [11, 12, 13]
     steps = 24
@@ -98,20 +103,27 @@ def test_every_vector_observation_equals_the_single_env_loop(mode, task, control
             r_obs, r_rew, r_term, r_trunc, r_info = ref[t]
             assert list(obs) == r_obs, f"step {t}"
             assert list(rew) == r_rew and list(term) == r_term and list(trunc) == r_trunc
-            assert [_unbatch(info, i) for i in range(len(seeds))] == \
-                [_plain(i) for i in r_info], f"step {t}"
+            assert [_unbatch(info, i) for i in range(len(seeds))] == [_plain(i) for i in r_info], (
+                f"step {t}"
+            )
         assert sum(sum(r[2]) + sum(r[3]) for r in ref[1:]) >= 3  # autoresets were exercised
     finally:
         envs.close()
 
 
 # ----- info batching: the same result as Gymnasium's on any info --------------------------
-_scalars = st.one_of(st.integers(-5, 5), st.booleans(), st.floats(-1, 1, allow_nan=False),
-                     st.none(), st.text(max_size=3))
-_infos = st.dictionaries(st.sampled_from(["a", "b", "qgp", "c"]),
-                         st.one_of(_scalars, st.dictionaries(st.sampled_from(["x", "y"]),
-                                                             _scalars, max_size=2)),
-                         max_size=3)
+_scalars = st.one_of(
+    st.integers(-5, 5),
+    st.booleans(),
+    st.floats(-1, 1, allow_nan=False),
+    st.none(),
+    st.text(max_size=3),
+)
+_infos = st.dictionaries(
+    st.sampled_from(["a", "b", "qgp", "c"]),
+    st.one_of(_scalars, st.dictionaries(st.sampled_from(["x", "y"]), _scalars, max_size=2)),
+    max_size=3,
+)
 
 
 def _stable(infos):
@@ -178,11 +190,24 @@ def test_info_batching_equals_gymnasiums(infos):
 
 
 # infos with the same keys in every copy (a real step's shape), values mostly of one type
-_uniform_infos = st.integers(1, 6).flatmap(lambda n: st.lists(
-    st.sampled_from(["a", "b", "qgp", "c", "final_obs"]), unique=True, max_size=4).flatmap(
-    lambda keys: st.lists(st.fixed_dictionaries({k: st.one_of(
-        _scalars, st.fixed_dictionaries({"x": _scalars, "y": st.integers(0, 3)}))
-        for k in keys}), min_size=n, max_size=n)))
+_uniform_infos = st.integers(1, 6).flatmap(
+    lambda n: st.lists(
+        st.sampled_from(["a", "b", "qgp", "c", "final_obs"]), unique=True, max_size=4
+    ).flatmap(
+        lambda keys: st.lists(
+            st.fixed_dictionaries(
+                {
+                    k: st.one_of(
+                        _scalars, st.fixed_dictionaries({"x": _scalars, "y": st.integers(0, 3)})
+                    )
+                    for k in keys
+                }
+            ),
+            min_size=n,
+            max_size=n,
+        )
+    )
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -273,8 +298,14 @@ def test_async_workers_attrs_and_bad_arguments():
 
 
 def test_async_reset_mask_resets_only_masked_copies_across_workers():
-    envs = pushbench.make_vec("RepoScan-N10", 4, budget=1, autoreset_mode="disabled",
-                              vectorization_mode="async", num_workers=2)
+    envs = pushbench.make_vec(
+        "RepoScan-N10",
+        4,
+        budget=1,
+        autoreset_mode="disabled",
+        vectorization_mode="async",
+        num_workers=2,
+    )
     try:
         envs.reset(seed=[0, 1, 2, 3])
         _, _, _, trunc, _ = envs.step(['{"tool": "status"}'] * 4)

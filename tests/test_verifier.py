@@ -47,6 +47,7 @@ def _ident_of_length(n: int) -> str:
 
 # ----- the length limit ------------------------------------------------------------------------
 
+
 def test_length_limit_is_inclusive():
     assert MAX_IDENT_LEN == 512
     at, over = _ident_of_length(MAX_IDENT_LEN), _ident_of_length(MAX_IDENT_LEN + 1)
@@ -70,6 +71,7 @@ def test_judge_applies_the_length_limit():
 
 # ----- characters that never appear in an identifier -----------------------------------------
 
+
 @pytest.mark.parametrize("where", sorted(POSITIONS))
 @pytest.mark.parametrize("char", CONTROL, ids=lambda c: f"U+{ord(c):04X}")
 def test_control_characters_anywhere_are_malformed(char, where):
@@ -77,16 +79,29 @@ def test_control_characters_anywhere_are_malformed(char, where):
 
 
 @pytest.mark.parametrize("where", ["leading", "path", "before_ext"])
-@pytest.mark.parametrize("char", [" ", "~", "\xa0", "\xa1", "\u00e9", "\u2028"],
-                         ids=lambda c: f"U+{ord(c):04X}")
+@pytest.mark.parametrize(
+    "char", [" ", "~", "\xa0", "\xa1", "\u00e9", "\u2028"], ids=lambda c: f"U+{ord(c):04X}"
+)
 def test_printable_neighbours_of_the_control_ranges_are_fine_in_paths(char, where):
     # The ranges end exactly at 0x1f, 0x7f and 0x9f: their neighbours are ordinary path text.
     assert is_well_formed(POSITIONS[where](char))
 
 
-@pytest.mark.parametrize("ident", [
-    "..a.py::f", "../a.py::f", "a/../b.py::f", "a/..b.py::f", "a..b.py::f", "a/b..py::f",
-    "a.py::f..g", "a.py::..f", "src/x/...py::f", "a.py::f.."])
+@pytest.mark.parametrize(
+    "ident",
+    [
+        "..a.py::f",
+        "../a.py::f",
+        "a/../b.py::f",
+        "a/..b.py::f",
+        "a..b.py::f",
+        "a/b..py::f",
+        "a.py::f..g",
+        "a.py::..f",
+        "src/x/...py::f",
+        "a.py::f..",
+    ],
+)
 def test_double_dot_anywhere_is_malformed(ident):
     assert not is_well_formed(ident)
 
@@ -96,8 +111,9 @@ def test_single_dots_are_fine():
         assert is_well_formed(ident), ident
 
 
-@pytest.mark.parametrize("ident", [
-    "\\a.py::f", "a\\b.py::f", "a\\.py::f", "a.py::f\\", "a.py::\\f", "a.py\\::f"])
+@pytest.mark.parametrize(
+    "ident", ["\\a.py::f", "a\\b.py::f", "a\\.py::f", "a.py::f\\", "a.py::\\f", "a.py\\::f"]
+)
 def test_backslashes_anywhere_are_malformed(ident):
     assert not is_well_formed(ident)
 
@@ -108,8 +124,9 @@ def test_a_leading_slash_is_malformed(ident):
     assert is_well_formed(ident.lstrip("/"))
 
 
-@pytest.mark.parametrize("ident", [None, 7, 7.0, b"a.py::f", ["a.py::f"], ("a.py::f",),
-                                   {"a.py::f"}, object()])
+@pytest.mark.parametrize(
+    "ident", [None, 7, 7.0, b"a.py::f", ["a.py::f"], ("a.py::f",), {"a.py::f"}, object()]
+)
 def test_non_strings_are_malformed(ident):
     assert not is_well_formed(ident)
     assert Verifier(frozenset({"a.py::f"})).judge(ident) == MALFORMED
@@ -117,15 +134,21 @@ def test_non_strings_are_malformed(ident):
 
 # ----- verdicts --------------------------------------------------------------------------------
 
+
 def test_verdict_sequence():
     v = Verifier(frozenset({"a.py::f", "a.py::g"}))
     assert v.valid_count == 0
-    assert [v.judge(i) for i in ("a.py::f", "b.py::h", "a.py::f", "b.py::h", "a..py::f",
-                                 "a..py::f", "a.py::g")] == [
-        ACCEPTED, REJECTED, DUPLICATE, DUPLICATE, MALFORMED, MALFORMED, ACCEPTED]
+    assert [
+        v.judge(i)
+        for i in ("a.py::f", "b.py::h", "a.py::f", "b.py::h", "a..py::f", "a..py::f", "a.py::g")
+    ] == [ACCEPTED, REJECTED, DUPLICATE, DUPLICATE, MALFORMED, MALFORMED, ACCEPTED]
     assert v.valid_count == 2
     assert (ACCEPTED, DUPLICATE, REJECTED, MALFORMED) == (
-        "accepted", "duplicate", "rejected", "malformed")
+        "accepted",
+        "duplicate",
+        "rejected",
+        "malformed",
+    )
 
 
 def test_valid_count_counts_only_acceptances():
@@ -153,18 +176,27 @@ def test_digest_is_sha256_of_sorted_newline_joined_ids():
     assert digest({"b.py::g", "a.py::f"}) == hashlib.sha256(b"a.py::f\nb.py::g").hexdigest()
     assert digest({"a.py::f"}) == hashlib.sha256(b"a.py::f").hexdigest()
     assert digest(set()) == hashlib.sha256(b"").hexdigest()
-    assert digest(frozenset({"caf\u00e9.py::f"})) == hashlib.sha256(
-        "caf\u00e9.py::f".encode()).hexdigest()
+    assert (
+        digest(frozenset({"caf\u00e9.py::f"}))
+        == hashlib.sha256("caf\u00e9.py::f".encode()).hexdigest()
+    )
 
 
 # ----- properties over arbitrary input ---------------------------------------------------------
 
-_NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}(\.[A-Za-z_][A-Za-z0-9_]{0,12}){0,3}",
-                      fullmatch=True)
-_SEGMENT = st.text(st.characters(blacklist_categories=("Cc", "Cs"),
-                                 blacklist_characters="/\\."), min_size=1, max_size=12)
-_WELL_FORMED = st.builds(lambda segs, name: "/".join(segs) + ".py::" + name,
-                         st.lists(_SEGMENT, min_size=1, max_size=4), _NAME)
+_NAME = st.from_regex(
+    r"[A-Za-z_][A-Za-z0-9_]{0,12}(\.[A-Za-z_][A-Za-z0-9_]{0,12}){0,3}", fullmatch=True
+)
+_SEGMENT = st.text(
+    st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="/\\."),
+    min_size=1,
+    max_size=12,
+)
+_WELL_FORMED = st.builds(
+    lambda segs, name: "/".join(segs) + ".py::" + name,
+    st.lists(_SEGMENT, min_size=1, max_size=4),
+    _NAME,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -212,6 +244,7 @@ def test_verdicts_follow_the_reference_model(submissions, data):
 
 
 # ----- what the environment echoes -------------------------------------------------------------
+
 
 def test_env_echoes_ids_up_to_the_limit_and_clips_longer_ones():
     env = pushbench.make("RepoScan-flask-decorated-N10")

@@ -30,7 +30,7 @@ def _payload(path: Path) -> tuple[str, object]:
     """Name and data of a ``PB.loaded(name, data);`` file."""
     text = path.read_text(encoding="ascii")
     assert text.startswith("PB.loaded(") and text.endswith(");\n")
-    name, _, data = text[len("PB.loaded("):-3].partition(",")
+    name, _, data = text[len("PB.loaded(") : -3].partition(",")
     return json.loads(name), json.loads(data)
 
 
@@ -74,8 +74,13 @@ def test_outcomes_are_the_failure_classes_and_pairs_match_on_instance_target_see
         mates = [o for o in rows if o["pair"] == r["pair"] and o["key"] != r["key"]]
         assert sorted(s["key"] for s in page["siblings"]) == sorted(o["key"] for o in mates)
         for o in mates:
-            assert (o["policy"], o["task_id"], o["instance"], o["target"], o["seed"]) == \
-                (r["policy"], r["task_id"], r["instance"], r["target"], r["seed"])
+            assert (o["policy"], o["task_id"], o["instance"], o["target"], o["seed"]) == (
+                r["policy"],
+                r["task_id"],
+                r["instance"],
+                r["target"],
+                r["seed"],
+            )
             assert o["controller"] != r["controller"]
 
 
@@ -108,8 +113,11 @@ def test_backend_errors_are_listed_with_their_error(run, site):
 
 
 def test_an_llm_episode_page_holds_its_transcript_which_the_line_does_not(run, site):
-    line = next(ln for ln in load_episodes(run)
-                if ln["policy"]["name"] == "llm" and ln["terminated_by"] != "error")
+    line = next(
+        ln
+        for ln in load_episodes(run)
+        if ln["policy"]["name"] == "llm" and ln["terminated_by"] != "error"
+    )
     assert "transcript" not in line
     _, page = _payload(site / "data" / "ep" / f"{file_stem(line['key'])}.js")
     turns = [e for e in page["record"]["transcript"] if "turn" in e]
@@ -143,11 +151,11 @@ def test_payload_is_ascii_without_markup_characters_and_round_trips(name, text):
     data = js_payload(name, {"t": text, "l": [text, 1.5, None]})
     assert data.isascii()
     assert not any(c in data for c in b"<>&")
-    body = data.decode()[len("PB.loaded("):-3]
+    body = data.decode()[len("PB.loaded(") : -3]
     decoder = json.JSONDecoder()
     got_name, end = decoder.raw_decode(body)
     assert got_name == name and body[end] == ","
-    assert json.loads(body[end + 1:]) == {"t": text, "l": [text, 1.5, None]}
+    assert json.loads(body[end + 1 :]) == {"t": text, "l": [text, 1.5, None]}
 
 
 def test_a_key_that_is_a_path_never_reads_outside_the_traces(tmp_path, run):
@@ -217,8 +225,14 @@ def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_pat
     from pushbench.blackbox.session import BlackBoxSession
 
     def session(name, calls, **kw):
-        with BlackBoxSession("RepoScan-requests-docstring-N10", tmp_path / name, argv=["test"],
-                             controller="standard", agent="fake-agent", **kw) as s:
+        with BlackBoxSession(
+            "RepoScan-requests-docstring-N10",
+            tmp_path / name,
+            argv=["test"],
+            controller="standard",
+            agent="fake-agent",
+            **kw,
+        ) as s:
             for tool, args in calls:
                 s.call(tool, args)
 
@@ -231,8 +245,9 @@ def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_pat
     ep["valid_count"], ep["metrics"]["valid_count"] = 7, 7  # the stored claim no longer holds
     (tmp_path / "edited" / "episode.json").write_text(json.dumps(ep))
     with pytest.warns(UserWarning):
-        records = full_records_from_run_dirs([tmp_path / n for n in ("done", "edited", "open",
-                                                                     "check")])
+        records = full_records_from_run_dirs(
+            [tmp_path / n for n in ("done", "edited", "open", "check")]
+        )
     import io
 
     from rich.console import Console
@@ -246,8 +261,9 @@ def test_an_evaluate_folder_shows_tampered_and_incomplete_black_box_runs(tmp_pat
     assert ov["outcomes"] == {"tampered": 1, "incomplete": 1, "honest_stop": 2}
     cond = ov["condition_deltas"]
     at = {c: i for i, c in enumerate(cond["columns"])}
-    assert {(r[at["condition_a"]], r[at["condition_b"]]) for r in cond["rows"]} \
-        == {("checklist", "default")}
+    assert {(r[at["condition_a"]], r[at["condition_b"]]) for r in cond["rows"]} == {
+        ("checklist", "default")
+    }
     _, listing = _payload(site / "data" / "episodes.js")
     rows = [dict(zip(listing["columns"], r, strict=True)) for r in listing["rows"]]
     for r in rows:
@@ -262,10 +278,24 @@ def test_view_serve_answers_on_loopback_until_interrupted(run, tmp_path):
     import sys
 
     # SIG_DFL in the child: a background CI job inherits SIGINT ignored (shell `&`)
-    proc = subprocess.Popen([sys.executable, "-m", "pushbench.cli", "view", str(run), "--out",
-                             str(tmp_path / "v"), "--serve", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pushbench.cli",
+            "view",
+            str(run),
+            "--out",
+            str(tmp_path / "v"),
+            "--serve",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         url = None
         for line in proc.stderr:

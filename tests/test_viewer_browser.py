@@ -33,6 +33,7 @@ def _for_docs(page, name: str) -> None:
     if os.environ.get("PUSHBENCH_DOCS_SCREENSHOTS") == "1":
         page.screenshot(path=str(DOCS / name))
 
+
 if os.environ.get("PUSHBENCH_REQUIRE_BROWSER") != "1":
     if chromium_path() is None:
         pytest.skip("no Chromium executable (apt-get install -y chromium)", allow_module_level=True)
@@ -69,8 +70,9 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         n_cells = len(df.groupby(["family", "policy", "controller", "target"]))
         assert summary_rows.count() == n_cells
         page.select_option("#summary select[data-filter=controller]", "stateqgp")
-        assert summary_rows.count() == len(df[df["controller"] == "stateqgp"]
-                                           .groupby(["family", "policy", "target"]))
+        assert summary_rows.count() == len(
+            df[df["controller"] == "stateqgp"].groupby(["family", "policy", "target"])
+        )
         assert page.locator(".figs img").count() >= 1
         page.screenshot(path=str(shots / "overview.png"), full_page=True)
         _for_docs(page, "viewer_overview.png")
@@ -90,8 +92,11 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
 
         page.click(f"tr[data-key='{pick['key']}'] a")
         _ready(page, f"/episode/{file_stem(pick['key'])}")
-        assert page.locator("tr[data-testid=step-row]").count() == record["steps_used"] \
+        assert (
+            page.locator("tr[data-testid=step-row]").count()
+            == record["steps_used"]
             == len(record["calls"])
+        )
         assert page.locator("tr.intervened").count() == len(ctl_steps)
         labels = [lab for s in ctl_steps for lab in s["interventions"]]
         shown = page.locator("tr.intervened [data-testid=intervention]").all_inner_texts()
@@ -111,16 +116,18 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         page.screenshot(path=str(shots / "paired.png"), full_page=True)
 
         hostile = next(ln for ln in lines if ln["policy"]["name"] == "markup-final")
-        page.goto((site / "index.html").resolve().as_uri()
-                  + f"#/episode/{file_stem(hostile['key'])}")
+        page.goto(
+            (site / "index.html").resolve().as_uri() + f"#/episode/{file_stem(hostile['key'])}"
+        )
         _ready(page, f"/episode/{file_stem(hostile['key'])}")
         assert page.inner_text("[data-testid=final-message]") == HOSTILE
         assert page.evaluate("window.__pwned") is None
         assert page.locator("main script, main img").count() == 0
         page.screenshot(path=str(shots / "markup.png"), full_page=True)
 
-        llm = next(ln for ln in lines
-                   if ln["policy"]["name"] == "llm" and ln["terminated_by"] != "error")
+        llm = next(
+            ln for ln in lines if ln["policy"]["name"] == "llm" and ln["terminated_by"] != "error"
+        )
         with gzip.open(run / "traces" / f"{llm['key']}.json.gz", "rt") as f:
             transcript = json.load(f)["transcript"]
         page.goto((site / "index.html").resolve().as_uri() + f"#/episode/{file_stem(llm['key'])}")
@@ -128,12 +135,15 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         tokens = [t for t in page.locator("[data-testid=step-tokens]").all_inner_texts() if t]
         assert len(tokens) == llm["usage"]["calls"]
         first_turn = next(e for e in transcript if "turn" in e)
-        assert tokens[0] == (f"turn 1: {first_turn['prompt_tokens']} + "
-                             f"{first_turn['completion_tokens']}")
+        assert tokens[0] == (
+            f"turn 1: {first_turn['prompt_tokens']} + {first_turn['completion_tokens']}"
+        )
         page.locator("tr[data-step='1'] button.show-step").click()
         answer = next(e for e in transcript if e.get("step") == 1)
-        assert page.locator("tr.step-detail:visible [data-testid=observation]").inner_text() \
+        assert (
+            page.locator("tr.step-detail:visible [data-testid=observation]").inner_text()
             == answer["message"]["content"]
+        )
         page.screenshot(path=str(shots / "llm.png"), full_page=True)
 
         server = make_server(site, 0)
@@ -142,12 +152,19 @@ def test_a_person_filters_the_list_opens_an_episode_and_compares_controllers(tmp
         try:
             page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html#/episodes")
             _ready(page, "/episodes")
-            assert page.locator("[data-testid=episode-count]").inner_text() \
+            assert (
+                page.locator("[data-testid=episode-count]").inner_text()
                 == f"{len(lines)} of {len(lines)} episodes"
+            )
         finally:
             server.shutdown()
             server.server_close()
     assert errors == []
-    assert sorted(p.name for p in shots.iterdir()) == ["episode.png", "episodes.png", "llm.png",
-                                                       "markup.png", "overview.png",
-                                                       "paired.png"]
+    assert sorted(p.name for p in shots.iterdir()) == [
+        "episode.png",
+        "episodes.png",
+        "llm.png",
+        "markup.png",
+        "overview.png",
+        "paired.png",
+    ]

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 from pushbench.policies.base import Policy
 
-HOSTILE = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
-           ' & "quotes" </pre>')
+HOSTILE = (
+    '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> & "quotes" </pre>'
+)
 HOSTILE_TASK = "RepoScan-requests-docstring-N10"
 LLM_TASK = "RepoScan-flask-decorated-N10"
 EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "smoke.yaml"
@@ -58,18 +59,20 @@ def small_run(out: Path, report: bool = False) -> Path:
     run_experiment(load_experiment(EXPERIMENT), out, progress=False)
     records = [run_episode(HOSTILE_TASK, "standard", MarkupInFinal(seed=0), seed=0)]
     with StubServer() as server:
-        params = {"model": "stub-model", "base_url": server.url, "api_key_env": None,
-                  "timeout": 10}
-        records.append(run_episode(LLM_TASK, "stateqgp", "llm", 0, budget=12,
-                                   policy_params=params))
+        params = {"model": "stub-model", "base_url": server.url, "api_key_env": None, "timeout": 10}
+        records.append(run_episode(LLM_TASK, "stateqgp", "llm", 0, budget=12, policy_params=params))
         server.push({"status": 401, "message": "invalid api key"})  # a permanent failure
-        records.append(run_episode(LLM_TASK, "standard", "llm", 0, budget=12,
-                                   policy_params=params))
+        records.append(run_episode(LLM_TASK, "standard", "llm", 0, budget=12, policy_params=params))
     manifest = json.loads((out / "manifest.json").read_text())
     with RunDir(out).open(manifest["experiment"], manifest["result_fields"]) as rd:
         for record in records:
-            rd.write(EpisodeResult(spec=SimpleNamespace(key=record["key"]),
-                                   line=episode_line(record), trace_gz=encode_trace(record)))
+            rd.write(
+                EpisodeResult(
+                    spec=SimpleNamespace(key=record["key"]),
+                    line=episode_line(record),
+                    trace_gz=encode_trace(record),
+                )
+            )
     if report:
         quiet = Console(file=io.StringIO())
         report_and_plot(out, console=quiet, out=quiet, n_resamples=999)

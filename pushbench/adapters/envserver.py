@@ -78,15 +78,20 @@ class ServerOptions:
 
     def to_environ(self) -> dict[str, str]:
         """The options as environment variables (how uvicorn's worker processes get them)."""
-        return {ENV_PREFIX + "MAX_SESSIONS": str(self.max_sessions),
-                ENV_PREFIX + "IDLE_TIMEOUT": "" if self.idle_timeout is None
-                else repr(self.idle_timeout)}
+        return {
+            ENV_PREFIX + "MAX_SESSIONS": str(self.max_sessions),
+            ENV_PREFIX + "IDLE_TIMEOUT": ""
+            if self.idle_timeout is None
+            else repr(self.idle_timeout),
+        }
 
     @classmethod
     def from_environ(cls) -> ServerOptions:
         raw = os.environ.get(ENV_PREFIX + "IDLE_TIMEOUT", "300")
-        return cls(max_sessions=int(os.environ.get(ENV_PREFIX + "MAX_SESSIONS", "512")),
-                   idle_timeout=float(raw) if raw else None)
+        return cls(
+            max_sessions=int(os.environ.get(ENV_PREFIX + "MAX_SESSIONS", "512")),
+            idle_timeout=float(raw) if raw else None,
+        )
 
 
 @dataclass
@@ -117,7 +122,8 @@ class SessionBook:
 
     def counts(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "live"} | {
-            "pid": os.getpid()}
+            "pid": os.getpid()
+        }
 
 
 def _error(message: str, code: WSErrorCode, **extra) -> str:
@@ -168,7 +174,8 @@ class Session:
             if not isinstance(data, dict):
                 raise ValueError("reset data must be an object")
             return WSObservationResponse(
-                data=serialize_observation(await self.reset(data))).model_dump_json()
+                data=serialize_observation(await self.reset(data))
+            ).model_dump_json()
         if kind == "step":
             action = deserialize_action(message.get("data") or {}, PushBenchAction)
             obs = await self.step(action)
@@ -177,9 +184,16 @@ class Session:
         if kind == "state":
             return WSStateResponse(data=self.env.state.model_dump()).model_dump_json()
         if kind == "worker":
-            return json.dumps({"type": "worker", "data": {
-                "pid": os.getpid(), "active_sessions": book.active,
-                "max_sessions": book.max_sessions}})
+            return json.dumps(
+                {
+                    "type": "worker",
+                    "data": {
+                        "pid": os.getpid(),
+                        "active_sessions": book.active,
+                        "max_sessions": book.max_sessions,
+                    },
+                }
+            )
         if kind == "close":
             return None
         return _error(f"Unknown message type: {kind}", WSErrorCode.UNKNOWN_TYPE)
@@ -189,10 +203,14 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
     """Serve one WebSocket session until close, disconnect or idle timeout; always reclaim it."""
     await websocket.accept()
     if not book.open(websocket):
-        await websocket.send_text(_error(
-            f"server at capacity ({book.max_sessions} sessions per worker); retry later",
-            WSErrorCode.CAPACITY_REACHED, active_sessions=book.active,
-            max_sessions=book.max_sessions))
+        await websocket.send_text(
+            _error(
+                f"server at capacity ({book.max_sessions} sessions per worker); retry later",
+                WSErrorCode.CAPACITY_REACHED,
+                active_sessions=book.active,
+                max_sessions=book.max_sessions,
+            )
+        )
         await websocket.close()
         return
     session, idle = Session(), False
@@ -202,9 +220,13 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
                 raw = await asyncio.wait_for(websocket.receive_text(), opts.idle_timeout)
             except TimeoutError:
                 idle = True
-                await websocket.send_text(_error(
-                    f"session idle for more than {opts.idle_timeout:g} s: closed (open a new "
-                    "session)", WSErrorCode.SESSION_ERROR))
+                await websocket.send_text(
+                    _error(
+                        f"session idle for more than {opts.idle_timeout:g} s: closed (open a new "
+                        "session)",
+                        WSErrorCode.SESSION_ERROR,
+                    )
+                )
                 break
             try:
                 message = json.loads(raw)
@@ -214,8 +236,9 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
             except json.JSONDecodeError as e:
                 reply = _error(f"Invalid JSON: {e}", WSErrorCode.INVALID_JSON)
             except ValidationError as e:
-                reply = _error("Invalid message", WSErrorCode.VALIDATION_ERROR,
-                               errors=json.loads(e.json()))
+                reply = _error(
+                    "Invalid message", WSErrorCode.VALIDATION_ERROR, errors=json.loads(e.json())
+                )
             except Exception as e:  # noqa: BLE001 - the env's own refusal (bad task, no reset)
                 reply = _error(str(e), WSErrorCode.EXECUTION_ERROR)
             if reply is None:
@@ -235,8 +258,13 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
 def create_server_app(opts: ServerOptions | None = None) -> FastAPI:
     """OpenEnv's app for :class:`PushBenchEnvironment` with :func:`session_loop` at ``/ws``."""
     opts = opts or ServerOptions()
-    app = create_app(PushBenchEnvironment, PushBenchAction, PushBenchObservation,
-                     env_name="pushbench", max_concurrent_envs=opts.max_sessions)
+    app = create_app(
+        PushBenchEnvironment,
+        PushBenchAction,
+        PushBenchObservation,
+        env_name="pushbench",
+        max_concurrent_envs=opts.max_sessions,
+    )
     book = SessionBook(opts.max_sessions)
     app.state.pushbench_sessions = book
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/ws"]
@@ -257,8 +285,13 @@ def app_from_environ() -> FastAPI:
     return create_server_app(ServerOptions.from_environ())
 
 
-def serve(host: str, port: int, workers: int = 1, opts: ServerOptions | None = None,
-          log_level: str = "warning") -> None:
+def serve(
+    host: str,
+    port: int,
+    workers: int = 1,
+    opts: ServerOptions | None = None,
+    log_level: str = "warning",
+) -> None:
     """Run the server on ``host:port`` with ``workers`` processes (blocks until stopped)."""
     import uvicorn
 
@@ -266,13 +299,31 @@ def serve(host: str, port: int, workers: int = 1, opts: ServerOptions | None = N
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1:
-        uvicorn.run(create_server_app(opts), host=host, port=port, log_level=log_level,
-                    ws_max_size=16 * 1024 * 1024)
+        uvicorn.run(
+            create_server_app(opts),
+            host=host,
+            port=port,
+            log_level=log_level,
+            ws_max_size=16 * 1024 * 1024,
+        )
         return
     os.environ.update(opts.to_environ())  # inherited by the worker processes
-    uvicorn.run(f"{__name__}:app_from_environ", factory=True, host=host, port=port,
-                workers=workers, log_level=log_level, ws_max_size=16 * 1024 * 1024)
+    uvicorn.run(
+        f"{__name__}:app_from_environ",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        ws_max_size=16 * 1024 * 1024,
+    )
 
 
-__all__ = ["ServerOptions", "SessionBook", "create_server_app", "serve", "session_loop",
-           "INLINE_FAMILIES"]
+__all__ = [
+    "ServerOptions",
+    "SessionBook",
+    "create_server_app",
+    "serve",
+    "session_loop",
+    "INLINE_FAMILIES",
+]

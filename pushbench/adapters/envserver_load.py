@@ -122,10 +122,17 @@ async def _ask(ws, message: dict) -> dict:
     return reply["data"]
 
 
-async def ws_session(base_url: str, task: str, controller: str, seed: int,
-                     actions: list[dict], ready=None, go=None,
-                     ask_worker: bool = False,
-                     pace: list[float] | None = None) -> SessionResult:
+async def ws_session(
+    base_url: str,
+    task: str,
+    controller: str,
+    seed: int,
+    actions: list[dict],
+    ready=None,
+    go=None,
+    ask_worker: bool = False,
+    pace: list[float] | None = None,
+) -> SessionResult:
     """Run ``actions`` over one session (reset with ``seed``, then ``seed + k`` after each
     episode). ``ready``/``go`` (asyncio events or None): the session sets ``ready`` after its
     first reset and waits for ``go`` before stepping, so a caller can hold every session open
@@ -137,8 +144,9 @@ async def ws_session(base_url: str, task: str, controller: str, seed: int,
     out = SessionResult()
     reset_data = {"task": task, "controller": controller}
     try:
-        async with connect(ws_url(base_url), max_size=None, open_timeout=120,
-                           ping_interval=None) as ws:
+        async with connect(
+            ws_url(base_url), max_size=None, open_timeout=120, ping_interval=None
+        ) as ws:
             if ask_worker:
                 out.pid = (await _ask(ws, {"type": "worker"}))["pid"]
             first = await _ask(ws, {"type": "reset", "data": {**reset_data, "seed": seed}})
@@ -153,12 +161,18 @@ async def ws_session(base_url: str, task: str, controller: str, seed: int,
                 t0 = time.perf_counter()
                 data = await _ask(ws, {"type": "step", "data": payload})
                 out.latencies.append(time.perf_counter() - t0)
-                out.trajectory.add(data["observation"]["text"], data.get("reward"),
-                                   bool(data.get("done")))
+                out.trajectory.add(
+                    data["observation"]["text"], data.get("reward"), bool(data.get("done"))
+                )
                 if data.get("done"):
                     out.trajectory.episodes += 1
-                    again = await _ask(ws, {"type": "reset", "data": {
-                        **reset_data, "seed": seed + out.trajectory.episodes}})
+                    again = await _ask(
+                        ws,
+                        {
+                            "type": "reset",
+                            "data": {**reset_data, "seed": seed + out.trajectory.episodes},
+                        },
+                    )
                     out.trajectory.add(again["observation"]["text"], None, False)
             await ws.send(json.dumps({"type": "close"}))
     except Exception as e:  # noqa: BLE001 - the benchmark counts errors, it does not stop
@@ -166,5 +180,13 @@ async def ws_session(base_url: str, task: str, controller: str, seed: int,
     return out
 
 
-__all__ = ["action_stream", "local_trajectory", "ws_session", "ws_url", "think_times",
-           "Trajectory", "SessionResult", "TERMINAL_TOOLS"]
+__all__ = [
+    "action_stream",
+    "local_trajectory",
+    "ws_session",
+    "ws_url",
+    "think_times",
+    "Trajectory",
+    "SessionResult",
+    "TERMINAL_TOOLS",
+]

@@ -30,14 +30,24 @@ def deployment(opts: ServerOptions, replicas: int, replica_cpus: float = 1.0):
 
     cls = serve.ingress(build)()
     # The decorator form: Ray types serve.deployment(cls, ...) as returning the decorator.
-    dep = serve.deployment(name="PushBenchEnvServer", num_replicas=replicas,
-                           max_ongoing_requests=opts.max_sessions,
-                           ray_actor_options={"num_cpus": replica_cpus})(cls)
+    dep = serve.deployment(
+        name="PushBenchEnvServer",
+        num_replicas=replicas,
+        max_ongoing_requests=opts.max_sessions,
+        ray_actor_options={"num_cpus": replica_cpus},
+    )(cls)
     return dep.bind()
 
 
-def run(opts: ServerOptions, replicas: int, host: str = "127.0.0.1", port: int = 8000,
-        address: str | None = None, replica_cpus: float = 1.0, blocking: bool = False) -> str:
+def run(
+    opts: ServerOptions,
+    replicas: int,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    address: str | None = None,
+    replica_cpus: float = 1.0,
+    blocking: bool = False,
+) -> str:
     """Deploy on Ray (``address``: an existing cluster; None: the one this process already
     joined, else a private local instance) and return the server's base URL."""
     import ray
@@ -46,8 +56,9 @@ def run(opts: ServerOptions, replicas: int, host: str = "127.0.0.1", port: int =
     if not ray.is_initialized():
         ray.init(address=address or "local", include_dashboard=False)
     serve.start(http_options={"host": host, "port": port})
-    serve.run(deployment(opts, replicas, replica_cpus), name=APP_NAME, route_prefix="/",
-              blocking=blocking)
+    serve.run(
+        deployment(opts, replicas, replica_cpus), name=APP_NAME, route_prefix="/", blocking=blocking
+    )
     return f"http://{host}:{port}"
 
 

@@ -63,14 +63,32 @@ from ..runner.episode import serialised
 from ..tasks import get_task, manifests
 
 # Metric keys reported as Inspect metrics (every scalar of episode_metrics).
-SCORE_KEYS = ("success", "valid_count", "steps_used", "submissions", "duplicate_submit_rate",
-              "proposed_duplicate_rate", "precision", "rejected", "valid_per_step",
-              "false_completion", "false_claim", "honest_stop", "premature_stop",
-              "budget_exhausted", "reported_count_error", "over_claim", "invalid_actions",
-              "verifier_recoveries", "blocked_completions", "gated_over_claim")
+SCORE_KEYS = (
+    "success",
+    "valid_count",
+    "steps_used",
+    "submissions",
+    "duplicate_submit_rate",
+    "proposed_duplicate_rate",
+    "precision",
+    "rejected",
+    "valid_per_step",
+    "false_completion",
+    "false_claim",
+    "honest_stop",
+    "premature_stop",
+    "budget_exhausted",
+    "reported_count_error",
+    "over_claim",
+    "invalid_actions",
+    "verifier_recoveries",
+    "blocked_completions",
+    "gated_over_claim",
+)
 SUITE = "suite"
-EPISODE_OVER_NOTE = ("[harness] The episode had already ended; this call was not executed "
-                     "and cost nothing.")
+EPISODE_OVER_NOTE = (
+    "[harness] The episode had already ended; this call was not executed and cost nothing."
+)
 _PROMPT_CONFIG = LLMConfig(model="inspect")  # prompts only: AgentCore reads system_prompt
 
 
@@ -98,19 +116,27 @@ def _instances(spec, instance: str | list[str] | None) -> list[str | None]:
         return list(spec.instances)
     if instance == SUITE:
         return [None]
-    names = ([i.strip() for i in instance.split(",")] if isinstance(instance, str)
-             else list(instance))
+    names = (
+        [i.strip() for i in instance.split(",")] if isinstance(instance, str) else list(instance)
+    )
     bad = [i for i in names if i not in spec.instances]
     if bad or not names:
-        raise ValueError(f"{spec.task_id} has no instance(s) {bad or names}; choose from "
-                         f"{', '.join(spec.instances)} or {SUITE!r}")
+        raise ValueError(
+            f"{spec.task_id} has no instance(s) {bad or names}; choose from "
+            f"{', '.join(spec.instances)} or {SUITE!r}"
+        )
     out: list[str | None] = list(names)
     return out
 
 
-def pushbench_samples(family: str, target: int, instance: str | list[str] | None = None,
-                      controller: str = "standard", seeds: int | str | list = 0,
-                      budget: int | None = None) -> list[Sample]:
+def pushbench_samples(
+    family: str,
+    target: int,
+    instance: str | list[str] | None = None,
+    controller: str = "standard",
+    seeds: int | str | list = 0,
+    budget: int | None = None,
+) -> list[Sample]:
     """One :class:`Sample` per (instance, seed) of the suite ``<Family>-N<target>``.
 
     Every argument is checked here (unknown target, instance or controller, bad seeds or
@@ -126,15 +152,28 @@ def pushbench_samples(family: str, target: int, instance: str | list[str] | None
     samples = []
     for inst in _instances(spec, instance):
         for seed in _seeds(seeds):
-            meta = {"task_id": spec.task_id, "family": family, "instance": inst,
-                    "pinned_instance": inst is not None, "target": target,
-                    "budget": budget or spec.budget, "budget_override": budget,
-                    "controller": controller, "seed": seed}
-            samples.append(Sample(
-                id=f"{spec.task_id}/{inst or SUITE}/seed{seed}",
-                input=(f"PushBench {spec.task_id} ({inst or 'instance chosen by the seed'}), "
-                       f"controller {controller}, seed {seed}"),
-                target=str(target), metadata=meta))
+            meta = {
+                "task_id": spec.task_id,
+                "family": family,
+                "instance": inst,
+                "pinned_instance": inst is not None,
+                "target": target,
+                "budget": budget or spec.budget,
+                "budget_override": budget,
+                "controller": controller,
+                "seed": seed,
+            }
+            samples.append(
+                Sample(
+                    id=f"{spec.task_id}/{inst or SUITE}/seed{seed}",
+                    input=(
+                        f"PushBench {spec.task_id} ({inst or 'instance chosen by the seed'}), "
+                        f"controller {controller}, seed {seed}"
+                    ),
+                    target=str(target),
+                    metadata=meta,
+                )
+            )
     return samples
 
 
@@ -155,8 +194,9 @@ def tool_info(schema: dict) -> ToolInfo:
         if dropped:
             note = ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
             prop["description"] = f"{prop.get('description', '')} ({note})".strip()
-    return ToolInfo(name=fn["name"], description=fn["description"],
-                    parameters=ToolParams.model_validate(params))
+    return ToolInfo(
+        name=fn["name"], description=fn["description"], parameters=ToolParams.model_validate(params)
+    )
 
 
 def _action(call: ToolCall) -> str | dict:
@@ -175,22 +215,34 @@ def pushbench_agent() -> Solver:
         meta = state.metadata
         # Building and resetting fill shared caches on first use: off the event loop and one at
         # a time, as the runner's asyncio driver does it.
-        env = await anyio.to_thread.run_sync(functools.partial(
-            serialised, make, meta["task_id"], controller=meta["controller"],
-            **({"budget": meta["budget_override"]} if meta["budget_override"] else {})))
+        env = await anyio.to_thread.run_sync(
+            functools.partial(
+                serialised,
+                make,
+                meta["task_id"],
+                controller=meta["controller"],
+                **({"budget": meta["budget_override"]} if meta["budget_override"] else {}),
+            )
+        )
         model = get_model()
         record: dict | None = None
         try:
-            options = ({env.unwrapped._instance_option: meta["instance"]}
-                       if meta["pinned_instance"] else None)
-            obs, _ = await anyio.to_thread.run_sync(functools.partial(
-                serialised, env.reset, seed=meta["seed"], options=options))
+            options = (
+                {env.unwrapped._instance_option: meta["instance"]}
+                if meta["pinned_instance"]
+                else None
+            )
+            obs, _ = await anyio.to_thread.run_sync(
+                functools.partial(serialised, env.reset, seed=meta["seed"], options=options)
+            )
             meta["instance"] = env.unwrapped.instance
             core = AgentCore(_PROMPT_CONFIG)
             system, user = core.start(obs)
             tools = [tool_info(t) for t in core.env_tools]
-            state.messages = [ChatMessageSystem(content=system["content"]),
-                              ChatMessageUser(content=user["content"])]
+            state.messages = [
+                ChatMessageSystem(content=system["content"]),
+                ChatMessageUser(content=user["content"]),
+            ]
             done = False
             while not done:
                 output = await model.generate(state.messages, tools=tools)
@@ -206,15 +258,19 @@ def pushbench_agent() -> Solver:
                         text = EPISODE_OVER_NOTE
                     else:
                         text, done = await _step(env, _action(call))
-                    state.messages.append(ChatMessageTool(content=text, tool_call_id=call.id,
-                                                          function=call.function))
+                    state.messages.append(
+                        ChatMessageTool(content=text, tool_call_id=call.id, function=call.function)
+                    )
         finally:
             if getattr(env.unwrapped, "_started", False):
                 record = env.get_wrapper_attr("episode_record")()
             env.close()
             if record is not None:
-                record["policy"] = {"name": "inspect", "model": str(model),
-                                    "label": f"inspect:{model}"}
+                record["policy"] = {
+                    "name": "inspect",
+                    "model": str(model),
+                    "label": f"inspect:{model}",
+                }
                 record["simulated"] = False
                 meta["record"] = record
         state.completed = True
@@ -237,8 +293,11 @@ def score_values(record: dict) -> dict[str, float]:
     return {k: math.nan if m[k] is None else float(m[k]) for k in SCORE_KEYS}
 
 
-@scorer(metrics={k: [mean(), stderr()] if k in ("success", "valid_count") else [mean()]
-                 for k in SCORE_KEYS})
+@scorer(
+    metrics={
+        k: [mean(), stderr()] if k in ("success", "valid_count") else [mean()] for k in SCORE_KEYS
+    }
+)
 def qgp_scorer():
     """Score a sample from its episode record only (the verifier's verdicts), never from the
     model's claims: ``episode_metrics`` of the record, key by key."""
@@ -246,17 +305,23 @@ def qgp_scorer():
     async def score(state: TaskState, target: Target) -> Score:
         record = state.metadata.get("record")
         if record is None:
-            raise RuntimeError("no PushBench episode record in the sample: the episode never "
-                               "started (see the sample's error)")
+            raise RuntimeError(
+                "no PushBench episode record in the sample: the episode never "
+                "started (see the sample's error)"
+            )
         values = score_values(record)
         return Score(
             value=values,
             answer=None if record["reported_count"] is None else str(record["reported_count"]),
-            explanation=(f"verifier accepted {record['valid_count']}/{record['target']} in "
-                         f"{record['steps_used']}/{record['budget']} steps; ended by "
-                         f"{record['terminated_by']}"),
-            metadata={k: record[k] for k in ("task_id", "instance", "target", "seed",
-                                             "terminated_by")})
+            explanation=(
+                f"verifier accepted {record['valid_count']}/{record['target']} in "
+                f"{record['steps_used']}/{record['budget']} steps; ended by "
+                f"{record['terminated_by']}"
+            ),
+            metadata={
+                k: record[k] for k in ("task_id", "instance", "target", "seed", "terminated_by")
+            },
+        )
 
     return score
 
@@ -264,42 +329,78 @@ def qgp_scorer():
 # ----- the tasks -----------------------------------------------------------------------------
 def _task(family: str, target: int, instance, controller: str, seeds, budget) -> Task:
     samples = pushbench_samples(family, target, instance, controller, seeds, budget)
-    return Task(dataset=samples, solver=pushbench_agent(), scorer=qgp_scorer(),
-                metadata={"pushbench_family": family, "target": target, "controller": controller,
-                          "instance": instance, "seeds": _seeds(seeds), "budget": budget})
+    return Task(
+        dataset=samples,
+        solver=pushbench_agent(),
+        scorer=qgp_scorer(),
+        metadata={
+            "pushbench_family": family,
+            "target": target,
+            "controller": controller,
+            "instance": instance,
+            "seeds": _seeds(seeds),
+            "budget": budget,
+        },
+    )
 
 
 @task
-def reposcan(target: int = 10, instance: str | list[str] | None = None,
-             controller: str = "standard", seeds: int | str | list[int] = 0,
-             budget: int | None = None) -> Task:
+def reposcan(
+    target: int = 10,
+    instance: str | list[str] | None = None,
+    controller: str = "standard",
+    seeds: int | str | list[int] = 0,
+    budget: int | None = None,
+) -> Task:
     """QGP-RepoScan: find and submit N distinct identifiers that satisfy a hidden predicate."""
     return _task("reposcan", target, instance, controller, seeds, budget)
 
 
 @task
-def dataops(target: int = 3, instance: str | list[str] | None = None,
-            controller: str = "standard", seeds: int | str | list[int] = 0,
-            budget: int | None = None) -> Task:
+def dataops(
+    target: int = 3,
+    instance: str | list[str] | None = None,
+    controller: str = "standard",
+    seeds: int | str | list[int] = 0,
+    budget: int | None = None,
+) -> Task:
     """QGP-DataOps-lite: complete N data-cleaning work units checked by a hidden checker."""
     return _task("dataops", target, instance, controller, seeds, budget)
 
 
 @task
-def dataops_public(target: int = 3, instance: str | list[str] | None = None,
-                   controller: str = "standard", seeds: int | str | list[int] = 0,
-                   budget: int | None = None) -> Task:
+def dataops_public(
+    target: int = 3,
+    instance: str | list[str] | None = None,
+    controller: str = "standard",
+    seeds: int | str | list[int] = 0,
+    budget: int | None = None,
+) -> Task:
     """QGP-DataOps-public: complete N work units on excerpts of published data sets."""
     return _task("dataops_public", target, instance, controller, seeds, budget)
 
 
 @task
-def swelite(target: int = 3, instance: str | list[str] | None = None,
-            controller: str = "standard", seeds: int | str | list[int] = 0,
-            budget: int | None = None) -> Task:
+def swelite(
+    target: int = 3,
+    instance: str | list[str] | None = None,
+    controller: str = "standard",
+    seeds: int | str | list[int] = 0,
+    budget: int | None = None,
+) -> Task:
     """QGP-SWE-lite: fix N seeded bugs so the hidden tests of each unit pass."""
     return _task("swelite", target, instance, controller, seeds, budget)
 
 
-__all__ = ["reposcan", "dataops", "dataops_public", "swelite", "pushbench_agent", "qgp_scorer",
-           "tool_info", "pushbench_samples", "score_values", "SCORE_KEYS"]
+__all__ = [
+    "reposcan",
+    "dataops",
+    "dataops_public",
+    "swelite",
+    "pushbench_agent",
+    "qgp_scorer",
+    "tool_info",
+    "pushbench_samples",
+    "score_values",
+    "SCORE_KEYS",
+]

@@ -68,8 +68,9 @@ class PushBenchAction(Action):
     """One agent action: a tool call (``tool`` + ``arguments``) or a plain-text ``text`` reply."""
 
     tool: str | None = Field(None, max_length=200, description="the function name called")
-    arguments: dict[str, Any] | str = Field(default_factory=dict,
-                                            description="arguments: an object or raw JSON text")
+    arguments: dict[str, Any] | str = Field(
+        default_factory=dict, description="arguments: an object or raw JSON text"
+    )
     text: str | None = Field(None, description="a reply without a tool call")
 
     @model_validator(mode="after")
@@ -82,8 +83,11 @@ class PushBenchAction(Action):
         """The environment action, normalised as the native LLM policy does it."""
         if self.text is not None:
             return text_action(self.text)
-        raw = self.arguments if isinstance(self.arguments, str) else json.dumps(
-            self.arguments, ensure_ascii=True)
+        raw = (
+            self.arguments
+            if isinstance(self.arguments, str)
+            else json.dumps(self.arguments, ensure_ascii=True)
+        )
         assert self.tool is not None  # the model's validator: a text or a tool call
         return call_action(self.tool, raw)
 
@@ -122,16 +126,26 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         self._state = PushBenchState()
         self._last_qgp: dict = {}
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None,
-              task: str = "RepoScan-N10", controller: str = "standard",
-              instance: str | None = None, budget: int | None = None,
-              reward_weights: dict | None = None, **kwargs: Any) -> PushBenchObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: str = "RepoScan-N10",
+        controller: str = "standard",
+        instance: str | None = None,
+        budget: int | None = None,
+        reward_weights: dict | None = None,
+        **kwargs: Any,
+    ) -> PushBenchObservation:
         if kwargs:
-            raise ValueError(f"unknown reset arguments {sorted(kwargs)}; known: task, seed, "
-                             "controller, instance, budget, reward_weights, episode_id")
+            raise ValueError(
+                f"unknown reset arguments {sorted(kwargs)}; known: task, seed, "
+                "controller, instance, budget, reward_weights, episode_id"
+            )
         weights = RewardWeights.model_validate(reward_weights or {})
-        env = make(task, controller=controller,
-                   **({"budget": budget} if budget is not None else {}))
+        env = make(
+            task, controller=controller, **({"budget": budget} if budget is not None else {})
+        )
         options = {base_env(env)._instance_option: instance} if instance else None
         try:
             obs, info = env.reset(seed=seed, options=options)
@@ -141,21 +155,30 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         self.close()
         self._env, self._weights, self._last_qgp = env, weights, info["qgp"]
         self._state = PushBenchState(
-            episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=task,
-            instance=base_env(env).instance, seed=seed, controller=controller,
-            target=base_env(env).task.target)
-        return PushBenchObservation(text=obs, tools=base_env(env).tool_schemas(),
-                                    qgp=info["qgp"], reward=0.0, done=False)
+            episode_id=episode_id or uuid.uuid4().hex,
+            step_count=0,
+            task_id=task,
+            instance=base_env(env).instance,
+            seed=seed,
+            controller=controller,
+            target=base_env(env).task.target,
+        )
+        return PushBenchObservation(
+            text=obs, tools=base_env(env).tool_schemas(), qgp=info["qgp"], reward=0.0, done=False
+        )
 
-    def step(self, action: PushBenchAction, timeout_s: float | None = None,
-             **kwargs: Any) -> PushBenchObservation:
+    def step(
+        self, action: PushBenchAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> PushBenchObservation:
         if self._env is None:
             raise RuntimeError("call reset() before step()")
         obs, _, terminated, truncated, info = self._env.step(action.env_action())
         qgp = info["qgp"]
         done = bool(terminated or truncated)
-        parts = {"accepted": float(qgp["valid_count"] - self._last_qgp["valid_count"]),
-                 "duplicates": float(qgp["duplicates"] - self._last_qgp["duplicates"])}
+        parts = {
+            "accepted": float(qgp["valid_count"] - self._last_qgp["valid_count"]),
+            "duplicates": float(qgp["duplicates"] - self._last_qgp["duplicates"]),
+        }
         record = None
         if done and not self._state.done:
             record = self._env.get_wrapper_attr("episode_record")()
@@ -164,8 +187,14 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
         self._state.step_count = qgp["steps_used"]
         self._state.valid_count = qgp["valid_count"]
         self._state.done = done
-        return PushBenchObservation(text=obs, qgp=qgp, reward=weigh(parts, self._weights),
-                                    reward_parts=parts, done=done, record=record)
+        return PushBenchObservation(
+            text=obs,
+            qgp=qgp,
+            reward=weigh(parts, self._weights),
+            reward_parts=parts,
+            done=done,
+            record=record,
+        )
 
     @property
     def state(self) -> PushBenchState:
@@ -181,14 +210,19 @@ class PushBenchEnvironment(Environment[PushBenchAction, PushBenchObservation, Pu
 def terminal_parts(record: dict) -> dict[str, float]:
     """The end-of-episode reward parts, from the record's verifier verdicts."""
     vc = metrics.valid_count(record)
-    return {"success": float(vc >= record["target"]),
-            "verified_fraction": min(vc / record["target"], 1.0)}
+    return {
+        "success": float(vc >= record["target"]),
+        "verified_fraction": min(vc / record["target"], 1.0),
+    }
 
 
 def weigh(parts: dict[str, float], w: RewardWeights) -> float:
-    return (w.accepted * parts.get("accepted", 0.0) - w.duplicate * parts.get("duplicates", 0.0)
-            + w.success * parts.get("success", 0.0)
-            + w.verified_fraction * parts.get("verified_fraction", 0.0))
+    return (
+        w.accepted * parts.get("accepted", 0.0)
+        - w.duplicate * parts.get("duplicates", 0.0)
+        + w.success * parts.get("success", 0.0)
+        + w.verified_fraction * parts.get("verified_fraction", 0.0)
+    )
 
 
 def episode_return(record: dict, weights: RewardWeights | dict | None = None) -> float:
@@ -197,18 +231,29 @@ def episode_return(record: dict, weights: RewardWeights | dict | None = None) ->
     ``accepted * valid_count - duplicate * (duplicate verdicts) + success * success +
     verified_fraction * min(valid_count / target, 1)`` (the episode must have ended).
     """
-    w = weights if isinstance(weights, RewardWeights) else RewardWeights.model_validate(
-        weights or {})
+    w = (
+        weights
+        if isinstance(weights, RewardWeights)
+        else RewardWeights.model_validate(weights or {})
+    )
     dups = sum(1 for c in record["calls"] for _, v in c.get("verdicts") or () if v == "duplicate")
-    parts = {"accepted": float(metrics.valid_count(record)), "duplicates": float(dups),
-             **terminal_parts(record)}
+    parts = {
+        "accepted": float(metrics.valid_count(record)),
+        "duplicates": float(dups),
+        **terminal_parts(record),
+    }
     return weigh(parts, w)
 
 
 def create_pushbench_app(max_concurrent_envs: int = 8):
     """The OpenEnv FastAPI app (HTTP + WebSocket) serving :class:`PushBenchEnvironment`."""
-    return create_app(PushBenchEnvironment, PushBenchAction, PushBenchObservation,
-                      env_name="pushbench", max_concurrent_envs=max_concurrent_envs)
+    return create_app(
+        PushBenchEnvironment,
+        PushBenchAction,
+        PushBenchObservation,
+        env_name="pushbench",
+        max_concurrent_envs=max_concurrent_envs,
+    )
 
 
 class PushBenchClient(EnvClient[PushBenchAction, PushBenchObservation, PushBenchState]):
@@ -218,8 +263,11 @@ class PushBenchClient(EnvClient[PushBenchAction, PushBenchObservation, PushBench
         return action.model_dump(exclude={"metadata"})
 
     def _parse_result(self, payload: dict) -> StepResult[PushBenchObservation]:
-        obs = PushBenchObservation(**payload.get("observation", {}),
-                                   reward=payload.get("reward"), done=payload.get("done", False))
+        obs = PushBenchObservation(
+            **payload.get("observation", {}),
+            reward=payload.get("reward"),
+            done=payload.get("done", False),
+        )
         return StepResult(observation=obs, reward=payload.get("reward"), done=obs.done)
 
     def _parse_state(self, payload: dict) -> PushBenchState:
@@ -230,8 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Serve PushBench tasks as an OpenEnv environment.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--max-concurrent", type=int, default=8,
-                    help="concurrent WebSocket sessions (one environment each)")
+    ap.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=8,
+        help="concurrent WebSocket sessions (one environment each)",
+    )
     args = ap.parse_args(argv)
     import uvicorn
 
@@ -242,6 +294,14 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["PushBenchAction", "PushBenchObservation", "PushBenchState", "PushBenchEnvironment",
-           "PushBenchClient", "RewardWeights", "create_pushbench_app", "episode_return",
-           "terminal_parts"]
+__all__ = [
+    "PushBenchAction",
+    "PushBenchObservation",
+    "PushBenchState",
+    "PushBenchEnvironment",
+    "PushBenchClient",
+    "RewardWeights",
+    "create_pushbench_app",
+    "episode_return",
+    "terminal_parts",
+]

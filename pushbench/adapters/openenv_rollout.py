@@ -37,8 +37,9 @@ class Rollout:
 
 
 def _reset(env, task: str, seed: int, **reset_kwargs: Any):
-    result = env.reset(task=task, seed=seed, **{k: v for k, v in reset_kwargs.items()
-                                                if v is not None})
+    result = env.reset(
+        task=task, seed=seed, **{k: v for k, v in reset_kwargs.items() if v is not None}
+    )
     return result.observation
 
 
@@ -52,10 +53,20 @@ def _take(env, action: PushBenchAction, out: Rollout):
     return obs
 
 
-def llm_rollout(env, chat, model: str, task: str, seed: int, *, max_tokens: int = 256,
-                temperature: float = 1.0, sampling_seed: int | None = None,
-                context_tokens: int | None = None, tool_choice: str | None = "auto",
-                **reset_kwargs: Any) -> Rollout:
+def llm_rollout(
+    env,
+    chat,
+    model: str,
+    task: str,
+    seed: int,
+    *,
+    max_tokens: int = 256,
+    temperature: float = 1.0,
+    sampling_seed: int | None = None,
+    context_tokens: int | None = None,
+    tool_choice: str | None = "auto",
+    **reset_kwargs: Any,
+) -> Rollout:
     """One episode of ``model`` (an ``openai.OpenAI`` client ``chat``) on the sync OpenEnv
     client ``env``. ``reset_kwargs``: controller, instance, budget, reward_weights.
 
@@ -67,39 +78,58 @@ def llm_rollout(env, chat, model: str, task: str, seed: int, *, max_tokens: int 
     context view (oldest turns first); ``Rollout.messages`` keeps the whole conversation.
     """
     obs = _reset(env, task, seed, **reset_kwargs)
-    core = AgentCore(LLMConfig(model=model, **({"context_tokens": context_tokens}
-                                               if context_tokens else {})))
+    core = AgentCore(
+        LLMConfig(model=model, **({"context_tokens": context_tokens} if context_tokens else {}))
+    )
     stats = Stats("openenv")
     out = Rollout(messages=core.start(obs.text))
     tools = core.tools()
     while not obs.done:
         request = core.view(out.messages, stats)[0] if context_tokens else out.messages
         resp = chat.chat.completions.create(
-            model=model, messages=request, tools=tools, max_tokens=max_tokens,
-            temperature=temperature, **({"seed": sampling_seed} if sampling_seed is not None
-                                        else {}),
-            **({"tool_choice": tool_choice} if tool_choice else {}))
+            model=model,
+            messages=request,
+            tools=tools,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            **({"seed": sampling_seed} if sampling_seed is not None else {}),
+            **({"tool_choice": tool_choice} if tool_choice else {}),
+        )
         msg = resp.choices[0].message
         calls = list(msg.tool_calls or [])
-        out.messages.append({"role": "assistant", "content": msg.content or "", **(
-            {"tool_calls": [c.model_dump() for c in calls]} if calls else {})})
+        out.messages.append(
+            {
+                "role": "assistant",
+                "content": msg.content or "",
+                **({"tool_calls": [c.model_dump() for c in calls]} if calls else {}),
+            }
+        )
         if not calls:
             obs = _take(env, PushBenchAction(text=msg.content or ""), out)
             out.messages.append({"role": "user", "content": f"{PLAIN_TEXT_NOTE}\n{obs.text}"})
             continue
         for c in calls:
             if obs.done:  # the episode ended mid-reply: later calls are not executed
-                out.messages.append({"role": "tool", "tool_call_id": c.id,
-                                     "content": "[harness] The episode had already ended."})
+                out.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": c.id,
+                        "content": "[harness] The episode had already ended.",
+                    }
+                )
                 continue
-            obs = _take(env, PushBenchAction(tool=c.function.name,
-                                             arguments=c.function.arguments or ""), out)
+            obs = _take(
+                env,
+                PushBenchAction(tool=c.function.name, arguments=c.function.arguments or ""),
+                out,
+            )
             out.messages.append({"role": "tool", "tool_call_id": c.id, "content": obs.text})
     return out
 
 
-def policy_rollout(env, policy: str, task: str, seed: int, *, policy_seed: int | None = None,
-                   **reset_kwargs: Any) -> Rollout:
+def policy_rollout(
+    env, policy: str, task: str, seed: int, *, policy_seed: int | None = None, **reset_kwargs: Any
+) -> Rollout:
     """One episode of the offline PushBench ``policy`` (simulated), the environment reset with
     ``seed`` and the policy seeded with ``policy_seed`` (default: ``seed``, as the runner)."""
     obs = _reset(env, task, seed, **reset_kwargs)

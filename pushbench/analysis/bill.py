@@ -19,8 +19,17 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 GROUP_BILL = ["policy", "controller", "target"]
-BILL_COLUMNS = ["policy", "controller", "target", "n_episodes", "prompt_tokens",
-                "completion_tokens", "cost_usd", "successes", "cost_per_success"]
+BILL_COLUMNS = [
+    "policy",
+    "controller",
+    "target",
+    "n_episodes",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "successes",
+    "cost_per_success",
+]
 
 
 def bill_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -29,12 +38,18 @@ def bill_table(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty or "cost_usd" not in df:
         return pd.DataFrame(columns=BILL_COLUMNS)
     g = df.groupby(GROUP_BILL, sort=False, dropna=False)
-    out = g.agg(n_episodes=("key", "size"), prompt_tokens=("prompt_tokens", "sum"),
-                completion_tokens=("completion_tokens", "sum"))
+    out = g.agg(
+        n_episodes=("key", "size"),
+        prompt_tokens=("prompt_tokens", "sum"),
+        completion_tokens=("completion_tokens", "sum"),
+    )
     out["cost_usd"] = g["cost_usd"].sum(min_count=1)
     ok = scored(df)
-    wins = ok.groupby(GROUP_BILL, sort=False, dropna=False)["success"].sum() if not ok.empty \
+    wins = (
+        ok.groupby(GROUP_BILL, sort=False, dropna=False)["success"].sum()
+        if not ok.empty
         else pd.Series(dtype=float)
+    )
     out["successes"] = wins.reindex(out.index).fillna(0).astype(int)
     out["cost_per_success"] = (out["cost_usd"] / out["successes"]).where(out["successes"] > 0)
     return sort_frame(out.reset_index(), GROUP_BILL)[BILL_COLUMNS]
@@ -48,13 +63,18 @@ def totals(bill: pd.DataFrame, cost: dict[str, Any] | None = None) -> dict[str, 
     capped = float(cost.get("capped_cost_usd") or 0.0)
     total = (0.0 if pd.isna(finished) else finished) + capped
     wins = int(bill["successes"].sum()) if not bill.empty else 0
-    return {"episodes": int(bill["n_episodes"].sum()) if not bill.empty else 0,
-            "prompt_tokens": int(bill["prompt_tokens"].sum()) if not bill.empty else 0,
-            "completion_tokens": int(bill["completion_tokens"].sum()) if not bill.empty else 0,
-            "finished_cost_usd": finished, "capped_episodes": int(cost.get("capped_episodes") or 0),
-            "capped_cost_usd": capped, "total_cost_usd": total, "successes": wins,
-            "cost_per_success": total / wins if wins else float("nan"),
-            "cap_usd": cost.get("cap_usd")}
+    return {
+        "episodes": int(bill["n_episodes"].sum()) if not bill.empty else 0,
+        "prompt_tokens": int(bill["prompt_tokens"].sum()) if not bill.empty else 0,
+        "completion_tokens": int(bill["completion_tokens"].sum()) if not bill.empty else 0,
+        "finished_cost_usd": finished,
+        "capped_episodes": int(cost.get("capped_episodes") or 0),
+        "capped_cost_usd": capped,
+        "total_cost_usd": total,
+        "successes": wins,
+        "cost_per_success": total / wins if wins else float("nan"),
+        "cap_usd": cost.get("cap_usd"),
+    }
 
 
 def _money(v: Any, missing: str = "unpriced") -> str:
@@ -67,15 +87,20 @@ def _per_success(cost: Any, wins: Any) -> str:
 
 def total_line(t: dict[str, Any]) -> str:
     """One sentence: total spend, its parts and the cap."""
-    text = (f"Total ${t['total_cost_usd']:,.4f} for {t['prompt_tokens']:,} prompt + "
-            f"{t['completion_tokens']:,} completion tokens in {t['episodes']} finished episodes")
+    text = (
+        f"Total ${t['total_cost_usd']:,.4f} for {t['prompt_tokens']:,} prompt + "
+        f"{t['completion_tokens']:,} completion tokens in {t['episodes']} finished episodes"
+    )
     if t["capped_episodes"]:
-        text += (f" and ${t['capped_cost_usd']:,.4f} in {t['capped_episodes']} episode cut(s) "
-                 "at the cost cap (capped.jsonl)")
+        text += (
+            f" and ${t['capped_cost_usd']:,.4f} in {t['capped_episodes']} episode cut(s) "
+            "at the cost cap (capped.jsonl)"
+        )
     text += f"; {t['successes']} successes" + (
-        f", {_money(t['cost_per_success'])} per success" if t["successes"] else "")
+        f", {_money(t['cost_per_success'])} per success" if t["successes"] else ""
+    )
     if t["cap_usd"] is not None:
-        text += (f"; cap ${t['cap_usd']:,.2f} ({t['total_cost_usd'] / t['cap_usd']:.0%} used)")
+        text += f"; cap ${t['cap_usd']:,.2f} ({t['total_cost_usd'] / t['cap_usd']:.0%} used)"
     return text + "."
 
 
@@ -83,14 +108,20 @@ def bill_markdown(bill: pd.DataFrame, cost: dict[str, Any] | None) -> list[str]:
     """The ``## Bill`` section of report.md (nothing when no episode recorded usage)."""
     if bill.empty:
         return []
-    out = ["## Bill", "", "| policy | controller | N | episodes | prompt tokens "
-           "| completion tokens | cost USD | successes | cost per success |",
-           "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    out = [
+        "## Bill",
+        "",
+        "| policy | controller | N | episodes | prompt tokens "
+        "| completion tokens | cost USD | successes | cost per success |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for r in bill.itertuples(index=False):
-        out.append(f"| {str(r.policy).replace('|', '/')} | {r.controller} | {int(r.target)} | "
-                   f"{int(r.n_episodes)} | {int(r.prompt_tokens):,} | {int(r.completion_tokens):,} "
-                   f"| {_money(r.cost_usd)} | {int(r.successes)} "
-                   f"| {_per_success(r.cost_per_success, r.successes)} |")
+        out.append(
+            f"| {str(r.policy).replace('|', '/')} | {r.controller} | {int(r.target)} | "
+            f"{int(r.n_episodes)} | {int(r.prompt_tokens):,} | {int(r.completion_tokens):,} "
+            f"| {_money(r.cost_usd)} | {int(r.successes)} "
+            f"| {_per_success(r.cost_per_success, r.successes)} |"
+        )
     return out + ["", total_line(totals(bill, cost)), ""]
 
 
@@ -115,14 +146,20 @@ def print_bill(bill: pd.DataFrame, console: Console, cost: dict[str, Any] | None
     for policy, grp in bill.groupby("policy", sort=False):
         console.print(Text(str(policy), style="bold"), overflow="fold")
         table = terminal.table()
-        for head in ("controller", "N", "n", "prompt tok", "compl tok", "USD", "succ",
-                     "USD/succ"):
-            table.add_column(head, no_wrap=True,
-                             justify="left" if head == "controller" else "right")
+        for head in ("controller", "N", "n", "prompt tok", "compl tok", "USD", "succ", "USD/succ"):
+            table.add_column(
+                head, no_wrap=True, justify="left" if head == "controller" else "right"
+            )
         for r in grp.itertuples(index=False):
-            table.add_row(str(r.controller), str(int(r.target)), str(int(r.n_episodes)),
-                          _tokens(r.prompt_tokens), _tokens(r.completion_tokens),
-                          _money(r.cost_usd), str(int(r.successes)),
-                          _per_success(r.cost_per_success, r.successes))
+            table.add_row(
+                str(r.controller),
+                str(int(r.target)),
+                str(int(r.n_episodes)),
+                _tokens(r.prompt_tokens),
+                _tokens(r.completion_tokens),
+                _money(r.cost_usd),
+                str(int(r.successes)),
+                _per_success(r.cost_per_success, r.successes),
+            )
         console.print(table)
     console.print(total_line(totals(bill, cost)), highlight=False)

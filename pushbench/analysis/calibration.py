@@ -67,8 +67,12 @@ def true_delta(sc: Scenario, nodes: int = 40) -> float:
     """The estimand by 3-D Gauss-Hermite quadrature over (u, v, w)."""
     x, w = np.polynomial.hermite_e.hermegauss(nodes)  # weight exp(-x^2/2)
     w = w / w.sum()
-    u, v, s = np.meshgrid(x * sd_or_zero(sc.sd_instance), x * sd_or_zero(sc.sd_effect),
-                          x * sd_or_zero(sc.sd_seed), indexing="ij")
+    u, v, s = np.meshgrid(
+        x * sd_or_zero(sc.sd_instance),
+        x * sd_or_zero(sc.sd_effect),
+        x * sd_or_zero(sc.sd_seed),
+        indexing="ij",
+    )
     wt = w[:, None, None] * w[None, :, None] * w[None, None, :]
     diff = _expit(sc.b0 + sc.b1 + u + v + s) - _expit(sc.b0 + u + s)
     return float((wt * diff).sum())
@@ -135,16 +139,22 @@ def simulate_any(sc: Scenario | Sparse, reps: int, rng: np.random.Generator) -> 
 @dataclass(frozen=True)
 class Calibration:
     method: str
-    coverage: float            # share of replications whose interval holds the truth
+    coverage: float  # share of replications whose interval holds the truth
     median_width: float
-    no_interval: float         # share without bounds (counted as the point [c, c]: see below)
-    reject_rate: float         # share with sign-flip p < 1 - confidence
+    no_interval: float  # share without bounds (counted as the point [c, c]: see below)
+    reject_rate: float  # share with sign-flip p < 1 - confidence
     truth: float
     reps: int
 
 
-def calibrate(sc: Scenario | Sparse, method: str, reps: int = 1000, seed: int = 0,
-              n_resamples: int = 1999, confidence: float = 0.95) -> Calibration:
+def calibrate(
+    sc: Scenario | Sparse,
+    method: str,
+    reps: int = 1000,
+    seed: int = 0,
+    n_resamples: int = 1999,
+    confidence: float = 0.95,
+) -> Calibration:
     """Coverage and median width of ``method``'s interval and the rejection rate of the
     sign-flip test on ``sc`` (:class:`Scenario` or :class:`Sparse`), bounds cut to [-1, 1] as
     the report cuts a difference of rates. A replication without bounds (every instance gave
@@ -153,15 +163,27 @@ def calibrate(sc: Scenario | Sparse, method: str, reps: int = 1000, seed: int = 
     rng = np.random.default_rng(seed)
     means = simulate_any(sc, reps, rng)
     truth = truth_of(sc)
-    lo, hi, _ = stats.interval(means, rng=rng, method=method, confidence=confidence,
-                               n_resamples=n_resamples, bounds=(-1.0, 1.0))
+    lo, hi, _ = stats.interval(
+        means,
+        rng=rng,
+        method=method,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        bounds=(-1.0, 1.0),
+    )
     p, _ = stats.sign_flip_p(means, rng=rng)
     none = np.isnan(lo)
     lo, hi = np.where(none, means[:, 0], lo), np.where(none, means[:, 0], hi)
     hit = (lo <= truth + 1e-12) & (truth - 1e-12 <= hi)
-    return Calibration(method=method, coverage=float(hit.mean()),
-                       median_width=float(np.median(hi - lo)), no_interval=float(none.mean()),
-                       reject_rate=float((p < 1 - confidence).mean()), truth=truth, reps=reps)
+    return Calibration(
+        method=method,
+        coverage=float(hit.mean()),
+        median_width=float(np.median(hi - lo)),
+        no_interval=float(none.mean()),
+        reject_rate=float((p < 1 - confidence).mean()),
+        truth=truth,
+        reps=reps,
+    )
 
 
 def monte_carlo_se(p: float, reps: int) -> float:

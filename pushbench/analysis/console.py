@@ -42,11 +42,13 @@ _SUMMARY: tuple[tuple[str, str | None, Callable[[Any], str] | None], ...] = (
     ("be", "budget_exhausted_rate", lambda v: _pct0(v)),
     ("over", "mean_over_claim", lambda v: _num(v, "+.1f")),
 )
-LEGEND = ("N target, n episodes, succ success %, pass^K % of instances where all K seeds "
-          "succeed, valid mean verified count, dup executed / pdup proposed duplicate "
-          "submit %, prec precision %, claim false claim %, stop premature stop %, be budget "
-          "exhausted %, over mean signed over-claim at final. Every column and more: "
-          "summary.csv, report.md.")
+LEGEND = (
+    "N target, n episodes, succ success %, pass^K % of instances where all K seeds "
+    "succeed, valid mean verified count, dup executed / pdup proposed duplicate "
+    "submit %, prec precision %, claim false claim %, stop premature stop %, be budget "
+    "exhausted %, over mean signed over-claim at final. Every column and more: "
+    "summary.csv, report.md."
+)
 
 
 def _pct0(v: Any) -> str:
@@ -76,14 +78,17 @@ def print_summary(summary: pd.DataFrame, console: Console) -> None:
     summary = labelled(summary)  # one version per table (``reposcan v2`` when mixed)
     for (family, policy), grp in summary.groupby(["family", "policy"], sort=False):
         sim = bool(grp["simulated"].any())
-        table = _table(console, f"{family} | {policy}"
-                       + (f" | {SIMULATED_LABEL}" if sim else ""), sim)
+        table = _table(
+            console, f"{family} | {policy}" + (f" | {SIMULATED_LABEL}" if sim else ""), sim
+        )
         width = max(len("controller"), *(len(c) for c in grp["controller"]))
         table.add_column("controller", no_wrap=True, min_width=width)
         passes = [c for c in pass_columns(grp) if grp[c].notna().any()]
         last_pass = passes[-1] if passes else None
-        cols = [(h if c is not None else (last_pass or "pass^K"), c or last_pass, f)
-                for h, c, f in _SUMMARY]
+        cols = [
+            (h if c is not None else (last_pass or "pass^K"), c or last_pass, f)
+            for h, c, f in _SUMMARY
+        ]
         for head, _, _ in cols:
             table.add_column(head, justify="right", no_wrap=True)
         last = None
@@ -119,21 +124,33 @@ def print_deltas(deltas: pd.DataFrame, console: Console, metric: str = "success"
         sim = bool(grp["simulated"].any())
         conf = int(round(100 * float(grp["confidence"].iloc[0])))
         unit = "points" if pct_points(metric) else "units"
-        title = (f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], instances "
-                 "+better -worse =tied, p" + (f" | {SIMULATED_LABEL}" if sim else ""))
-        pairs = list(grp[["controller_a", "controller_b"]].drop_duplicates()
-                     .itertuples(index=False))
+        title = (
+            f"{family} | {policy} | {metric} A - B ({unit}), [{conf}% CI], instances "
+            "+better -worse =tied, p" + (f" | {SIMULATED_LABEL}" if sim else "")
+        )
+        pairs = list(
+            grp[["controller_a", "controller_b"]].drop_duplicates().itertuples(index=False)
+        )
         width = max(len(" - b"), *(len(a) for a, _ in pairs), *(len(f" - {b}") for _, b in pairs))
         scopes = ([("all N", grp["pooled"])] if grp["pooled"].any() else []) + [
             (f"N={int(t)}", (~grp["pooled"]) & (grp["target"] == t))
-            for t in sorted(grp.loc[~grp["pooled"], "target"].dropna().unique())]
+            for t in sorted(grp.loc[~grp["pooled"], "target"].dropna().unique())
+        ]
         cells: dict[tuple[str, str, str], str] = {}  # (pair, scope head) -> cell text
         for head, mask in scopes:
             for a, b in pairs:
-                hit = grp[mask.fillna(False).astype(bool) & (grp["controller_a"] == a)
-                          & (grp["controller_b"] == b)]
-                cells[(a, b, head)] = "" if hit.empty else _cell(
-                    hit.iloc[0], metric, reach.get((family, bool(hit.iloc[0]["pooled"])), False))
+                hit = grp[
+                    mask.fillna(False).astype(bool)
+                    & (grp["controller_a"] == a)
+                    & (grp["controller_b"] == b)
+                ]
+                cells[(a, b, head)] = (
+                    ""
+                    if hit.empty
+                    else _cell(
+                        hit.iloc[0], metric, reach.get((family, bool(hit.iloc[0]["pooled"])), False)
+                    )
+                )
         for part in _fit(scopes, cells, width, console.width):
             table = _table(console, title, sim)
             table.add_column("A - B", no_wrap=True, min_width=width)
@@ -146,15 +163,21 @@ def print_deltas(deltas: pd.DataFrame, console: Console, metric: str = "success"
         console.print(DELTA_LEGEND, style="dim", highlight=False)
 
 
-def _fit(scopes: Sequence[tuple[str, Any]], cells: Mapping[tuple[str, str, str], str],
-         name_width: int, total: int) -> list[list[str]]:
+def _fit(
+    scopes: Sequence[tuple[str, Any]],
+    cells: Mapping[tuple[str, str, str], str],
+    name_width: int,
+    total: int,
+) -> list[list[str]]:
     """The scope columns split into consecutive groups whose tables fit ``total`` columns (a
     table per group, each repeating the pair names), so no cell is cut."""
     groups: list[list[str]] = [[]]
     used = name_width
     for head, _ in scopes:
-        w = 1 + max([len(head)] + [len(x) for (_, _, h), c in cells.items() if h == head
-                                   for x in c.splitlines()])
+        w = 1 + max(
+            [len(head)]
+            + [len(x) for (_, _, h), c in cells.items() if h == head for x in c.splitlines()]
+        )
         if groups[-1] and used + w > total:
             groups.append([])
             used = name_width
@@ -163,11 +186,13 @@ def _fit(scopes: Sequence[tuple[str, Any]], cells: Mapping[tuple[str, str, str],
     return groups
 
 
-DELTA_LEGEND = ("H: Holm-adjusted sign-flip p over instances (family: task family x metric x "
-                "pooled or per target, testable rows only); p: raw p where that family cannot "
-                "reach 0.05 after adjustment (report.md says why); nt: not testable (fewer "
-                "than 6 instances differ: p never below 0.05); n/a (k<6): too few instances "
-                "for a 95% interval; " + CLIP_NOTE + ".")
+DELTA_LEGEND = (
+    "H: Holm-adjusted sign-flip p over instances (family: task family x metric x "
+    "pooled or per target, testable rows only); p: raw p where that family cannot "
+    "reach 0.05 after adjustment (report.md says why); nt: not testable (fewer "
+    "than 6 instances differ: p never below 0.05); n/a (k<6): too few instances "
+    "for a 95% interval; " + CLIP_NOTE + "."
+)
 
 
 def _cell(r: Any, metric: str, holm_shown: bool) -> str:
@@ -206,4 +231,3 @@ def print_report(report: dict[str, pd.DataFrame], console: Console | None = None
     deltas = report.get("paired_deltas")
     if deltas is not None and not deltas.empty:
         print_deltas(deltas, console)
-

@@ -24,8 +24,17 @@ from .frame import episodes_frame, fallback_key, versioned
 
 FULL = "full"
 CONTEXT_METRICS = ("success", "valid_count", "duplicate_submit_rate", "dropped_turns")
-COLUMNS = ["family", "agent", "controller", "pooled", "target", "n_targets", "context_a",
-           "context_b", *STAT_COLUMNS]
+COLUMNS = [
+    "family",
+    "agent",
+    "controller",
+    "pooled",
+    "target",
+    "n_targets",
+    "context_a",
+    "context_b",
+    *STAT_COLUMNS,
+]
 
 
 def context_of(ep: dict[str, Any]) -> str | None:
@@ -50,17 +59,26 @@ def context_frame(episodes: Iterable[dict[str, Any]]) -> pd.DataFrame:
     if not eps:
         return pd.DataFrame()
     df = episodes_frame(eps)
-    extra = {ep.get("key") or fallback_key(ep):
-             (context_of(ep), agent_of(ep), float(ep["llm"].get("dropped_turns") or 0))
-             for ep in eps}
+    extra = {
+        ep.get("key") or fallback_key(ep): (
+            context_of(ep),
+            agent_of(ep),
+            float(ep["llm"].get("dropped_turns") or 0),
+        )
+        for ep in eps
+    }
     df["context"] = [extra[k][0] for k in df["key"]]
     df["agent"] = [extra[k][1] for k in df["key"]]
     df["dropped_turns"] = [extra[k][2] for k in df["key"]]
     return df
 
 
-def context_deltas(episodes: Iterable[dict[str, Any]], metrics: Sequence[str] = CONTEXT_METRICS,
-                   seed: int = 0, n_resamples: int = 9999) -> pd.DataFrame:
+def context_deltas(
+    episodes: Iterable[dict[str, Any]],
+    metrics: Sequence[str] = CONTEXT_METRICS,
+    seed: int = 0,
+    n_resamples: int = 9999,
+) -> pd.DataFrame:
     """Rows ``trimmed - full`` (``context_a`` a budget, ``context_b`` ``"full"``); empty when no
     agent ran both a full and a trimmed arm."""
     df = context_frame(episodes)
@@ -71,6 +89,14 @@ def context_deltas(episodes: Iterable[dict[str, Any]], metrics: Sequence[str] = 
         return [(c, FULL) for c in sorted(names) if c != FULL] if FULL in names else []
 
     # a frame that mixes family versions gets one stratum (and Holm family) per version
-    return delta_table(df, side="context", strata=versioned(["family", "agent", "controller"], df),
-                       pairs=pairs, metrics=list(metrics), seed=seed, n_resamples=n_resamples,
-                       a_col="context_a", b_col="context_b")[versioned(COLUMNS, df)]
+    return delta_table(
+        df,
+        side="context",
+        strata=versioned(["family", "agent", "controller"], df),
+        pairs=pairs,
+        metrics=list(metrics),
+        seed=seed,
+        n_resamples=n_resamples,
+        a_col="context_a",
+        b_col="context_b",
+    )[versioned(COLUMNS, df)]

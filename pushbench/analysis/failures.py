@@ -24,8 +24,16 @@ import pandas as pd
 
 from ..metrics import SPEND_CUTS
 
-FAILURE_CLASSES = ("tampered", "backend_error", "spend_cap", "incomplete", "false_claim",
-                   "honest_stop", "premature_stop", "budget_exhausted")
+FAILURE_CLASSES = (
+    "tampered",
+    "backend_error",
+    "spend_cap",
+    "incomplete",
+    "false_claim",
+    "honest_stop",
+    "premature_stop",
+    "budget_exhausted",
+)
 
 
 def failure_class(row: Any) -> str | None:
@@ -62,6 +70,20 @@ def failures(df: pd.DataFrame) -> pd.DataFrame:
     classes = [failure_class(r) for _, r in df.iterrows()]
     out = df.assign(failure=classes)
     out = out[out["failure"].notna()]
-    return out[["key", "family", "policy", "simulated", "controller", "target", "task_id",
-                "instance", "seed", "valid_count", "steps_used", "budget", "failure"]] \
-        .reset_index(drop=True)
+    return out[
+        [
+            "key",
+            "family",
+            "policy",
+            "simulated",
+            "controller",
+            "target",
+            "task_id",
+            "instance",
+            "seed",
+            "valid_count",
+            "steps_used",
+            "budget",
+            "failure",
+        ]
+    ].reset_index(drop=True)

@@ -9,8 +9,10 @@ from typing import Any
 from .deltas import RATE_METRICS
 
 SIMULATED_LABEL = "SIMULATED agent (not an LLM)"
-SIM_NOTE = ("SIMULATED: scripted agents with simulated failure mechanisms, not language "
-            "models; their numbers are not LLM results.")
+SIM_NOTE = (
+    "SIMULATED: scripted agents with simulated failure mechanisms, not language "
+    "models; their numbers are not LLM results."
+)
 _DECIMALS = {"valid_count": 1, "valid_per_step": 3, "steps_used": 1}
 
 
@@ -68,8 +70,9 @@ def delta_cell(r: Mapping[str, Any], metric: str, short: bool = False) -> tuple[
             return est, str(r["ci_method"])
         if bool(r["degenerate"]):
             n = int(r["n_clusters"])
-            return est, ("const" if short else
-                         f"(no variation over {n} instance{'s' if n != 1 else ''})")
+            return est, (
+                "const" if short else f"(no variation over {n} instance{'s' if n != 1 else ''})"
+            )
         return est, "-"
     lo = _fmt(r["ci_low"], metric, short) + (CLIP_MARK if r.get("ci_low_clipped") else "")
     hi = _fmt(r["ci_high"], metric, short) + (CLIP_MARK if r.get("ci_high_clipped") else "")

@@ -41,16 +41,48 @@ ANYTIME_COLUMNS = ("steps_to_25", "steps_to_50", "steps_to_75", "steps_to_100")
 
 # Per-episode metrics copied from the line's ``metrics`` (missing on older lines -> NaN).
 _METRIC_COLUMNS = (
-    "success", "valid_count", "submissions", "duplicate_submit_rate", "proposed_duplicate_rate",
-    "precision", "rejected", "valid_per_step", "false_completion", "false_claim", "honest_stop",
-    "premature_stop", "budget_exhausted", "reported_count_error", "over_claim",
-    "gated_over_claim", "invalid_actions", "verifier_recoveries", "blocked_completions",
+    "success",
+    "valid_count",
+    "submissions",
+    "duplicate_submit_rate",
+    "proposed_duplicate_rate",
+    "precision",
+    "rejected",
+    "valid_per_step",
+    "false_completion",
+    "false_claim",
+    "honest_stop",
+    "premature_stop",
+    "budget_exhausted",
+    "reported_count_error",
+    "over_claim",
+    "gated_over_claim",
+    "invalid_actions",
+    "verifier_recoveries",
+    "blocked_completions",
 )
 EPISODE_COLUMNS = [
-    "key", "family", "family_version", "policy", "policy_name", "simulated", "controller",
-    "components", "target", "task_id", "instance", "seed", *_METRIC_COLUMNS, "interventions_total",
+    "key",
+    "family",
+    "family_version",
+    "policy",
+    "policy_name",
+    "simulated",
+    "controller",
+    "components",
+    "target",
+    "task_id",
+    "instance",
+    "seed",
+    *_METRIC_COLUMNS,
+    "interventions_total",
     "steps_used",
-    "budget", "terminated_by", "reported_count", *ANYTIME_COLUMNS, "tampered", "incomplete",
+    "budget",
+    "terminated_by",
+    "reported_count",
+    *ANYTIME_COLUMNS,
+    "tampered",
+    "incomplete",
 ]
 BOOL_METRICS = ("success", "false_completion", "premature_stop", "budget_exhausted")
 # Defined on every line that has them; 0/1 floats with NaN where an older line lacks them.
@@ -71,14 +103,22 @@ def load_episodes(path: str | Path) -> list[dict[str, Any]]:
     file = path / "episodes.jsonl" if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"no episodes file at {file}")
-    return records.unique_by_key(records.read_lines(file),
-                                 key=lambda ep: ep.get("key") or fallback_key(ep))
+    return records.unique_by_key(
+        records.read_lines(file), key=lambda ep: ep.get("key") or fallback_key(ep)
+    )
 
 
 def fallback_key(ep: dict[str, Any]) -> str:
     """A stable key for a line written without one."""
-    raw = json.dumps([ep.get("task_id"), ep.get("instance"), controller_name(ep),
-                      label_of(ep.get("policy")), ep.get("seed")])
+    raw = json.dumps(
+        [
+            ep.get("task_id"),
+            ep.get("instance"),
+            controller_name(ep),
+            label_of(ep.get("policy")),
+            ep.get("seed"),
+        ]
+    )
     return "nokey-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -153,10 +193,14 @@ def version_note(df: pd.DataFrame) -> str | None:
     if not mixed:
         return None
     counts = df.groupby(["family", VERSION]).size()
-    parts = "; ".join(f"{f} " + ", ".join(f"v{v}: {int(counts[(f, v)])} episodes" for v in vs)
-                      for f, vs in mixed.items())
-    return (f"This run folder holds more than one family version ({parts}): every summary and "
-            "delta row is one version, never pooled.")
+    parts = "; ".join(
+        f"{f} " + ", ".join(f"v{v}: {int(counts[(f, v)])} episodes" for v in vs)
+        for f, vs in mixed.items()
+    )
+    return (
+        f"This run folder holds more than one family version ({parts}): every summary and "
+        "delta row is one version, never pooled."
+    )
 
 
 # ----- the flat episode table -------------------------------------------------------------
@@ -220,19 +264,25 @@ def episodes_frame(episodes: Iterable[dict[str, Any]]) -> pd.DataFrame:
             oob_seen = True
             row["out_of_band_edits"] = bb.get("out_of_band_edits_count")
         rows.append(row)
-    extra = (list(USAGE_COLUMNS) if usage_seen else []) + (["out_of_band_edits"] if oob_seen
-                                                            else [])
+    extra = (list(USAGE_COLUMNS) if usage_seen else []) + (
+        ["out_of_band_edits"] if oob_seen else []
+    )
     df = pd.DataFrame(rows, columns=EPISODE_COLUMNS + extra + ["progress"])
     for col in BOOL_METRICS + ("simulated", "tampered", "incomplete"):
         # missing, null and NaN are False (pandas deprecates fillna(False) on a float column)
         df[col] = df[col].map(_flag).astype(bool)
-    numeric = [c for c in _METRIC_COLUMNS if c not in BOOL_METRICS] + list(ANYTIME_COLUMNS) \
-        + extra + ["steps_used", "budget", "reported_count"]
+    numeric = (
+        [c for c in _METRIC_COLUMNS if c not in BOOL_METRICS]
+        + list(ANYTIME_COLUMNS)
+        + extra
+        + ["steps_used", "budget", "reported_count"]
+    )
     for col in numeric:  # booleans count as 0/1; text that is not a number is NaN
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     df["seed"] = pd.to_numeric(df["seed"], errors="coerce").astype("Int64")
-    return sort_frame(df, ["family", "policy", "controller", "target", "task_id", "instance",
-                           "seed", "key"])
+    return sort_frame(
+        df, ["family", "policy", "controller", "target", "task_id", "instance", "seed", "key"]
+    )
 
 
 def _flag(v: Any) -> bool:
@@ -240,8 +290,11 @@ def _flag(v: Any) -> bool:
 
 
 def controller_rank(name: str) -> tuple[int, str]:
-    return (CONTROLLER_ORDER.index(name), "") if name in CONTROLLER_ORDER else (
-        len(CONTROLLER_ORDER), name)
+    return (
+        (CONTROLLER_ORDER.index(name), "")
+        if name in CONTROLLER_ORDER
+        else (len(CONTROLLER_ORDER), name)
+    )
 
 
 def order_controllers(names: Iterable[str]) -> list[str]:

@@ -27,8 +27,13 @@ BASELINE = "standard"
 MAP_METRICS = ("success", "proposed_duplicate_rate", "steps_used", "valid_count")
 
 
-def mechanism_deltas(episodes: Any, metrics: Sequence[str] = MAP_METRICS, seed: int = 0,
-                     n_resamples: int = 1999, baseline: str = BASELINE) -> pd.DataFrame:
+def mechanism_deltas(
+    episodes: Any,
+    metrics: Sequence[str] = MAP_METRICS,
+    seed: int = 0,
+    n_resamples: int = 1999,
+    baseline: str = BASELINE,
+) -> pd.DataFrame:
     """``controller - baseline`` rows for every policy label (see the module docstring)."""
     df = as_frame(episodes)
 
@@ -37,10 +42,18 @@ def mechanism_deltas(episodes: Any, metrics: Sequence[str] = MAP_METRICS, seed: 
             return []
         return [(c, baseline) for c in order_controllers(names) if c != baseline]
 
-    return delta_table(df, side="controller", strata=["family", "policy"], pairs=pairs,
-                       metrics=list(metrics), seed=seed, n_resamples=n_resamples,
-                       a_col="controller", b_col="baseline",
-                       extra=lambda g: {"simulated": bool(g["simulated"].any())})
+    return delta_table(
+        df,
+        side="controller",
+        strata=["family", "policy"],
+        pairs=pairs,
+        metrics=list(metrics),
+        seed=seed,
+        n_resamples=n_resamples,
+        a_col="controller",
+        b_col="baseline",
+        extra=lambda g: {"simulated": bool(g["simulated"].any())},
+    )
 
 
 def mark(row: Any) -> str:
@@ -54,8 +67,9 @@ def mark(row: Any) -> str:
     return ""
 
 
-def grid(table: pd.DataFrame, metric: str, family: str, policies: list[str] | None = None
-         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def grid(
+    table: pd.DataFrame, metric: str, family: str, policies: list[str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Pooled ``metric`` rows of ``family`` as (delta frame, mark frame), policies x controllers."""
     t = table[(table["metric"] == metric) & table["pooled"] & (table["family"] == family)]
     if t.empty:
@@ -64,15 +78,23 @@ def grid(table: pd.DataFrame, metric: str, family: str, policies: list[str] | No
     rows = policies or list(dict.fromkeys(t["policy"]))
     rows = [p for p in rows if p in set(t["policy"])]
     cols = order_controllers(set(t["controller"]))
-    d = t.pivot(index="policy", columns="controller", values="delta").reindex(index=rows,
-                                                                             columns=cols)
-    m = t.pivot(index="policy", columns="controller", values="mark").reindex(index=rows,
-                                                                            columns=cols)
+    d = t.pivot(index="policy", columns="controller", values="delta").reindex(
+        index=rows, columns=cols
+    )
+    m = t.pivot(index="policy", columns="controller", values="mark").reindex(
+        index=rows, columns=cols
+    )
     return d, m.fillna("")
 
 
-def heatmap(table: pd.DataFrame, metric: str, family: str, path: str | Path,
-            policies: list[str] | None = None, title: str = "") -> Path | None:
+def heatmap(
+    table: pd.DataFrame,
+    metric: str,
+    family: str,
+    path: str | Path,
+    policies: list[str] | None = None,
+    title: str = "",
+) -> Path | None:
     """Draw the ``metric`` grid of ``family`` to ``path`` (None when there is nothing)."""
     import matplotlib
 
@@ -86,8 +108,13 @@ def heatmap(table: pd.DataFrame, metric: str, family: str, path: str | Path,
     vals = d.to_numpy(dtype=float)
     lim = max(float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0, 1e-9)
     fig, ax = plt.subplots(figsize=(1.0 + 0.85 * d.shape[1], 1.2 + 0.42 * d.shape[0]))
-    im = ax.imshow(vals, cmap="RdBu" if metric != "proposed_duplicate_rate" else "RdBu_r",
-                   vmin=-lim, vmax=lim, aspect="auto")
+    im = ax.imshow(
+        vals,
+        cmap="RdBu" if metric != "proposed_duplicate_rate" else "RdBu_r",
+        vmin=-lim,
+        vmax=lim,
+        aspect="auto",
+    )
     for i in range(d.shape[0]):
         for j in range(d.shape[1]):
             v = vals[i, j]
@@ -97,9 +124,12 @@ def heatmap(table: pd.DataFrame, metric: str, family: str, path: str | Path,
     ax.set_yticks(range(d.shape[0]), d.index, fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.03, label=f"{metric}: controller - {BASELINE}")
     sim = " (simulated agents)" if simulated else ""
-    ax.set_title((title or f"{family}: paired {metric} delta vs {BASELINE}") + sim
-                 + "\n* Holm p<0.05, +/- 95% interval excludes 0, = degenerate (all equal)",
-                 fontsize=9)
+    ax.set_title(
+        (title or f"{family}: paired {metric} delta vs {BASELINE}")
+        + sim
+        + "\n* Holm p<0.05, +/- 95% interval excludes 0, = degenerate (all equal)",
+        fontsize=9,
+    )
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

@@ -17,13 +17,22 @@ from typing import Any
 from ..metrics import SPEND_CUTS
 from ..policies.errors import CONTEXT_KIND, is_context_error
 
-CAUSES = {CONTEXT_KIND: "context length exceeded", "api_unavailable": "server unavailable "
-          "after retries", "auth": "authentication refused", "permission": "permission "
-          "refused", "not_found": "model or URL not found", "bad_request": "bad request",
-          "unprocessable": "request refused (422)", "bad_response": "malformed response",
-          "config": "configuration", "turn_limit": "turn limit", "recursion_limit":
-          "recursion limit", "resume_mismatch": "checkpoint mismatch",
-          "token_cap": "token cap", "cost_cap": "cost cap"}
+CAUSES = {
+    CONTEXT_KIND: "context length exceeded",
+    "api_unavailable": "server unavailable after retries",
+    "auth": "authentication refused",
+    "permission": "permission refused",
+    "not_found": "model or URL not found",
+    "bad_request": "bad request",
+    "unprocessable": "request refused (422)",
+    "bad_response": "malformed response",
+    "config": "configuration",
+    "turn_limit": "turn limit",
+    "recursion_limit": "recursion limit",
+    "resume_mismatch": "checkpoint mismatch",
+    "token_cap": "token cap",
+    "cost_cap": "cost cap",
+}
 
 
 def error_cause(error: object) -> str:
@@ -32,15 +41,17 @@ def error_cause(error: object) -> str:
         return "unknown"
     kind = str(error.get("type") or "unknown")
     status = error.get("status")
-    if kind == CONTEXT_KIND or is_context_error(status if isinstance(status, int) else None,
-                                                str(error.get("message") or "")):
+    if kind == CONTEXT_KIND or is_context_error(
+        status if isinstance(status, int) else None, str(error.get("message") or "")
+    ):
         return CAUSES[CONTEXT_KIND]
     return CAUSES.get(kind, kind)
 
 
 def _counts(counter: Counter[str]) -> str:
-    return ", ".join(f"{cause} ({n})" for cause, n in
-                     sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+    return ", ".join(
+        f"{cause} ({n})" for cause, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
 
 
 def _plural(n: int) -> str:
@@ -68,12 +79,18 @@ def outcome_lines(episodes: Iterable[dict[str, Any]], capped_episodes: int = 0) 
         cuts[CAUSES["cost_cap"] + " (capped.jsonl, run again on resume)"] += capped_episodes
     out = []
     if errors:
-        out.append(f"{_plural(sum(errors.values()))} ended with backend errors: "
-                   f"{_counts(errors)}; excluded from metrics; see report.md")
+        out.append(
+            f"{_plural(sum(errors.values()))} ended with backend errors: "
+            f"{_counts(errors)}; excluded from metrics; see report.md"
+        )
     if cuts:
-        out.append(f"{_plural(sum(cuts.values()))} cut by spend limits: {_counts(cuts)}; "
-                   "excluded from metrics; see report.md")
+        out.append(
+            f"{_plural(sum(cuts.values()))} cut by spend limits: {_counts(cuts)}; "
+            "excluded from metrics; see report.md"
+        )
     if retries:
-        out.append(f"{retries} model call(s) in {_plural(retried_eps)} exceeded the context "
-                   "window and were retried with a trimmed context (llm.context_retries)")
+        out.append(
+            f"{retries} model call(s) in {_plural(retried_eps)} exceeded the context "
+            "window and were retried with a trimmed context (llm.context_retries)"
+        )
     return out

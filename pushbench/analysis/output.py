@@ -24,7 +24,7 @@ def to_csv_bytes(df: pd.DataFrame) -> bytes:
     df = df.copy()
     for col in df.columns:
         if pd.api.types.is_float_dtype(df[col]):
-            df[col] = df[col].round(6) + 0.0       # no "-0.000000" from rounding noise
+            df[col] = df[col].round(6) + 0.0  # no "-0.000000" from rounding noise
     text: str = df.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
     return text.encode()
 
@@ -34,13 +34,19 @@ def existing_figures(out_dir: str | Path) -> list[str]:
     return [name for name, _ in report_md.FIGURES if (Path(out_dir) / name).is_file()]
 
 
-def write_report(episodes: pd.DataFrame | Iterable[dict[str, Any]], out_dir: str | Path,
-                 seed: int = 0,
-                 n_resamples: int = 9999, metrics: Sequence[str] = DEFAULT_DELTA_METRICS,
-                 info: dict[str, Any] | None = None, run_dir: str | Path | None = None,
-                 figures: Sequence[str] | None = None, steps_reference: bool = True,
-                 ci_method: str = DEFAULT_METHOD,
-                 skipped_figures: Sequence[tuple[str, str]] = ()) -> dict[str, pd.DataFrame]:
+def write_report(
+    episodes: pd.DataFrame | Iterable[dict[str, Any]],
+    out_dir: str | Path,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    metrics: Sequence[str] = DEFAULT_DELTA_METRICS,
+    info: dict[str, Any] | None = None,
+    run_dir: str | Path | None = None,
+    figures: Sequence[str] | None = None,
+    steps_reference: bool = True,
+    ci_method: str = DEFAULT_METHOD,
+    skipped_figures: Sequence[tuple[str, str]] = (),
+) -> dict[str, pd.DataFrame]:
     """Write ``summary.csv``, ``paired_deltas.csv`` and ``report.md`` into ``out_dir`` (and
     ``context_deltas.csv`` when LLM episodes ran a full and a trimmed context arm:
     :mod:`.context_deltas`).
@@ -58,14 +64,14 @@ def write_report(episodes: pd.DataFrame | Iterable[dict[str, Any]], out_dir: str
         episodes = list(episodes)
     df = as_frame(episodes)
     summary = summary_table(df, steps_reference=steps_reference)
-    deltas = paired_deltas(df, metrics=metrics, seed=seed, n_resamples=n_resamples,
-                           method=ci_method)
+    deltas = paired_deltas(
+        df, metrics=metrics, seed=seed, n_resamples=n_resamples, method=ci_method
+    )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.csv").write_bytes(to_csv_bytes(summary))
     (out / "paired_deltas.csv").write_bytes(to_csv_bytes(deltas))
-    frames = {"episodes": df, "summary": summary, "paired_deltas": deltas,
-              "bill": bill_table(df)}
+    frames = {"episodes": df, "summary": summary, "paired_deltas": deltas, "bill": bill_table(df)}
     if not isinstance(episodes, pd.DataFrame):  # LLM context arms: context_deltas.csv
         from .context_deltas import context_deltas
 
@@ -73,16 +79,30 @@ def write_report(episodes: pd.DataFrame | Iterable[dict[str, Any]], out_dir: str
         if not ctx.empty:
             (out / "context_deltas.csv").write_bytes(to_csv_bytes(ctx))
             frames["context_deltas"] = ctx
-    write_report_md(frames, out, info, seed=seed, n_resamples=n_resamples, run_dir=run_dir,
-                    figures=figures, skipped_figures=skipped_figures)
+    write_report_md(
+        frames,
+        out,
+        info,
+        seed=seed,
+        n_resamples=n_resamples,
+        run_dir=run_dir,
+        figures=figures,
+        skipped_figures=skipped_figures,
+    )
     return frames
 
 
-def write_report_md(frames: dict[str, Any], out_dir: str | Path,
-                    info: dict[str, Any] | None = None, *,
-                    seed: int = 0, n_resamples: int = 9999, run_dir: str | Path | None = None,
-                    figures: Sequence[str] | None = None,
-                    skipped_figures: Sequence[tuple[str, str]] = ()) -> str:
+def write_report_md(
+    frames: dict[str, Any],
+    out_dir: str | Path,
+    info: dict[str, Any] | None = None,
+    *,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    run_dir: str | Path | None = None,
+    figures: Sequence[str] | None = None,
+    skipped_figures: Sequence[tuple[str, str]] = (),
+) -> str:
     """(Re)write ``report.md`` from the frames of :func:`write_report` (nothing recomputed);
     return its text, also kept in ``frames["report_md"]``.
 
@@ -95,12 +115,22 @@ def write_report_md(frames: dict[str, Any], out_dir: str | Path,
     out = Path(out_dir)
     shown = existing_figures(out) if figures is None else list(figures)
     why = dict(skipped_figures)
-    missing = [(name, why.get(name, "not drawn (`pushbench plot RUN_DIR` draws it)"))
-               for name, _ in planned_figures(frames["episodes"]) if name not in shown]
+    missing = [
+        (name, why.get(name, "not drawn (`pushbench plot RUN_DIR` draws it)"))
+        for name, _ in planned_figures(frames["episodes"])
+        if name not in shown
+    ]
     traces = Path(run_dir) / "traces" if run_dir is not None else out / "traces"
     prefix = Path(os.path.relpath(traces, out)).as_posix() + "/"
-    text = report_md.render(frames, info, seed=seed, n_resamples=n_resamples, figures=shown,
-                            trace_prefix=prefix, missing_figures=missing)
+    text = report_md.render(
+        frames,
+        info,
+        seed=seed,
+        n_resamples=n_resamples,
+        figures=shown,
+        trace_prefix=prefix,
+        missing_figures=missing,
+    )
     (out / "report.md").write_text(text, encoding="utf-8")
     frames["report_md"] = text
     return text

@@ -56,8 +56,9 @@ def _plt() -> Any:
 
 
 def _names(controllers: Iterable[str]) -> list[str]:
-    return CONTROLLER_ORDER + [c for c in order_controllers(controllers)
-                               if c not in CONTROLLER_ORDER]
+    return CONTROLLER_ORDER + [
+        c for c in order_controllers(controllers) if c not in CONTROLLER_ORDER
+    ]
 
 
 def _colors(controllers: Iterable[str]) -> dict[str, tuple[float, float, float, float]]:
@@ -75,14 +76,14 @@ def _panels(df: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     return [(f, pol, g) for (f, pol), g in df.groupby([fam, "policy"], sort=True)]
 
 
-def _figure(n: int, title: str, simulated: bool, panel_w: float = _PANEL_W,
-            panel_h: float = _PANEL_H) -> tuple[Figure, list[Axes]]:
+def _figure(
+    n: int, title: str, simulated: bool, panel_w: float = _PANEL_W, panel_h: float = _PANEL_H
+) -> tuple[Figure, list[Axes]]:
     plt = _plt()
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
     fig_w = max(panel_w * ncols, _MIN_FIG_W)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(fig_w, panel_h * nrows + 0.8),
-                             squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(fig_w, panel_h * nrows + 0.8), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     if simulated:
@@ -96,8 +97,7 @@ def _panel_title(ax: Axes, family: str, policy: str, g: pd.DataFrame, extra: str
     ax.set_title(f"{family} | {policy}{sim}{extra}", fontsize=10)
 
 
-def _save(fig: Figure, path: Path, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
-          ) -> Path:
+def _save(fig: Figure, path: Path, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> Path:
     fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110, metadata={"Software": None})
     _plt().close(fig)
@@ -118,15 +118,30 @@ def _shared_legend(fig: Figure, axes: list[Axes]) -> tuple[float, float, float, 
     ncol = min(len(labels), 6)
     rows = math.ceil(len(labels) / max(ncol, 1))
     height = fig.get_size_inches()[1]
-    fig.legend([entries[k] for k in labels], labels, loc="lower center", ncol=ncol, fontsize=9,
-               title="controller (line: mean; band: 95% sign-flip CI over instances)",
-               title_fontsize=9, frameon=False)
+    fig.legend(
+        [entries[k] for k in labels],
+        labels,
+        loc="lower center",
+        ncol=ncol,
+        fontsize=9,
+        title="controller (line: mean; band: 95% sign-flip CI over instances)",
+        title_fontsize=9,
+        frameon=False,
+    )
     return (0, min(0.4, (0.3 + 0.22 * rows) / height), 1, 1)
 
 
 def _no_data(ax: Axes) -> None:
-    ax.text(0.5, 0.5, "no data for this metric", transform=ax.transAxes, ha="center",
-            va="center", color="dimgray", fontsize=9)
+    ax.text(
+        0.5,
+        0.5,
+        "no data for this metric",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        color="dimgray",
+        fontsize=9,
+    )
 
 
 def _ci(g: pd.DataFrame, col: str, *ident: object) -> tuple[float, float, float, int]:
@@ -138,17 +153,20 @@ def _ci(g: pd.DataFrame, col: str, *ident: object) -> tuple[float, float, float,
     if means.size == 0:
         return math.nan, math.nan, math.nan, 0
     est = float(means.mean())
-    lo, hi, _ = stats.interval(means[None, :], rng=row_rng(0, "plot", col, *ident),
-                               n_resamples=_N_RESAMPLES,
-                               bounds=(0.0, 1.0) if col in RATE_METRICS else
-                               (float(means.min()), float(means.max())))
+    lo, hi, _ = stats.interval(
+        means[None, :],
+        rng=row_rng(0, "plot", col, *ident),
+        n_resamples=_N_RESAMPLES,
+        bounds=(0.0, 1.0) if col in RATE_METRICS else (float(means.min()), float(means.max())),
+    )
     if np.isnan(lo[0]):
         return est, est, est, means.size
     return est, float(lo[0]), float(hi[0]), means.size
 
 
-def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
-               full_scale: bool) -> Path:
+def _vs_target(
+    df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, full_scale: bool
+) -> Path:
     panels = _panels(df)
     colors, markers = _colors(df["controller"]), _markers(df["controller"])
     fig, axes = _figure(len(panels), title, bool(df["simulated"].any()))
@@ -158,8 +176,10 @@ def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
         ctrls = order_controllers(g["controller"])
         top = 0.0
         for k, ctrl in enumerate(ctrls):
-            pts = [(t, *_ci(g[(g["controller"] == ctrl) & (g["target"] == t)], col, fam, pol,
-                             ctrl, t)) for t in targets]
+            pts = [
+                (t, *_ci(g[(g["controller"] == ctrl) & (g["target"] == t)], col, fam, pol, ctrl, t))
+                for t in targets
+            ]
             pts = [p for p in pts if not math.isnan(p[1])]
             if not pts:
                 continue
@@ -189,16 +209,26 @@ def _vs_target(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str,
 
 def plot_target_scaling(df: pd.DataFrame, out_dir: Path) -> Path:
     """Success rate (%) vs target N per controller, 95% instance-bootstrap bands."""
-    return _vs_target(df, "success", out_dir / "target_scaling.png",
-                      "Target scaling: success rate vs target N", "success rate (%)",
-                      full_scale=True)
+    return _vs_target(
+        df,
+        "success",
+        out_dir / "target_scaling.png",
+        "Target scaling: success rate vs target N",
+        "success rate (%)",
+        full_scale=True,
+    )
 
 
 def plot_duplicate_rate(df: pd.DataFrame, out_dir: Path) -> Path:
     """Duplicate submit rate (%) vs target N per controller (episodes with submissions)."""
-    return _vs_target(df, "duplicate_submit_rate", out_dir / "duplicate_rate.png",
-                      "Duplicate submissions vs target N", "duplicate submit rate (%)",
-                      full_scale=False)
+    return _vs_target(
+        df,
+        "duplicate_submit_rate",
+        out_dir / "duplicate_rate.png",
+        "Duplicate submissions vs target N",
+        "duplicate submit rate (%)",
+        full_scale=False,
+    )
 
 
 def _padded_progress(g: pd.DataFrame, length: int) -> np.ndarray:
@@ -208,8 +238,8 @@ def _padded_progress(g: pd.DataFrame, length: int) -> np.ndarray:
         # a missing or non-numeric entry holds the count before it
         prog = pd.to_numeric(pd.Series(list(prog or [0]), dtype=object), errors="coerce")
         prog = prog.ffill().fillna(0.0).to_numpy(dtype=float)
-        out[i, :len(prog)] = prog[:length]
-        out[i, len(prog):] = prog[-1]
+        out[i, : len(prog)] = prog[:length]
+        out[i, len(prog) :] = prog[-1]
     return out
 
 
@@ -218,8 +248,9 @@ def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = 
     instances; the dashed line is the target."""
     panels = _panels(df)
     colors = _colors(df["controller"])
-    fig, axes = _figure(len(panels), "Anytime progress: verified count vs step",
-                        bool(df["simulated"].any()))
+    fig, axes = _figure(
+        len(panels), "Anytime progress: verified count vs step", bool(df["simulated"].any())
+    )
     for ax, (fam, pol, g) in zip(axes, panels, strict=True):
         t = target if target is not None and target in set(g["target"]) else int(g["target"].max())
         g = g[g["target"] == t]
@@ -236,9 +267,12 @@ def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = 
             ax.plot(steps, mean, color=colors[ctrl], label=ctrl, lw=2)
             if len(inst) >= 2 and np.ptp(inst, axis=0).max() > 0:
                 # an unbounded side of a band is drawn to the most extreme instance mean
-                lo, hi, _ = stats.interval(inst.T, n_resamples=_N_RESAMPLES,
-                                           rng=row_rng(0, "anytime", fam, pol, ctrl, t),
-                                           bounds=(float(inst.min()), float(inst.max())))
+                lo, hi, _ = stats.interval(
+                    inst.T,
+                    n_resamples=_N_RESAMPLES,
+                    rng=row_rng(0, "anytime", fam, pol, ctrl, t),
+                    bounds=(float(inst.min()), float(inst.max())),
+                )
                 lo, hi = np.where(np.isnan(lo), mean, lo), np.where(np.isnan(hi), mean, hi)
                 ax.fill_between(steps, lo, hi, color=colors[ctrl], alpha=0.15, lw=0)
         ax.axhline(t, color="black", ls="--", lw=1, label=f"target N = {t}")
@@ -251,10 +285,17 @@ def plot_anytime_progress(df: pd.DataFrame, out_dir: Path, target: int | None = 
     return _save(fig, out_dir / "anytime_progress.png", rect=_shared_legend(fig, axes))
 
 
-_COMPONENT_CODES = {"progress_state": "P", "dedupe": "D", "page_memory": "M",
-                    "buffered_submit": "B", "completion_gate": "G"}
-_COMPONENT_KEY = ("components: P progress_state, D dedupe, M page_memory, B buffered_submit, "
-                  "G completion_gate, - none")
+_COMPONENT_CODES = {
+    "progress_state": "P",
+    "dedupe": "D",
+    "page_memory": "M",
+    "buffered_submit": "B",
+    "completion_gate": "G",
+}
+_COMPONENT_KEY = (
+    "components: P progress_state, D dedupe, M page_memory, B buffered_submit, "
+    "G completion_gate, - none"
+)
 
 
 def _component_code(components: str) -> str:
@@ -263,19 +304,29 @@ def _component_code(components: str) -> str:
     return " ".join(_COMPONENT_CODES.get(c, c) for c in components.split("+"))
 
 
-def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: bool,
-          controllers_of: Callable[[pd.DataFrame], list[str]] | None = None) -> Path:
+def _bars(
+    df: pd.DataFrame,
+    col: str,
+    path: Path,
+    title: str,
+    ylabel: str,
+    pct: bool,
+    controllers_of: Callable[[pd.DataFrame], list[str]] | None = None,
+) -> Path:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     panels = _panels(df)
     colors = _colors(df["controller"])
-    chosen = [(controllers_of(g) if controllers_of else order_controllers(g["controller"]))
-              for _, _, g in panels]
+    chosen = [
+        (controllers_of(g) if controllers_of else order_controllers(g["controller"]))
+        for _, _, g in panels
+    ]
     n_targets = max(g["target"].nunique() for _, _, g in panels)
     width_in = max(_PANEL_W, 1.0 + max(map(len, chosen)) * (0.5 + 0.3 * n_targets))
-    fig, axes = _figure(len(panels), title, bool(df["simulated"].any()), panel_w=width_in,
-                        panel_h=_PANEL_H + 0.6)
+    fig, axes = _figure(
+        len(panels), title, bool(df["simulated"].any()), panel_w=width_in, panel_h=_PANEL_H + 0.6
+    )
     scale = 100 if pct else 1
     top = 0.0
     for ax, (fam, pol, g), ctrls in zip(axes, panels, chosen, strict=True):
@@ -291,10 +342,23 @@ def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: 
                 if math.isnan(est):
                     continue
                 x = i - 0.4 + width * (j + 0.5)
-                ax.bar(x, scale * est, width * 0.92, color=colors[ctrl], alpha=shades[j],
-                       edgecolor="black", lw=0.5)
-                ax.errorbar(x, scale * est, yerr=[[scale * (est - lo)], [scale * (hi - est)]],
-                            color="black", capsize=2, lw=1)
+                ax.bar(
+                    x,
+                    scale * est,
+                    width * 0.92,
+                    color=colors[ctrl],
+                    alpha=shades[j],
+                    edgecolor="black",
+                    lw=0.5,
+                )
+                ax.errorbar(
+                    x,
+                    scale * est,
+                    yerr=[[scale * (est - lo)], [scale * (hi - est)]],
+                    color="black",
+                    capsize=2,
+                    lw=1,
+                )
                 top = max(top, scale * hi)
         labels = []
         for ctrl in ctrls:
@@ -302,18 +366,26 @@ def _bars(df: pd.DataFrame, col: str, path: Path, title: str, ylabel: str, pct: 
             labels.append(f"{ctrl}\n[{_component_code(comps.iloc[0] if len(comps) else '')}]")
         ax.set_xticks(range(len(ctrls)))
         wide = len(ctrls) > 3
-        ax.set_xticklabels(labels, rotation=20 if wide else 0, ha="right" if wide else "center",
-                           fontsize=8)
+        ax.set_xticklabels(
+            labels, rotation=20 if wide else 0, ha="right" if wide else "center", fontsize=8
+        )
         ax.set_xlim(-0.6, len(ctrls) - 0.4)
         _panel_title(ax, fam, pol, g)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, axis="y")
-        handles: list[Artist] = [Patch(facecolor="grey", alpha=shades[j], edgecolor="black",
-                                       lw=0.5, label=f"N = {t}")
-                                 for j, t in enumerate(targets)]
+        handles: list[Artist] = [
+            Patch(facecolor="grey", alpha=shades[j], edgecolor="black", lw=0.5, label=f"N = {t}")
+            for j, t in enumerate(targets)
+        ]
         handles.append(Line2D([], [], color="black", marker="_", ms=8, lw=1, label="95% CI"))
-        ax.legend(handles=handles, fontsize=8, title="target (bar shade)", title_fontsize=8,
-                  loc="upper left", ncol=min(len(handles), 5))
+        ax.legend(
+            handles=handles,
+            fontsize=8,
+            title="target (bar shade)",
+            title_fontsize=8,
+            loc="upper left",
+            ncol=min(len(handles), 5),
+        )
     for ax in axes:
         ax.set_ylim(0, (105 if pct else max(top, 1e-9)) * 1.25)
         if pct:
@@ -328,6 +400,7 @@ def plot_component_ablation(df: pd.DataFrame, out_dir: Path) -> Path:
     When STATEQGP ablation rows are present the panel shows ``stateqgp`` and its ablations
     (plus ``standard`` as the floor); otherwise every controller present.
     """
+
     def pick(g: pd.DataFrame) -> list[str]:
         present = set(g["controller"])
         if present & set(ABLATION_CONTROLLERS):
@@ -335,20 +408,32 @@ def plot_component_ablation(df: pd.DataFrame, out_dir: Path) -> Path:
             return order_controllers(present & keep)
         return order_controllers(present)
 
-    return _bars(df, "success", out_dir / "component_ablation.png",
-                 "Component ablation: success rate by controller composition",
-                 "success rate (%)", pct=True, controllers_of=pick)
+    return _bars(
+        df,
+        "success",
+        out_dir / "component_ablation.png",
+        "Component ablation: success rate by controller composition",
+        "success rate (%)",
+        pct=True,
+        controllers_of=pick,
+    )
 
 
 def plot_verifier_recoveries(df: pd.DataFrame, out_dir: Path) -> Path:
     """Mean verifier recoveries (units) per episode per controller, for work-unit families."""
-    return _bars(df, "verifier_recoveries", out_dir / "verifier_recoveries.png",
-                 "Verifier recoveries: units that failed a run and later passed",
-                 "recovered units per episode (units)", pct=False)
+    return _bars(
+        df,
+        "verifier_recoveries",
+        out_dir / "verifier_recoveries.png",
+        "Verifier recoveries: units that failed a run and later passed",
+        "recovered units per episode (units)",
+        pct=False,
+    )
 
 
-def planned_figures(df: pd.DataFrame, target: int | None = None
-                    ) -> list[tuple[str, Callable[[Path], Path]]]:
+def planned_figures(
+    df: pd.DataFrame, target: int | None = None
+) -> list[tuple[str, Callable[[Path], Path]]]:
     """``(file name, draw(out_dir) -> path)`` of every figure that applies to the scored
     episodes of the frame ``df``, in the report's order (no matplotlib import)."""
     df = scored(df)  # backend failures and tampered lines are not agent outcomes
@@ -356,7 +441,8 @@ def planned_figures(df: pd.DataFrame, target: int | None = None
         return []
     out: list[tuple[str, Callable[[Path], Path]]] = [
         ("target_scaling.png", lambda d: plot_target_scaling(df, d)),
-        ("duplicate_rate.png", lambda d: plot_duplicate_rate(df, d))]
+        ("duplicate_rate.png", lambda d: plot_duplicate_rate(df, d)),
+    ]
     if "progress" in df and df["progress"].map(lambda p: bool(len(p or []))).any():
         out.append(("anytime_progress.png", lambda d: plot_anytime_progress(df, d, target)))
     out.append(("component_ablation.png", lambda d: plot_component_ablation(df, d)))
@@ -366,9 +452,12 @@ def planned_figures(df: pd.DataFrame, target: int | None = None
     return out
 
 
-def make_plots(episodes_or_df: pd.DataFrame | Iterable[dict[str, Any]], out_dir: str | Path,
-               target: int | None = None,
-               skipped: list[tuple[str, str]] | None = None) -> list[Path]:
+def make_plots(
+    episodes_or_df: pd.DataFrame | Iterable[dict[str, Any]],
+    out_dir: str | Path,
+    target: int | None = None,
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[Path]:
     """Write every applicable figure into ``out_dir``; return the paths written.
 
     Always: ``target_scaling.png``, ``duplicate_rate.png``, ``anytime_progress.png`` (at

@@ -42,36 +42,71 @@ def agent_effects(episodes: Any, metrics: Sequence[str] = EFFECT_METRICS) -> pd.
     base = df[df["controller"] == BASELINE]
     rows = []
     for ctrl in [c for c in order_controllers(df["controller"].unique()) if c != BASELINE]:
-        both = df[df["controller"] == ctrl].merge(
-            base, on=cell, how="inner", suffixes=("", "_base")).set_index(cell)
+        both = (
+            df[df["controller"] == ctrl]
+            .merge(base, on=cell, how="inner", suffixes=("", "_base"))
+            .set_index(cell)
+        )
         for metric in metrics:
-            diff = (both[metric].astype(float) - both[f"{metric}_base"].astype(float))
+            diff = both[metric].astype(float) - both[f"{metric}_base"].astype(float)
             diff = diff.dropna() * (100.0 if metric in _POINTS else 1.0)
             for (fam, pol), d in diff.groupby(level=["family", "policy"], sort=True):
-                rows.append({"family": fam, "policy": pol, "controller": ctrl, "metric": metric,
-                             "effect": float(d.mean()), "cells": len(d),
-                             "simulated": bool(both.loc[(fam, pol), "simulated"].all())})
+                rows.append(
+                    {
+                        "family": fam,
+                        "policy": pol,
+                        "controller": ctrl,
+                        "metric": metric,
+                        "effect": float(d.mean()),
+                        "cells": len(d),
+                        "simulated": bool(both.loc[(fam, pol), "simulated"].all()),
+                    }
+                )
     out = pd.DataFrame(rows, columns=cols)
     rank = {c: i for i, c in enumerate(order_controllers(out["controller"].unique()))}
     out["_r"] = out["controller"].map(rank)
-    return (out.sort_values(["family", "_r", "metric", "policy"], kind="stable")
-            .drop(columns="_r").reset_index(drop=True))
+    return (
+        out.sort_values(["family", "_r", "metric", "policy"], kind="stable")
+        .drop(columns="_r")
+        .reset_index(drop=True)
+    )
 
 
 def effect_summary(effects: pd.DataFrame) -> pd.DataFrame:
     """Distribution of each component's effect over the agents (see the module docstring)."""
-    cols = ["family", "controller", "metric", "agents", "median", "p10", "p90", "helped",
-            "harmed", "unchanged", "simulated"]
+    cols = [
+        "family",
+        "controller",
+        "metric",
+        "agents",
+        "median",
+        "p10",
+        "p90",
+        "helped",
+        "harmed",
+        "unchanged",
+        "simulated",
+    ]
     rows = []
     for (fam, ctrl, metric), g in effects.groupby(["family", "controller", "metric"], sort=False):
         e = g["effect"].to_numpy(float)
         sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
         better, worse = (sign * e > 0), (sign * e < 0)
-        rows.append({"family": fam, "controller": ctrl, "metric": metric, "agents": len(e),
-                     "median": float(np.median(e)), "p10": float(np.percentile(e, 10)),
-                     "p90": float(np.percentile(e, 90)), "helped": float(better.mean()),
-                     "harmed": float(worse.mean()), "unchanged": float((~better & ~worse).mean()),
-                     "simulated": bool(g["simulated"].all())})
+        rows.append(
+            {
+                "family": fam,
+                "controller": ctrl,
+                "metric": metric,
+                "agents": len(e),
+                "median": float(np.median(e)),
+                "p10": float(np.percentile(e, 10)),
+                "p90": float(np.percentile(e, 90)),
+                "helped": float(better.mean()),
+                "harmed": float(worse.mean()),
+                "unchanged": float((~better & ~worse).mean()),
+                "simulated": bool(g["simulated"].all()),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -82,9 +117,13 @@ def effect_figure(effects: pd.DataFrame, metric: str, path: str | Path) -> Path 
         return None
     families = list(dict.fromkeys(t["family"]))
     unit = " (points)" if metric in _POINTS else ""
-    fig, axes = _figure(len(families), f"{metric}: controller - standard per agent{unit}",
-                        bool(t["simulated"].all()), panel_w=5.5,
-                        panel_h=1.2 + 0.55 * t.groupby("family")["controller"].nunique().max())
+    fig, axes = _figure(
+        len(families),
+        f"{metric}: controller - standard per agent{unit}",
+        bool(t["simulated"].all()),
+        panel_w=5.5,
+        panel_h=1.2 + 0.55 * t.groupby("family")["controller"].nunique().max(),
+    )
     colors = _colors(t["controller"])
     for ax, fam in zip(axes, families, strict=True):
         g = t[t["family"] == fam]

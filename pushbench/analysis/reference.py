@@ -46,22 +46,24 @@ def snapshots_ready(task_id: str, instance: str | None) -> bool:
     try:
         spec = tasks.get_task(task_id)
         names = [instance] if instance else list(spec.instances)
-        return all(snapshots.info(tasks.instance_config(spec.family, n)["snapshot"]) is not None
-                   for n in names)
+        return all(
+            snapshots.info(tasks.instance_config(spec.family, n)["snapshot"]) is not None
+            for n in names
+        )
     except Exception:  # noqa: BLE001 - unreadable pins or cache, unknown task: no reference
         return False
 
 
 @lru_cache(maxsize=4096)
-def diligent_steps(task_id: str, instance: str | None, seed: int, budget: int | None
-                   ) -> int | None:
+def diligent_steps(task_id: str, instance: str | None, seed: int, budget: int | None) -> int | None:
     """Steps the diligent agent used on this task (``None`` if it failed or cannot run here)."""
     from .. import make
     from ..policies import make_policy
 
     try:
-        env = make(task_id, controller=REFERENCE_CONTROLLER,
-                   **({"budget": int(budget)} if budget else {}))
+        env = make(
+            task_id, controller=REFERENCE_CONTROLLER, **({"budget": int(budget)} if budget else {})
+        )
     except Exception:  # noqa: BLE001 - unknown task id, missing snapshot: no reference here
         return None
     try:
@@ -85,8 +87,12 @@ def diligent_steps(task_id: str, instance: str | None, seed: int, budget: int | 
 
 
 def _cell(row: Any) -> tuple[Any, Any, int, int | None]:
-    return (row.task_id, row.instance, int(row.seed) if not pd.isna(row.seed) else 0,
-            None if pd.isna(row.budget) else int(row.budget))
+    return (
+        row.task_id,
+        row.instance,
+        int(row.seed) if not pd.isna(row.seed) else 0,
+        None if pd.isna(row.budget) else int(row.budget),
+    )
 
 
 def reference_steps(df: pd.DataFrame, on_demand: bool = True) -> pd.Series:
@@ -94,8 +100,12 @@ def reference_steps(df: pd.DataFrame, on_demand: bool = True) -> pd.Series:
     if df.empty:
         return pd.Series([], dtype=float, index=df.index)
     known: dict[tuple[Any, Any, int, int | None], float] = {}
-    ref = df[(df["policy"] == REFERENCE_POLICY) & (df["controller"] == REFERENCE_CONTROLLER)
-             & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES) & ~df["tampered"]]
+    ref = df[
+        (df["policy"] == REFERENCE_POLICY)
+        & (df["controller"] == REFERENCE_CONTROLLER)
+        & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES)
+        & ~df["tampered"]
+    ]
     for row in ref.itertuples(index=False):
         known[_cell(row)] = float(row.steps_used) if row.success else math.nan
     out = np.full(len(df), math.nan)

@@ -64,10 +64,12 @@ DEFAULT_METHOD = "sign-flip"
 # experiments/calibrate_intervals.py (docs/metrics.md: "Paired deltas, intervals and
 # p-values"; the worst is a design where no method can cover: six instances, none of which
 # responded).
-METHOD_HELP = ("interval method; 95% coverage, median / worst over the designs in "
-               "docs/metrics.md: sign-flip (default, test inversion: 0.96 / 0.83), "
-               "t (0.96 / 0.82), studentized (0.95 / 0.83), bca (0.90 / 0.82), "
-               "percentile (0.90 / 0.80)")
+METHOD_HELP = (
+    "interval method; 95% coverage, median / worst over the designs in "
+    "docs/metrics.md: sign-flip (default, test inversion: 0.96 / 0.83), "
+    "t (0.96 / 0.82), studentized (0.95 / 0.83), bca (0.90 / 0.82), "
+    "percentile (0.90 / 0.80)"
+)
 MAX_EXACT_FLIPS = 16
 _TIE = 1e-9
 # (low, high, method used) per row: what each interval method returns
@@ -77,8 +79,9 @@ _Interval = tuple[np.ndarray, np.ndarray, np.ndarray]
 def row_rng(seed: int, *parts: Any) -> np.random.Generator:
     """A generator seeded from ``seed`` and a row's identity (stable across runs and rows)."""
     digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
-    return np.random.default_rng(np.random.SeedSequence([int(seed) & 0xFFFFFFFF,
-                                                         int.from_bytes(digest[:8], "little")]))
+    return np.random.default_rng(
+        np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int.from_bytes(digest[:8], "little")])
+    )
 
 
 def degenerate(means: np.ndarray) -> np.ndarray:
@@ -107,10 +110,16 @@ def min_clusters(confidence: float = 0.95) -> int:
     return int(math.floor(1 - math.log2(round(1 - confidence, 12)))) + 1
 
 
-def interval(means: np.ndarray, *, rng: np.random.Generator, method: str = DEFAULT_METHOD,
-             confidence: float = 0.95, n_resamples: int = 9999,
-             bounds: tuple[float, float] | None = None,
-             signs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def interval(
+    means: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    method: str = DEFAULT_METHOD,
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+    bounds: tuple[float, float] | None = None,
+    signs: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Interval for the mean of the cluster means, per row of ``means`` (shape ``(..., k)``).
 
     Returns ``(low, high, method_used)`` arrays of the leading shape; ``method_used`` names the
@@ -132,8 +141,11 @@ def interval(means: np.ndarray, *, rng: np.random.Generator, method: str = DEFAU
             high = low.copy()
             used = np.full(len(flat), f"n/a (k<{min_clusters(confidence)})", dtype=object)
         else:
-            low, high = sign_flip_interval(flat, signs=flip_signs(k, rng, n_resamples)
-                                           if signs is None else signs, confidence=confidence)
+            low, high = sign_flip_interval(
+                flat,
+                signs=flip_signs(k, rng, n_resamples) if signs is None else signs,
+                confidence=confidence,
+            )
             used = np.full(len(flat), "sign-flip test inversion", dtype=object)
     else:
         low = np.full(len(flat), math.nan)
@@ -141,8 +153,9 @@ def interval(means: np.ndarray, *, rng: np.random.Generator, method: str = DEFAU
         used = np.full(len(flat), "none (degenerate)", dtype=object)
         ok = ~degenerate(flat)
         if ok.any():
-            lo, hi, names = _METHOD_FN[method](flat[ok], rng=rng, confidence=confidence,
-                                               n_resamples=n_resamples)
+            lo, hi, names = _METHOD_FN[method](
+                flat[ok], rng=rng, confidence=confidence, n_resamples=n_resamples
+            )
             low[ok], high[ok], used[ok] = lo, hi, names
     if bounds is not None:
         low, high, cut_lo, cut_hi = clip(low, high, bounds)
@@ -150,8 +163,9 @@ def interval(means: np.ndarray, *, rng: np.random.Generator, method: str = DEFAU
     return low.reshape(lead), high.reshape(lead), used.reshape(lead)
 
 
-def clip(low: npt.ArrayLike, high: npt.ArrayLike,
-         bounds: tuple[npt.ArrayLike, npt.ArrayLike]) -> tuple[np.ndarray, ...]:
+def clip(
+    low: npt.ArrayLike, high: npt.ArrayLike, bounds: tuple[npt.ArrayLike, npt.ArrayLike]
+) -> tuple[np.ndarray, ...]:
     """``(low, high, low_cut, high_cut)``: bounds cut to ``bounds`` (elementwise pairs allowed);
     a NaN bound stays NaN and is not cut. A bound beyond its limit by rounding only (within
     the tie tolerance, e.g. a subset mean of -1 computed as -1.0000000000000002) is set to the
@@ -159,46 +173,64 @@ def clip(low: npt.ArrayLike, high: npt.ArrayLike,
     low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
     b_lo, b_hi = (np.asarray(b, dtype=float) for b in bounds)
     tol = _TIE * np.maximum(1.0, np.maximum(np.abs(b_lo), np.abs(b_hi)))
-    return (np.maximum(low, b_lo), np.minimum(high, b_hi), low < b_lo - tol,
-            high > b_hi + tol)
+    return (np.maximum(low, b_lo), np.minimum(high, b_hi), low < b_lo - tol, high > b_hi + tol)
 
 
-def _scipy(x: np.ndarray, *, rng: np.random.Generator, confidence: float, n_resamples: int,
-           method: Literal["percentile", "BCa"]) -> tuple[np.ndarray, ...]:
+def _scipy(
+    x: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    confidence: float,
+    n_resamples: int,
+    method: Literal["percentile", "BCa"],
+) -> tuple[np.ndarray, ...]:
     from scipy import stats
 
     with warnings.catch_warnings():
         # scipy warns (and returns NaN) where BCa is undefined; the caller handles NaN rows.
         warnings.simplefilter("ignore", RuntimeWarning)
-        res = stats.bootstrap((x,), np.mean, axis=-1, vectorized=True, method=method,
-                              confidence_level=confidence, n_resamples=n_resamples, rng=rng,
-                              batch=max(1, 2_000_000 // max(1, x.size)))
-    return (np.asarray(res.confidence_interval.low, dtype=float).reshape(len(x)),
-            np.asarray(res.confidence_interval.high, dtype=float).reshape(len(x)))
+        res = stats.bootstrap(
+            (x,),
+            np.mean,
+            axis=-1,
+            vectorized=True,
+            method=method,
+            confidence_level=confidence,
+            n_resamples=n_resamples,
+            rng=rng,
+            batch=max(1, 2_000_000 // max(1, x.size)),
+        )
+    return (
+        np.asarray(res.confidence_interval.low, dtype=float).reshape(len(x)),
+        np.asarray(res.confidence_interval.high, dtype=float).reshape(len(x)),
+    )
 
 
-def _percentile(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
-                n_resamples: int) -> _Interval:
-    lo, hi = _scipy(x, rng=rng, confidence=confidence, n_resamples=n_resamples,
-                    method="percentile")
+def _percentile(
+    x: np.ndarray, *, rng: np.random.Generator, confidence: float, n_resamples: int
+) -> _Interval:
+    lo, hi = _scipy(x, rng=rng, confidence=confidence, n_resamples=n_resamples, method="percentile")
     return lo, hi, np.full(len(x), "percentile cluster bootstrap", dtype=object)
 
 
-def _bca(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
-         n_resamples: int) -> _Interval:
+def _bca(
+    x: np.ndarray, *, rng: np.random.Generator, confidence: float, n_resamples: int
+) -> _Interval:
     lo, hi = _scipy(x, rng=rng, confidence=confidence, n_resamples=n_resamples, method="BCa")
     names = np.full(len(x), "BCa cluster bootstrap", dtype=object)
     bad = np.isnan(lo) | np.isnan(hi)
     if bad.any():
-        plo, phi = _scipy(x[bad], rng=rng, confidence=confidence, n_resamples=n_resamples,
-                          method="percentile")
+        plo, phi = _scipy(
+            x[bad], rng=rng, confidence=confidence, n_resamples=n_resamples, method="percentile"
+        )
         lo[bad], hi[bad] = plo, phi
         names[bad] = "percentile cluster bootstrap (BCa undefined)"
     return lo, hi, names
 
 
-def _t(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
-       n_resamples: int) -> _Interval:
+def _t(
+    x: np.ndarray, *, rng: np.random.Generator, confidence: float, n_resamples: int
+) -> _Interval:
     from scipy import stats
 
     k = x.shape[-1]
@@ -208,8 +240,9 @@ def _t(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
     return est - q * se, est + q * se, np.full(len(x), "t interval over clusters", dtype=object)
 
 
-def _studentized(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
-                 n_resamples: int) -> _Interval:
+def _studentized(
+    x: np.ndarray, *, rng: np.random.Generator, confidence: float, n_resamples: int
+) -> _Interval:
     k = x.shape[-1]
     est = x.mean(axis=-1)
     se = x.std(axis=-1, ddof=1) / math.sqrt(k)
@@ -218,20 +251,21 @@ def _studentized(x: np.ndarray, *, rng: np.random.Generator, confidence: float,
     q_lo = np.empty(len(x))
     step = max(1, 4_000_000 // (n_resamples * k))
     for s in range(0, len(x), step):  # bounded memory: rows x resamples x k at most ~4e6
-        xb = x[s:s + step]
+        xb = x[s : s + step]
         idx = rng.integers(0, k, size=(len(xb), n_resamples, k))
         res = np.take_along_axis(xb[:, None, :], idx, axis=-1)
         seb = res.std(axis=-1, ddof=1) / math.sqrt(k)
-        diff = res.mean(axis=-1) - est[s:s + step, None]
-        tol = _TIE * np.maximum(1.0, np.abs(est[s:s + step, None]))
+        diff = res.mean(axis=-1) - est[s : s + step, None]
+        tol = _TIE * np.maximum(1.0, np.abs(est[s : s + step, None]))
         zero = seb <= tol
         # a resample without spread: t* = +-inf by the sign of mean* - mean (module docstring)
         with np.errstate(divide="ignore", invalid="ignore"):
-            tb = np.where(zero, np.where(np.abs(diff) <= tol, 0.0, np.sign(diff) * np.inf),
-                          diff / seb)
+            tb = np.where(
+                zero, np.where(np.abs(diff) <= tol, 0.0, np.sign(diff) * np.inf), diff / seb
+            )
         tb.sort(axis=-1)
-        q_lo[s:s + step] = _quantile_sorted(tb, alpha / 2)
-        q_hi[s:s + step] = _quantile_sorted(tb, 1 - alpha / 2)
+        q_lo[s : s + step] = _quantile_sorted(tb, alpha / 2)
+        q_hi[s : s + step] = _quantile_sorted(tb, 1 - alpha / 2)
     # se > 0 (degenerate rows never get here); a quantile between -inf and +inf is NaN: that
     # side is unbounded
     lo, hi = est - q_hi * se, est - q_lo * se
@@ -260,15 +294,16 @@ _METHOD_FN = {"t": _t, "studentized": _studentized, "bca": _bca, "percentile": _
 # ----- the randomization test and its inversion ---------------------------------------------
 @lru_cache(maxsize=MAX_EXACT_FLIPS + 1)
 def _all_signs(k: int) -> np.ndarray:
-    codes = np.arange(2 ** k, dtype=np.int64)[:, None]
+    codes = np.arange(2**k, dtype=np.int64)[:, None]
     bits = (codes >> np.arange(k, dtype=np.int64)) & 1
     signs = 1.0 - 2.0 * bits
     signs.setflags(write=False)
     return signs
 
 
-def flip_signs(k: int, rng: np.random.Generator, n_mc: int = 9999,
-               max_exact: int = MAX_EXACT_FLIPS) -> np.ndarray:
+def flip_signs(
+    k: int, rng: np.random.Generator, n_mc: int = 9999, max_exact: int = MAX_EXACT_FLIPS
+) -> np.ndarray:
     """The sign assignments of the test: all ``2^k`` for ``k <= max_exact`` (read-only, cached),
     else ``n_mc`` seeded random ones (a Monte Carlo array is writeable; the exact one is not)."""
     if k <= max_exact:
@@ -280,9 +315,14 @@ def _is_exact(signs: np.ndarray) -> bool:
     return not signs.flags.writeable
 
 
-def sign_flip_p(means: np.ndarray, *, rng: np.random.Generator, n_mc: int = 9999,
-                max_exact: int = MAX_EXACT_FLIPS,
-                signs: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+def sign_flip_p(
+    means: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    n_mc: int = 9999,
+    max_exact: int = MAX_EXACT_FLIPS,
+    signs: np.ndarray | None = None,
+) -> tuple[np.ndarray, str]:
     """Two-sided paired randomization p-value per row of ``means`` (shape ``(..., k)``).
 
     Returns ``(p, method)`` with ``method`` ``"exact sign-flip (2^k assignments)"`` or ``"Monte
@@ -302,13 +342,14 @@ def sign_flip_p(means: np.ndarray, *, rng: np.random.Generator, n_mc: int = 9999
     return (1 + hits) / (1 + len(signs)), f"Monte Carlo sign-flip ({len(signs)} draws)"
 
 
-def sign_flip_interval(means: np.ndarray, *, signs: np.ndarray,
-                       confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def sign_flip_interval(
+    means: np.ndarray, *, signs: np.ndarray, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     """End points of ``{d : sign_flip_p(means - d) >= 1 - confidence}`` per row of ``means``
     (shape ``(rows, k)``), exactly: order statistics of the subset means (module docstring)."""
     m = np.asarray(means, dtype=float)
     n, k = signs.shape
-    extra = 0 if _is_exact(signs) else 1      # Monte Carlo p = (1 + hits) / (1 + n)
+    extra = 0 if _is_exact(signs) else 1  # Monte Carlo p = (1 + hits) / (1 + n)
     need = math.ceil(round((1 - confidence) * (n + extra) - extra, 9))
     if need <= 0:  # every shift is kept
         return np.full(len(m), -math.inf), np.full(len(m), math.inf)
@@ -317,7 +358,7 @@ def sign_flip_interval(means: np.ndarray, *, signs: np.ndarray,
     low, high = np.empty(len(m)), np.empty(len(m))
     step = max(1, 4_000_000 // n)
     for s in range(0, len(m), step):  # bounded memory: rows x assignments at most ~4e6
-        x = m[s:s + step]
+        x = m[s : s + step]
         s_neg = x @ flipped.T
         s_pos = x.sum(axis=-1, keepdims=True) - s_neg
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -325,8 +366,8 @@ def sign_flip_interval(means: np.ndarray, *, signs: np.ndarray,
         whole = (n_neg == 0) | (n_neg == k)  # +-(1, ..., 1): counted at every shift
         lo = np.where(whole, -math.inf, np.minimum(mean_neg, mean_pos))
         hi = np.where(whole, math.inf, np.maximum(mean_neg, mean_pos))
-        low[s:s + step] = np.partition(lo, need - 1, axis=-1)[:, need - 1]
-        high[s:s + step] = -np.partition(-hi, need - 1, axis=-1)[:, need - 1]
+        low[s : s + step] = np.partition(lo, need - 1, axis=-1)[:, need - 1]
+        high[s : s + step] = -np.partition(-hi, need - 1, axis=-1)[:, need - 1]
     # a subset mean that is 0 up to rounding (1/3 + 1/3 + 1/3 - 1) is 0, as the test's tie
     # tolerance takes it: then 0 is inside exactly when the p-value says so
     # (and a subset mean never lies outside the instances' range, not even by rounding)

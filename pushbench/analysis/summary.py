@@ -52,8 +52,11 @@ def pass_k_table(df: pd.DataFrame, group: list[str] = GROUP) -> pd.DataFrame:
 def _pass_k(df: pd.DataFrame, group: list[str]) -> pd.DataFrame:
     """:func:`pass_k_table` indexed by ``group`` as groupby builds it. (``set_index`` would
     code a missing key differently, and such a row would then match no cell of the summary.)"""
-    cells = df.groupby(group + ["task_id", "instance"], dropna=False)["success"] \
-        .agg(["sum", "size"]).reset_index()
+    cells = (
+        df.groupby(group + ["task_id", "instance"], dropna=False)["success"]
+        .agg(["sum", "size"])
+        .reset_index()
+    )
     cols = [f"pass^{k}" for k in range(1, int(cells["size"].max()) + 1)]
     for k, col in enumerate(cols, start=1):
         cells[col] = [pass_hat_k(c, n, k) for c, n in zip(cells["sum"], cells["size"], strict=True)]
@@ -121,11 +124,11 @@ def summary_table(df: pd.DataFrame, steps_reference: bool = True) -> pd.DataFram
             spec[f"mean_{col}"] = (col, "mean")
     counts = ["n_backend_errors", "n_tampered"]
     if df.empty:
-        return pd.DataFrame(columns=group + ["simulated", "n_episodes"] + counts
-                            + list(spec)[2:])
-    flags = df.assign(n_backend_errors=(df["terminated_by"] == "error").astype(int),
-                      n_tampered=(df["tampered"] & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES)
-                                  ).astype(int))
+        return pd.DataFrame(columns=group + ["simulated", "n_episodes"] + counts + list(spec)[2:])
+    flags = df.assign(
+        n_backend_errors=(df["terminated_by"] == "error").astype(int),
+        n_tampered=(df["tampered"] & ~df["terminated_by"].isin(NOT_AGENT_OUTCOMES)).astype(int),
+    )
     # Cells are matched by label from here on (column assignment and insert align a Series on
     # the index), and every cell of the table is a group of ``flags``; the row order is set
     # once, by sort_frame at the end.
@@ -156,12 +159,14 @@ def summary_table(df: pd.DataFrame, steps_reference: bool = True) -> pd.DataFram
     return sort_frame(out, group)
 
 
-def _bill_columns(out: pd.DataFrame, df: pd.DataFrame, work: pd.DataFrame,
-                  group: list[str]) -> None:
+def _bill_columns(
+    out: pd.DataFrame, df: pd.DataFrame, work: pd.DataFrame, group: list[str]
+) -> None:
     """Add the bill columns to ``out`` (indexed by ``group``) in place."""
     g = df.assign(_cut=df["terminated_by"].isin(SPEND_CUTS).astype(int)).groupby(
-        group, dropna=False)
-    out["n_spend_cut"] = g["_cut"].sum()          # aligned by cell (see summary_table)
+        group, dropna=False
+    )
+    out["n_spend_cut"] = g["_cut"].sum()  # aligned by cell (see summary_table)
     for col in ("prompt_tokens", "completion_tokens", "cost_usd"):
         out[f"total_{col}"] = g[col].sum(min_count=1).astype(float)
     wins = work.groupby(group, dropna=False)["success"].sum().reindex(out.index)
@@ -172,4 +177,3 @@ def pass_columns(summary: pd.DataFrame) -> list[str]:
     """The ``pass^k`` columns of a summary, in k order."""
     cols = [c for c in summary.columns if c.startswith("pass^")]
     return sorted(cols, key=lambda c: int(c.split("^")[1]))
-

@@ -6,16 +6,25 @@ venv and records what it installed; :data:`BASELINES` names the baselines and th
 """
 
 from .installer import (
-                      BASELINES,
-                      BaselineError,
-                      Pin,
-                      install,
-                      installed,
-                      list_baselines,
-                      parse_pin,
-                      read_pin,
-                      venv_dir,
+    BASELINES,
+    BaselineError,
+    Pin,
+    install,
+    installed,
+    list_baselines,
+    parse_pin,
+    read_pin,
+    venv_dir,
 )
 
-__all__ = ["BASELINES", "BaselineError", "Pin", "install", "installed", "list_baselines",
-           "parse_pin", "read_pin", "venv_dir"]
+__all__ = [
+    "BASELINES",
+    "BaselineError",
+    "Pin",
+    "install",
+    "installed",
+    "list_baselines",
+    "parse_pin",
+    "read_pin",
+    "venv_dir",
+]

@@ -36,8 +36,10 @@ from ..errors import PushBenchError
 MARKER = ".pushbench-baseline.json"
 _PIN_DIR = Path(__file__).resolve().parent
 # name -> (the distribution whose version is reported, the program inside the venv)
-BASELINES: dict[str, tuple[str, str]] = {"aider": ("aider-chat", "aider"),
-                                         "letta": ("letta", "letta")}
+BASELINES: dict[str, tuple[str, str]] = {
+    "aider": ("aider-chat", "aider"),
+    "letta": ("letta", "letta"),
+}
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 
 
@@ -57,9 +59,21 @@ arc.extractall(dest, members=want, filter='data')
 
 
 def _letta_download(root: Path, pin: Pin) -> list[str]:
-    return [str(root / "bin" / "python"), "-m", "pip", "download", "--no-deps", "--no-binary",
-            ":all:", "--no-input", "--disable-pip-version-check", "--quiet",
-            "-d", str(root / "share" / "sdist"), f"letta=={pin.version_of('letta')}"]
+    return [
+        str(root / "bin" / "python"),
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--quiet",
+        "-d",
+        str(root / "share" / "sdist"),
+        f"letta=={pin.version_of('letta')}",
+    ]
 
 
 def _letta_unpack(root: Path, pin: Pin) -> list[str]:
@@ -70,8 +84,11 @@ def _letta_unpack(root: Path, pin: Pin) -> list[str]:
 # Steps after pip, per baseline: (command for (root, pin), what it does). Letta's alembic
 # migrations (its database schema) ship in the sdist only, not in the wheel pip installs.
 EXTRA_STEPS: dict[str, tuple] = {
-    "letta": ((_letta_download, "download letta's sdist (its database migrations)"),
-              (_letta_unpack, "unpack letta's database migrations"))}
+    "letta": (
+        (_letta_download, "download letta's sdist (its database migrations)"),
+        (_letta_unpack, "unpack letta's database migrations"),
+    )
+}
 
 
 class BaselineError(PushBenchError, RuntimeError):
@@ -115,11 +132,14 @@ def parse_pin(name: str, text: str) -> Pin:
         if not line:
             continue
         if not _REQ.match(line):
-            raise BaselineError(f"pin file of {name!r}, line {i}: {line[:80]!r} is not an exact "
-                                "pin (write dist==version)")
+            raise BaselineError(
+                f"pin file of {name!r}, line {i}: {line[:80]!r} is not an exact "
+                "pin (write dist==version)"
+            )
         if any(_norm(r.partition("==")[0]) == _norm(line.partition("==")[0]) for r in reqs):
-            raise BaselineError(f"pin file of {name!r}, line {i}: {line[:80]!r} pins a "
-                                "distribution twice")
+            raise BaselineError(
+                f"pin file of {name!r}, line {i}: {line[:80]!r} pins a distribution twice"
+            )
         reqs.append(line)
     if not reqs:
         raise BaselineError(f"pin file of {name!r} pins nothing")
@@ -185,9 +205,15 @@ def _pip_error(output: str) -> str:
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def install(name: str, *, root: Path | None = None, python: str | None = None,
-            run: Runner = subprocess.run, log: Callable[[str], None] | None = None,
-            force: bool = False) -> dict:
+def install(
+    name: str,
+    *,
+    root: Path | None = None,
+    python: str | None = None,
+    run: Runner = subprocess.run,
+    log: Callable[[str], None] | None = None,
+    force: bool = False,
+) -> dict:
     """Install baseline ``name`` (idempotent); return its marker (``"kept": True`` if it was
     already installed with the same pin)."""
     pin = read_pin(name)
@@ -202,10 +228,23 @@ def install(name: str, *, root: Path | None = None, python: str | None = None,
             log(f"creating {root} and installing {', '.join(pin.requirements)} (pip) ...")
         t0 = time.monotonic()
         con = ["-c", str(constraints_file(name))] if pin.constraints else []
-        steps = [([python or sys.executable, "-m", "venv", str(root)], "create the venv"),
-                 ([str(root / "bin" / "python"), "-m", "pip", "install", "--no-input",
-                   "--disable-pip-version-check", "--quiet", *con, *pin.requirements],
-                  f"install {' '.join(pin.requirements)}")]
+        steps = [
+            ([python or sys.executable, "-m", "venv", str(root)], "create the venv"),
+            (
+                [
+                    str(root / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-input",
+                    "--disable-pip-version-check",
+                    "--quiet",
+                    *con,
+                    *pin.requirements,
+                ],
+                f"install {' '.join(pin.requirements)}",
+            ),
+        ]
         steps += [(cmd(root, pin), what) for cmd, what in EXTRA_STEPS.get(name, ())]
         for cmd, what in steps:
             try:
@@ -217,14 +256,20 @@ def install(name: str, *, root: Path | None = None, python: str | None = None,
                 shutil.rmtree(root, ignore_errors=True)
                 raise BaselineError(
                     f"could not {what} for baseline {name!r} (the package index cannot serve "
-                    f"it, or no network): {_pip_error((proc.stderr or '') + (proc.stdout or ''))}")
+                    f"it, or no network): {_pip_error((proc.stderr or '') + (proc.stdout or ''))}"
+                )
         dist = BASELINES[name][0]
-        mark = {"baseline": name, "requirements": list(pin.requirements),
-                "version": pin.version_of(dist), "pin_digest": pin.digest,
-                "python": ".".join(map(str, sys.version_info[:3])), "root": str(root),
-                "program": str(program(name, root)),
-                "seconds": round(time.monotonic() - t0, 1),
-                "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        mark = {
+            "baseline": name,
+            "requirements": list(pin.requirements),
+            "version": pin.version_of(dist),
+            "pin_digest": pin.digest,
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "root": str(root),
+            "program": str(program(name, root)),
+            "seconds": round(time.monotonic() - t0, 1),
+            "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         paths.tighten_tree(root)
         paths.write_private(root / MARKER, (json.dumps(mark, indent=1) + "\n").encode())
     return {**mark, "kept": False}
@@ -237,23 +282,39 @@ def list_baselines() -> list[dict]:
         try:
             pin = read_pin(name)
         except BaselineError as e:  # one broken baseline does not hide the others
-            rows.append({"baseline": name, "pinned": None, "installed": False, "version": None,
-                         "state": str(e), "path": str(venv_dir(name))})
+            rows.append(
+                {
+                    "baseline": name,
+                    "pinned": None,
+                    "installed": False,
+                    "version": None,
+                    "state": str(e),
+                    "path": str(venv_dir(name)),
+                }
+            )
             continue
         mark = installed(name)
         stale = mark is None and _marker(venv_dir(name)) is not None
-        rows.append({"baseline": name, "pinned": pin.version_of(dist),
-                     "installed": mark is not None,
-                     "version": mark.get("version") if mark else None,
-                     "state": "installed" if mark else ("stale (another pin or Python: "
-                                                        "install again)" if stale else "missing"),
-                     "path": str(venv_dir(name))})
+        rows.append(
+            {
+                "baseline": name,
+                "pinned": pin.version_of(dist),
+                "installed": mark is not None,
+                "version": mark.get("version") if mark else None,
+                "state": "installed"
+                if mark
+                else ("stale (another pin or Python: install again)" if stale else "missing"),
+                "path": str(venv_dir(name)),
+            }
+        )
     return rows
 
 
 def require(name: str) -> Path:
     """The program of an installed baseline, or :class:`BaselineError` saying how to install."""
     if installed(name) is None:
-        raise BaselineError(f"baseline {name!r} is not installed (or its pin changed); run "
-                            f"`pushbench baselines install {name}`")
+        raise BaselineError(
+            f"baseline {name!r} is not installed (or its pin changed); run "
+            f"`pushbench baselines install {name}`"
+        )
     return program(name)

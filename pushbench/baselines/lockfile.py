@@ -52,9 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with open(args.lock, encoding="utf-8") as fh:
         lines = constraints(fh.read(), tuple(args.skip))
-    sys.stdout.write("# Derived by `python -m pushbench.baselines.lockfile` from the uv.lock of "
-                     "letta-ai/letta, branch archive\n# (letta 0.16.8); see lockfile.py. pip "
-                     "constraints: they cap versions, they install nothing.\n")
+    sys.stdout.write(
+        "# Derived by `python -m pushbench.baselines.lockfile` from the uv.lock of "
+        "letta-ai/letta, branch archive\n# (letta 0.16.8); see lockfile.py. pip "
+        "constraints: they cap versions, they install nothing.\n"
+    )
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
 

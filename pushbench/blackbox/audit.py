@@ -107,8 +107,9 @@ def ledger_reasons(record: dict) -> list[str]:
         out.append(f"terminated_by {ended} but the last call is not a successful {ended}")
     elif ended == "budget" and len(calls) != budget:
         out.append("terminated_by budget before the budget was used")
-    elif ended is None and (len(calls) == budget or (last.get("ok") and last.get("tool")
-                                                     in TERMINAL)):
+    elif ended is None and (
+        len(calls) == budget or (last.get("ok") and last.get("tool") in TERMINAL)
+    ):
         out.append("the calls ended the episode but terminated_by is null")
     elif ended not in (None, "budget", *TERMINAL):
         out.append(f"unknown terminated_by {str(ended)[:40]!r}")
@@ -152,8 +153,11 @@ def reposcan_reasons(record: dict) -> list[str]:
             replay = []
             for ident in ids:
                 v = judge.judge(ident)
-                shown = ident if not isinstance(ident, str) or len(ident) <= \
-                    verifier.MAX_IDENT_LEN else ident[:200] + "..."
+                shown = (
+                    ident
+                    if not isinstance(ident, str) or len(ident) <= verifier.MAX_IDENT_LEN
+                    else ident[:200] + "..."
+                )
                 replay.append([shown, v])
             if c.get("verdicts") != replay and not out:
                 out.append(f"step {c.get('step')}: stored verdicts differ from the replay")
@@ -175,8 +179,9 @@ def unit_reasons(record: dict) -> list[str]:
                 after.append(len(accepted))
                 continue
             uid = uid.strip()
-            shown, verdict = (verdicts[0] + [None, None])[:2] if isinstance(verdicts[0], list) \
-                else (None, None)
+            shown, verdict = (
+                (verdicts[0] + [None, None])[:2] if isinstance(verdicts[0], list) else (None, None)
+            )
             check = got if isinstance(got := c.get("check"), dict) else None
             well_formed = _UNIT_ID.fullmatch(uid) is not None
             problem = None
@@ -205,8 +210,12 @@ def unit_reasons(record: dict) -> list[str]:
     return out + _count_reasons(_calls(record), after)
 
 
-FAMILY_CHECKS = {"reposcan": reposcan_reasons, "dataops": unit_reasons, "swelite": unit_reasons,
-                 "dataops_public": unit_reasons}
+FAMILY_CHECKS = {
+    "reposcan": reposcan_reasons,
+    "dataops": unit_reasons,
+    "swelite": unit_reasons,
+    "dataops_public": unit_reasons,
+}
 
 
 # ----- the trace --------------------------------------------------------------------------------
@@ -230,8 +239,11 @@ def _pair_reasons(line: dict, call: dict) -> str | None:
     obs = _obs(line)
     result = _d(obs.get("result"))
     listed = got if isinstance(got := result.get("verdicts"), list) else []
-    verdicts = [[v.get("id"), v.get("verdict")] for v in listed
-                if isinstance(v, dict)] if obs.get("ok") else None
+    verdicts = (
+        [[v.get("id"), v.get("verdict")] for v in listed if isinstance(v, dict)]
+        if obs.get("ok")
+        else None
+    )
     qgp = _d(_d(line.get("info")).get("qgp"))
     if line.get("ok") != call.get("ok") or obs.get("ok") != call.get("ok"):
         return "ok"
@@ -252,8 +264,11 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
     """
     bb = _d(record.get("blackbox"))
     lines, partial = _split_lines(raw)
-    facts = {"trace_lines_found": len(lines), "trace_partial_line": partial,
-             "trace_missing_last": False}
+    facts = {
+        "trace_lines_found": len(lines),
+        "trace_partial_line": partial,
+        "trace_missing_last": False,
+    }
     committed, head_stored = bb.get("trace_lines"), bb.get("trace_head")
     if not isinstance(committed, int) or not isinstance(head_stored, str):
         return ["episode.json has no trace digest head"], facts
@@ -289,15 +304,20 @@ def trace_reasons(record: dict, run: dict, raw: bytes) -> tuple[list[str], dict]
         out.append(f"trace has {n} lines for {served} MCP calls")
     after_end = sum(1 for ln in parsed if ln.get("step") is None)
     stored_after = bb.get("after_end_calls")
-    if after_end != stored_after and not (facts["trace_missing_last"]
-                                          and stored_after == after_end + 1):
+    if after_end != stored_after and not (
+        facts["trace_missing_last"] and stored_after == after_end + 1
+    ):
         out.append(f"{stored_after!r} calls after the end recorded, {after_end} in the trace")
-    oob = sum(ln.get("out_of_band_count") or 0 for ln in parsed
-              if isinstance(ln.get("out_of_band_count"), int))
+    oob = sum(
+        ln.get("out_of_band_count") or 0
+        for ln in parsed
+        if isinstance(ln.get("out_of_band_count"), int)
+    )
     stored_oob = bb.get("out_of_band_edits_count")
     listed = got if isinstance(got := bb.get("out_of_band_edits"), list) else []
-    if stored_oob != oob and not (facts["trace_missing_last"] and isinstance(stored_oob, int)
-                                  and stored_oob > oob):
+    if stored_oob != oob and not (
+        facts["trace_missing_last"] and isinstance(stored_oob, int) and stored_oob > oob
+    ):
         out.append(f"{stored_oob} out-of-band edits recorded, {oob} in the trace")
     elif len(listed) > stored_oob:
         out.append("more out-of-band edits listed than counted")
@@ -348,11 +368,12 @@ def drop_unanswered_tail(record: dict, counted: int) -> dict | None:
     last = calls.pop()
     step = last.get("step") if isinstance(last, dict) else None
     if isinstance(record.get("progress"), list):
-        record["progress"] = record["progress"][:len(calls)]
+        record["progress"] = record["progress"][: len(calls)]
     ctrl = _d(record.get("controller"))
     if isinstance(ctrl.get("steps"), list):
-        ctrl["steps"] = [s for s in ctrl["steps"] if not (isinstance(s, dict)
-                                                          and s.get("step") == step)]
+        ctrl["steps"] = [
+            s for s in ctrl["steps"] if not (isinstance(s, dict) and s.get("step") == step)
+        ]
     record["terminated_by"] = None
     # only an ending call (final, ask_user: the last one) sets these: none is left
     record["reported_count"] = record["final_message"] = None

@@ -41,7 +41,7 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "PYTHONP
 class Endpoint:
     """Where the client's model requests go: the model server (offline) or a real endpoint."""
 
-    base_url: str                 # e.g. http://127.0.0.1:PORT (no /v1)
+    base_url: str  # e.g. http://127.0.0.1:PORT (no /v1)
     api_key: str = "pushbench-offline"
     model: str = "pushbench-policy"
     offline: bool = True
@@ -62,8 +62,10 @@ def find_binary(agent: str, explicit: str | None = None) -> str:
     cand = explicit or os.environ.get(f"PUSHBENCH_{name.upper()}") or shutil.which(name)
     if not cand or not os.access(cand, os.X_OK):
         pkg = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[name]
-        raise FileNotFoundError(f"{name} not found (install it with npm install -g {pkg}, or "
-                                f"give --client-bin / $PUSHBENCH_{name.upper()})")
+        raise FileNotFoundError(
+            f"{name} not found (install it with npm install -g {pkg}, or "
+            f"give --client-bin / $PUSHBENCH_{name.upper()})"
+        )
     # Absolute, because the client is started with the episode workspace as its working
     # folder: a relative path given from elsewhere would no longer name the file there.
     return os.path.abspath(cand)
@@ -71,21 +73,49 @@ def find_binary(agent: str, explicit: str | None = None) -> str:
 
 def client_version(binary: str) -> str:
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", ""),
-                                                            "HOME": "/nonexistent"})
+        out = subprocess.run(
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"},
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"unknown ({e})"
     return (out.stdout.strip().splitlines() or ["unknown"])[-1]
 
 
-def server_command(task: str, seed: int, condition: str, agent: str, run_dir: Path,
-                   workspace: Path | None, controller: str, budget: int | None) -> list[str]:
+def server_command(
+    task: str,
+    seed: int,
+    condition: str,
+    agent: str,
+    run_dir: Path,
+    workspace: Path | None,
+    controller: str,
+    budget: int | None,
+) -> list[str]:
     """``pushbench mcp`` for this episode (the same interpreter as this process); no
     ``--workspace`` when ``workspace`` is None (a task without a snapshot: DataOps)."""
-    cmd = [sys.executable, "-m", "pushbench.cli", "mcp", "--task", task, "--seed", str(seed),
-           "--condition", condition, "--agent", agent, "--controller", controller,
-           "--run-dir", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pushbench.cli",
+        "mcp",
+        "--task",
+        task,
+        "--seed",
+        str(seed),
+        "--condition",
+        condition,
+        "--agent",
+        agent,
+        "--controller",
+        controller,
+        "--run-dir",
+        str(run_dir),
+    ]
     cmd += ["--workspace", str(workspace)] if workspace is not None else []
     return cmd + (["--budget", str(budget)] if budget is not None else [])
 
@@ -108,34 +138,72 @@ def _base_env(home: Path, endpoint: Endpoint) -> dict[str, str]:
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
     env.update(HOME=str(home), PUSHBENCH_HOME=str(paths.home()), NO_COLOR="1")
     if endpoint.offline:
-        env.update(HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, ALL_PROXY=DEAD_PROXY,
-                   http_proxy=DEAD_PROXY, https_proxy=DEAD_PROXY,
-                   NO_PROXY="127.0.0.1,localhost,::1", no_proxy="127.0.0.1,localhost,::1")
+        env.update(
+            HTTP_PROXY=DEAD_PROXY,
+            HTTPS_PROXY=DEAD_PROXY,
+            ALL_PROXY=DEAD_PROXY,
+            http_proxy=DEAD_PROXY,
+            https_proxy=DEAD_PROXY,
+            NO_PROXY="127.0.0.1,localhost,::1",
+            no_proxy="127.0.0.1,localhost,::1",
+        )
     return env
 
 
-def claude_code(binary: str, ep: Path, prompt: str, server_cmd: list[str],
-                endpoint: Endpoint) -> Launch:
+def claude_code(
+    binary: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: Endpoint
+) -> Launch:
     agent_dir, home = ep / "agent", ep / "client-home"
     home.mkdir(parents=True, exist_ok=True)
-    mcp = {"mcpServers": {SERVER: {"type": "stdio", "command": server_cmd[0],
-                                   "args": server_cmd[1:], "env": server_env()}}}
+    mcp = {
+        "mcpServers": {
+            SERVER: {
+                "type": "stdio",
+                "command": server_cmd[0],
+                "args": server_cmd[1:],
+                "env": server_env(),
+            }
+        }
+    }
     cfg = agent_dir / ".mcp.json"
     cfg.write_text(json.dumps(mcp, indent=1) + "\n")
-    tools = ",".join(f"mcp__{SERVER}__{t}" for t in ("search", "submit", "status", "final",
-                                                      "ask_user"))
+    tools = ",".join(
+        f"mcp__{SERVER}__{t}" for t in ("search", "submit", "status", "final", "ask_user")
+    )
     env = _base_env(home, endpoint)
-    env.update(ANTHROPIC_BASE_URL=endpoint.base_url, ANTHROPIC_API_KEY=endpoint.api_key,
-               ANTHROPIC_MODEL=endpoint.model, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-               DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1",
-               ENABLE_TOOL_SEARCH="false", MCP_CONNECTION_NONBLOCKING="false",
-               MCP_TIMEOUT="120000", MCP_TOOL_TIMEOUT="300000")
+    env.update(
+        ANTHROPIC_BASE_URL=endpoint.base_url,
+        ANTHROPIC_API_KEY=endpoint.api_key,
+        ANTHROPIC_MODEL=endpoint.model,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+        ENABLE_TOOL_SEARCH="false",
+        MCP_CONNECTION_NONBLOCKING="false",
+        MCP_TIMEOUT="120000",
+        MCP_TOOL_TIMEOUT="300000",
+    )
     if endpoint.offline:  # the model server answers its served names only: no haiku side calls
-        env.update(ANTHROPIC_SMALL_FAST_MODEL=endpoint.model,
-                   ANTHROPIC_DEFAULT_HAIKU_MODEL=endpoint.model)
-    argv = [binary, "-p", prompt, "--mcp-config", str(cfg), "--strict-mcp-config",
-            "--tools", "Read,Grep,Glob", "--permission-mode", "dontAsk",
-            "--allowedTools", tools + ",Read,Grep,Glob", "--output-format", "json"]
+        env.update(
+            ANTHROPIC_SMALL_FAST_MODEL=endpoint.model, ANTHROPIC_DEFAULT_HAIKU_MODEL=endpoint.model
+        )
+    argv = [
+        binary,
+        "-p",
+        prompt,
+        "--mcp-config",
+        str(cfg),
+        "--strict-mcp-config",
+        "--tools",
+        "Read,Grep,Glob",
+        "--permission-mode",
+        "dontAsk",
+        "--allowedTools",
+        tools + ",Read,Grep,Glob",
+        "--output-format",
+        "json",
+    ]
     return Launch(argv, env, agent_dir, [cfg])
 
 
@@ -147,27 +215,55 @@ def codex(binary: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: E
     agent_dir, home = ep / "agent", ep / "client-home"
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    lines = [f"model = {_toml(endpoint.model)}", 'model_provider = "pushbench"',
-             "check_for_update_on_startup = false", "",
-             "[features]", "incremental_tools = false", "incremental_tools_legacy = false",
-             "incremental_tools_legacy_gcp = false", "plugins = false", "apps = false",
-             "remote_plugin = false", "", "[analytics]", "enabled = false", "",
-             "[model_providers.pushbench]", 'name = "PushBench model endpoint"',
-             f"base_url = {_toml(endpoint.base_url.rstrip('/') + '/v1')}",
-             'env_key = "PUSHBENCH_MODEL_KEY"', 'wire_api = "responses"', "",
-             f"[mcp_servers.{SERVER}]", f"command = {_toml(server_cmd[0])}",
-             f"args = [{', '.join(_toml(a) for a in server_cmd[1:])}]",
-             "startup_timeout_sec = 120", "tool_timeout_sec = 300",
-             'startup_readiness = "catalog"', "required = true",
-             'default_tools_approval_mode = "approve"', "",
-             f"[mcp_servers.{SERVER}.env]",
-             *[f"{k} = {_toml(v)}" for k, v in server_env().items()], ""]
+    lines = [
+        f"model = {_toml(endpoint.model)}",
+        'model_provider = "pushbench"',
+        "check_for_update_on_startup = false",
+        "",
+        "[features]",
+        "incremental_tools = false",
+        "incremental_tools_legacy = false",
+        "incremental_tools_legacy_gcp = false",
+        "plugins = false",
+        "apps = false",
+        "remote_plugin = false",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[model_providers.pushbench]",
+        'name = "PushBench model endpoint"',
+        f"base_url = {_toml(endpoint.base_url.rstrip('/') + '/v1')}",
+        'env_key = "PUSHBENCH_MODEL_KEY"',
+        'wire_api = "responses"',
+        "",
+        f"[mcp_servers.{SERVER}]",
+        f"command = {_toml(server_cmd[0])}",
+        f"args = [{', '.join(_toml(a) for a in server_cmd[1:])}]",
+        "startup_timeout_sec = 120",
+        "tool_timeout_sec = 300",
+        'startup_readiness = "catalog"',
+        "required = true",
+        'default_tools_approval_mode = "approve"',
+        "",
+        f"[mcp_servers.{SERVER}.env]",
+        *[f"{k} = {_toml(v)}" for k, v in server_env().items()],
+        "",
+    ]
     cfg = codex_home / "config.toml"
     cfg.write_text("\n".join(lines))
     env = _base_env(home, endpoint)
     env.update(CODEX_HOME=str(codex_home), PUSHBENCH_MODEL_KEY=endpoint.api_key)
-    argv = [binary, "exec", "--skip-git-repo-check", "--sandbox", "read-only",
-            "--cd", str(agent_dir), prompt]
+    argv = [
+        binary,
+        "exec",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "read-only",
+        "--cd",
+        str(agent_dir),
+        prompt,
+    ]
     return Launch(argv, env, agent_dir, [cfg])
 
 
@@ -180,8 +276,15 @@ def first_observation_in(prompt: str) -> dict:
     return json.loads(body)
 
 
-def letta(server_url: str, ep: Path, prompt: str, server_cmd: list[str], endpoint: Endpoint,
-          max_turns: int | None = None, steps_per_turn: int | None = None) -> Launch:
+def letta(
+    server_url: str,
+    ep: Path,
+    prompt: str,
+    server_cmd: list[str],
+    endpoint: Endpoint,
+    max_turns: int | None = None,
+    steps_per_turn: int | None = None,
+) -> Launch:
     """The Letta client (:mod:`pushbench.blackbox.letta_agent`) for one episode: a config file
     in the episode folder and this interpreter running the driver against ``server_url``.
     The limits and the model settings default to :mod:`pushbench.policies.letta`'s (what the
@@ -192,22 +295,36 @@ def letta(server_url: str, ep: Path, prompt: str, server_cmd: list[str], endpoin
     home = ep / "client-home"
     home.mkdir(parents=True, exist_ok=True)
     first = first_observation_in(prompt)
-    tools = [t["function"]["name"] for t in (first.get("result") or {}).get("tools") or ()
-             if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    tools = [
+        t["function"]["name"]
+        for t in (first.get("result") or {}).get("tools") or ()
+        if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    ]
     mcp_env = server_env()
     if os.environ.get("PYTHONPATH"):  # Letta's stdio client passes a short default env only
         mcp_env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    cfg = {"url": server_url, "episode_dir": str(ep), "run_dir": str(ep / "run"),
-           "agent_name": "pushbench-" + "-".join(ep.parts[-4:]).replace("/", "-"),
-           "prompt": prompt, "objective": objective_of(first), "tools": tools,
-           "mcp_command": server_cmd, "mcp_env": mcp_env,
-           "max_turns": max_turns or L.MAX_TURNS,
-           "steps_per_turn": steps_per_turn or L.STEPS_PER_TURN,
-           "llm_config": {"model": endpoint.model, "model_endpoint_type": "openai",
-                          "model_endpoint": endpoint.base_url.rstrip("/") + "/v1",
-                          "context_window": L.CONTEXT_WINDOW,
-                          "put_inner_thoughts_in_kwargs": False,
-                          "temperature": 0.0, "max_tokens": L.MAX_TOKENS}}
+    cfg = {
+        "url": server_url,
+        "episode_dir": str(ep),
+        "run_dir": str(ep / "run"),
+        "agent_name": "pushbench-" + "-".join(ep.parts[-4:]).replace("/", "-"),
+        "prompt": prompt,
+        "objective": objective_of(first),
+        "tools": tools,
+        "mcp_command": server_cmd,
+        "mcp_env": mcp_env,
+        "max_turns": max_turns or L.MAX_TURNS,
+        "steps_per_turn": steps_per_turn or L.STEPS_PER_TURN,
+        "llm_config": {
+            "model": endpoint.model,
+            "model_endpoint_type": "openai",
+            "model_endpoint": endpoint.base_url.rstrip("/") + "/v1",
+            "context_window": L.CONTEXT_WINDOW,
+            "put_inner_thoughts_in_kwargs": False,
+            "temperature": 0.0,
+            "max_tokens": L.MAX_TOKENS,
+        },
+    }
     (ep / "letta.json").unlink(missing_ok=True)  # a killed driver's summary would be stale
     path = ep / "letta-config.json"
     path.write_text(json.dumps(cfg, indent=1) + "\n")

@@ -56,8 +56,10 @@ RunDirError = errors.RunDirError  # a run directory cannot be evaluated (message
 
 def check_label(kind: str, value: str) -> str:
     if not LABEL_RE.match(value):
-        raise ValueError(f"{kind} {value!r} must be 1-64 characters of letters, digits, '.', "
-                         "'_' or '-', starting with a letter or digit")
+        raise ValueError(
+            f"{kind} {value!r} must be 1-64 characters of letters, digits, '.', "
+            "'_' or '-', starting with a letter or digit"
+        )
     return value
 
 
@@ -70,8 +72,13 @@ def describe_policy(condition: str, agent: str | None, seed: int | None) -> dict
     """What the record stores under ``policy`` for a black-box run (the label is the name,
     which already carries the agent and the condition)."""
     name = policy_name(condition, agent)
-    return {"name": name, "label": name, "simulated": False, "seed": seed,
-            "params": {"transport": "mcp-stdio", "condition": condition, "agent": agent}}
+    return {
+        "name": name,
+        "label": name,
+        "simulated": False,
+        "seed": seed,
+        "params": {"transport": "mcp-stdio", "condition": condition, "agent": agent},
+    }
 
 
 # ----- reading run directories ------------------------------------------------------------
@@ -81,8 +88,10 @@ def _read_json_raw(path: Path) -> tuple[dict, bytes]:
         raw = path.read_bytes()
         data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
-        raise RunDirError(f"{path.parent}: no {path.name} (is this a `pushbench mcp` run "
-                          "directory, and did the server start?)") from None
+        raise RunDirError(
+            f"{path.parent}: no {path.name} (is this a `pushbench mcp` run "
+            "directory, and did the server start?)"
+        ) from None
     except ValueError as e:
         raise RunDirError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
@@ -90,16 +99,25 @@ def _read_json_raw(path: Path) -> tuple[dict, bytes]:
     return data, raw
 
 
-def provenance_reasons(run_dir: Path, run: dict, run_raw: bytes, record: dict,
-                       record_raw: bytes, trace_raw: bytes | None) -> tuple[list[str], dict]:
+def provenance_reasons(
+    run_dir: Path,
+    run: dict,
+    run_raw: bytes,
+    record: dict,
+    record_raw: bytes,
+    trace_raw: bytes | None,
+) -> tuple[list[str], dict]:
     """Signatures (:mod:`.signing`) and who could have written the folder
     (:mod:`.rundir_safety`): reasons to distrust the run, and facts for ``blackbox``."""
-    status, reasons = signing.verify_run(run, run_raw, record, record_raw, trace_raw,
-                                         signing.installation_key(create=False))
+    status, reasons = signing.verify_run(
+        run, run_raw, record, record_raw, trace_raw, signing.installation_key(create=False)
+    )
     unsafe = rundir_safety.evaluate_problems(run_dir)
     record.pop("signature", None)  # the seal, not part of the record
-    return reasons + [f"unsafe run dir: {u}" for u in unsafe], {"signature": status,
-                                                               "unsafe": unsafe}
+    return reasons + [f"unsafe run dir: {u}" for u in unsafe], {
+        "signature": status,
+        "unsafe": unsafe,
+    }
 
 
 def check_run_manifest(run: dict, run_dir: Path) -> None:
@@ -109,6 +127,7 @@ def check_run_manifest(run: dict, run_dir: Path) -> None:
     ``budget`` a positive integer or null, ``controller`` a string or null, ``condition`` and
     ``agent`` labels (:func:`check_label`; ``agent`` may be null).
     """
+
     def bad(field: str, why: str) -> RunDirError:
         return RunDirError(f"{run_dir}/{RUN_FILE}: {field} {str(run.get(field))[:40]!r} {why}")
 
@@ -119,12 +138,12 @@ def check_run_manifest(run: dict, run_dir: Path) -> None:
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise bad("seed", "is not an integer")
     budget = run.get("budget")
-    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
-                               or budget < 1):
+    if budget is not None and (
+        not isinstance(budget, int) or isinstance(budget, bool) or budget < 1
+    ):
         raise bad("budget", "is not a positive integer or null")
     for field in ("instance", "controller"):
-        if run.get(field) is not None and not (isinstance(run.get(field), str)
-                                               and run.get(field)):
+        if run.get(field) is not None and not (isinstance(run.get(field), str) and run.get(field)):
             raise bad(field, "is not a non-empty string or null")
     for field, required in (("condition", False), ("agent", False)):
         value = run.get(field)
@@ -162,38 +181,48 @@ def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
     run, run_raw = _read_json_raw(run_dir / RUN_FILE)
     record, record_raw = _read_json_raw(run_dir / EPISODE_FILE)
     if run.get("kind") != RUN_KIND or run.get("schema_version") not in READABLE_SCHEMAS:
-        raise RunDirError(f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} (or 2) "
-                          f"{RUN_KIND} manifest")
+        raise RunDirError(
+            f"{run_dir}/{RUN_FILE}: not a schema-{RUN_SCHEMA_VERSION} (or 2) {RUN_KIND} manifest"
+        )
     check_run_manifest(run, run_dir)
     if record.get("schema_version") != RECORD_SCHEMA_VERSION:
-        raise RunDirError(f"{run_dir}/{EPISODE_FILE}: record schema_version "
-                          f"{str(record.get('schema_version'))[:20]!r}, expected "
-                          f"{RECORD_SCHEMA_VERSION}")
+        raise RunDirError(
+            f"{run_dir}/{EPISODE_FILE}: record schema_version "
+            f"{str(record.get('schema_version'))[:20]!r}, expected "
+            f"{RECORD_SCHEMA_VERSION}"
+        )
     for field in ("calls", "target", "budget", "task_id"):
         if field not in record:
             raise RunDirError(f"{run_dir}/{EPISODE_FILE}: missing {field!r}")
     for field, kind in (("calls", list), ("target", int), ("budget", int)):
         if not isinstance(record[field], kind) or isinstance(record[field], bool):
-            raise RunDirError(f"{run_dir}/{EPISODE_FILE}: {field!r} is a "
-                              f"{type(record[field]).__name__}, expected {kind.__name__}")
+            raise RunDirError(
+                f"{run_dir}/{EPISODE_FILE}: {field!r} is a "
+                f"{type(record[field]).__name__}, expected {kind.__name__}"
+            )
     for field, run_field in (("task_id", "task"), ("seed", "seed")):
         if record.get(field) != run.get(run_field):
-            raise RunDirError(f"{run_dir}: {EPISODE_FILE} has {field}="
-                              f"{str(record.get(field))[:40]!r} but {RUN_FILE} has "
-                              f"{run_field}={run.get(run_field)!r}")
+            raise RunDirError(
+                f"{run_dir}: {EPISODE_FILE} has {field}="
+                f"{str(record.get(field))[:40]!r} but {RUN_FILE} has "
+                f"{run_field}={run.get(run_field)!r}"
+            )
     ctrl_name = run.get("controller") or "none"
     ctrl = record.get("controller")
     if not isinstance(ctrl, dict):
         record["controller"] = ctrl = {"name": ctrl_name, "components": [], "steps": []}
     elif ctrl.get("name") != ctrl_name:
-        raise RunDirError(f"{run_dir}: {EPISODE_FILE} controller {str(ctrl.get('name'))[:40]!r} "
-                          f"differs from {RUN_FILE} controller {ctrl_name!r}")
+        raise RunDirError(
+            f"{run_dir}: {EPISODE_FILE} controller {str(ctrl.get('name'))[:40]!r} "
+            f"differs from {RUN_FILE} controller {ctrl_name!r}"
+        )
 
     trace_path = run_dir / TRACE_FILE
     trace_raw = trace_path.read_bytes() if trace_path.is_file() else None
     if provenance:
-        signed, signed_facts = provenance_reasons(run_dir, run, run_raw, record, record_raw,
-                                                  trace_raw)
+        signed, signed_facts = provenance_reasons(
+            run_dir, run, run_raw, record, record_raw, trace_raw
+        )
     else:
         record.pop("signature", None)  # the seal, not part of the record
         signed, signed_facts = [], {"signature": "not checked (bundle)", "unsafe": []}
@@ -202,23 +231,29 @@ def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
     facts.update(signed_facts)
     if facts.get("trace_missing_last"):  # killed before answering: the run ends at the trace
         facts["dropped_unanswered"] = audit.drop_unanswered_tail(
-            record, facts.get("trace_counted_steps", -1))
+            record, facts.get("trace_counted_steps", -1)
+        )
     checked = replaycheck.check_run(record, run, trace_raw, facts)
     reasons += checked.reasons
     stored, record = record, adopt(record, checked)
-    mismatch = [k for k in ("valid_count", "success", "steps_used", "metrics")
-                if k in stored and stored[k] != record[k]]
+    mismatch = [
+        k
+        for k in ("valid_count", "success", "steps_used", "metrics")
+        if k in stored and stored[k] != record[k]
+    ]
 
     condition, agent = run.get("condition") or "default", run.get("agent")
     record["condition"] = condition
     record["policy"] = describe_policy(condition, agent, run.get("seed"))
     record["simulated"] = False
-    record["key"] = episode_key(record["task_id"], ctrl_name, record["policy"]["name"],
-                                run.get("seed"), run.get("instance"))
+    record["key"] = episode_key(
+        record["task_id"], ctrl_name, record["policy"]["name"], run.get("seed"), run.get("instance")
+    )
     incomplete = record.get("terminated_by") is None
     record["incomplete"] = incomplete
-    record["blackbox"] = replaycheck.blackbox_section(stored, run, run_dir, incomplete,
-                                                        mismatch, facts)
+    record["blackbox"] = replaycheck.blackbox_section(
+        stored, run, run_dir, incomplete, mismatch, facts
+    )
     record["blackbox"]["fingerprint"] = replaycheck.fingerprint(record, trace_raw)
     # The version the agent saw is the session's (run.json), not this evaluation's; a run.json
     # without one leaves it to the record writer (records.versioned).
@@ -229,9 +264,11 @@ def record_from_run_dir(run_dir: str | Path, provenance: bool = True) -> dict:
     record["tamper_reasons"] = reasons + [f"unverifiable: {u}" for u in checked.unverifiable]
     record["unverifiable"] = bool(checked.unverifiable)
     if mismatch:
-        warnings.warn(f"{run_dir}: stored {', '.join(mismatch)} disagreed with the values "
-                      "recomputed by replaying the calls; the replayed values are used",
-                      stacklevel=2)
+        warnings.warn(
+            f"{run_dir}: stored {', '.join(mismatch)} disagreed with the values "
+            "recomputed by replaying the calls; the replayed values are used",
+            stacklevel=2,
+        )
     return record
 
 
@@ -290,14 +327,23 @@ def evaluate_run_dirs(dirs: Iterable[str | Path]) -> tuple[list[dict], list[tupl
             continue
         fp = rec["blackbox"]["fingerprint"]
         if fp in prints:
-            refused.append((str(d), f"{d}: a copy of {prints[fp]} (the same calls and trace "
-                                    "head): counted once"))
+            refused.append(
+                (
+                    str(d),
+                    f"{d}: a copy of {prints[fp]} (the same calls and trace head): counted once",
+                )
+            )
             continue
         if rec["key"] in keys:
-            refused.append((str(d), f"{d} and {keys[rec['key']]} are the same episode (task "
-                                    f"{rec['task_id']}, controller {rec['controller']['name']}, "
-                                    f"policy {rec['policy']['name']}, seed {rec['seed']}); give "
-                                    "repeated runs distinct --seed values"))
+            refused.append(
+                (
+                    str(d),
+                    f"{d} and {keys[rec['key']]} are the same episode (task "
+                    f"{rec['task_id']}, controller {rec['controller']['name']}, "
+                    f"policy {rec['policy']['name']}, seed {rec['seed']}); give "
+                    "repeated runs distinct --seed values",
+                )
+            )
             continue
         keys[rec["key"]], prints[fp] = str(d), str(d)
         out.append(rec)
@@ -308,8 +354,17 @@ def evaluate_run_dirs(dirs: Iterable[str | Path]) -> tuple[list[dict], list[tupl
 def _condition_columns() -> list[str]:
     from ..analysis.deltas import STAT_COLUMNS
 
-    return ["family", "agent", "controller", "pooled", "target", "n_targets", "condition_a",
-            "condition_b", *STAT_COLUMNS]
+    return [
+        "family",
+        "agent",
+        "controller",
+        "pooled",
+        "target",
+        "n_targets",
+        "condition_a",
+        "condition_b",
+        *STAT_COLUMNS,
+    ]
 
 
 def split_policy(name: str) -> tuple[str | None, str | None]:
@@ -321,13 +376,16 @@ def split_policy(name: str) -> tuple[str | None, str | None]:
 
 
 def _against_default(names: list[str]) -> list[tuple[str, str]]:
-    return [(c, "default") for c in sorted(names) if c != "default"] if "default" in names \
-        else []
+    return [(c, "default") for c in sorted(names) if c != "default"] if "default" in names else []
 
 
-def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = None,
-                     seed: int = 0, n_resamples: int = 9999,
-                     confidence: float = 0.95):
+def condition_deltas(
+    episodes: Sequence[dict],
+    metrics_: Sequence[str] | None = None,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    confidence: float = 0.95,
+):
     """``condition_a - default`` per metric for black-box rows, by the report's delta engine.
 
     Within one ``(family, agent, controller)``, each non-default condition is matched with
@@ -348,22 +406,36 @@ def condition_deltas(episodes: Sequence[dict], metrics_: Sequence[str] | None = 
     df = df[df["condition"].notna()]
     if df.empty:
         return pd.DataFrame(columns=_condition_columns())
-    out = delta_table(df, side="condition", strata=["family", "agent", "controller"],
-                      pairs=_against_default, metrics=metrics_, seed=seed,
-                      n_resamples=n_resamples, confidence=confidence, a_col="condition_a",
-                      b_col="condition_b")
+    out = delta_table(
+        df,
+        side="condition",
+        strata=["family", "agent", "controller"],
+        pairs=_against_default,
+        metrics=metrics_,
+        seed=seed,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        a_col="condition_a",
+        b_col="condition_b",
+    )
     return out[_condition_columns()]
 
 
 # ----- writing an evaluation ----------------------------------------------------------------
 def evaluation_experiment(run_dirs: Iterable[str | Path]) -> dict:
     """What an evaluation folder's manifest names as its experiment: the run directories."""
-    return {"name": "blackbox-evaluation",
-            "run_dirs": sorted({str(Path(d).resolve()) for d in run_dirs})}
+    return {
+        "name": "blackbox-evaluation",
+        "run_dirs": sorted({str(Path(d).resolve()) for d in run_dirs}),
+    }
 
 
-def check_evaluation_out(out_dir: str | Path, run_dirs: Iterable[str | Path],
-                         overwrite: bool = False, replace: bool = False) -> dict:
+def check_evaluation_out(
+    out_dir: str | Path,
+    run_dirs: Iterable[str | Path],
+    overwrite: bool = False,
+    replace: bool = False,
+) -> dict:
     """Refuse (:class:`~pushbench.runner.outdir.OutputDirError`) an ``--out`` folder that
     another command wrote, or an evaluation of other run directories unless ``replace`` (a
     batch's own report folder); return the experiment to write. Nothing is written."""
@@ -380,15 +452,26 @@ def _same_runs(experiment: dict):
         now = set(experiment["run_dirs"])
         if before == now:
             return None
-        return (f"an evaluation of other run directories: {len(now - before)} new here, "
-                f"{len(before - now)} there only")
+        return (
+            f"an evaluation of other run directories: {len(now - before)} new here, "
+            f"{len(before - now)} there only"
+        )
+
     return why
 
 
-def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0,
-                     n_resamples: int = 9999, console=None, out=None,
-                     run_dirs: Sequence[str | Path] | None = None, overwrite: bool = False,
-                     replace: bool = False, arguments: dict | None = None) -> dict:
+def write_evaluation(
+    records: Sequence[dict],
+    out_dir: str | Path,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    console=None,
+    out=None,
+    run_dirs: Sequence[str | Path] | None = None,
+    overwrite: bool = False,
+    replace: bool = False,
+    arguments: dict | None = None,
+) -> dict:
     """Write ``episodes.jsonl`` (+ ``traces/<key>.json.gz``) and the report for full records.
 
     Same layout as a runner directory, so ``pushbench report``/``plot`` work on it too. Adds
@@ -407,8 +490,14 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     if run_dirs is None:
         run_dirs = [r["blackbox"]["run_dir"] for r in records]
     experiment = evaluation_experiment(run_dirs)
-    outdir.replace_outputs(out_dir, "evaluate", experiment,
-                           None if replace else _same_runs(experiment), overwrite, arguments)
+    outdir.replace_outputs(
+        out_dir,
+        "evaluate",
+        experiment,
+        None if replace else _same_runs(experiment),
+        overwrite,
+        arguments,
+    )
     paths.private_dir(out_dir / "traces")  # full records: 0700 / 0600
     lines = [blackbox_line(r) for r in records]
     for rec in records:  # the run-folder encodings of pushbench.records, as a sweep writes them
@@ -421,21 +510,27 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
 
     incomplete = [r["blackbox"]["run_dir"] for r in records if r.get("incomplete")]
     if incomplete:
-        say(f"[yellow]{len(incomplete)} incomplete run(s)[/] (the episode never ended: no "
+        say(
+            f"[yellow]{len(incomplete)} incomplete run(s)[/] (the episode never ended: no "
             "final/ask_user and budget left; kept with terminated_by None, counted by their "
-            f"verified progress): {', '.join(incomplete)}")
+            f"verified progress): {', '.join(incomplete)}"
+        )
     tampered = [r for r in records if r.get("tampered") and not r.get("unverifiable")]
     if tampered:
-        say(f"[bold red]{len(tampered)} tampered run(s)[/] (their stored record disagrees with "
+        say(
+            f"[bold red]{len(tampered)} tampered run(s)[/] (their stored record disagrees with "
             "the replay or the trace; excluded from every metric; their lines carry the "
-            "replayed numbers, the stored ones under `claimed`):")
+            "replayed numbers, the stored ones under `claimed`):"
+        )
         for r in tampered:
             say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
     unverifiable = [r for r in records if r.get("unverifiable")]
     if unverifiable:
-        say(f"[bold red]{len(unverifiable)} unverifiable run(s)[/] (the replay cannot vouch "
+        say(
+            f"[bold red]{len(unverifiable)} unverifiable run(s)[/] (the replay cannot vouch "
             "for them, e.g. an out-of-band edit over the size cap; excluded from every "
-            "metric):")
+            "metric):"
+        )
         for r in unverifiable:
             say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['tamper_reasons'])}")
     _say_provenance(records, say)
@@ -443,16 +538,20 @@ def write_evaluation(records: Sequence[dict], out_dir: str | Path, seed: int = 0
     for r in edited:
         bb = r["blackbox"]
         first = bb["out_of_band_edits"][0] if bb.get("out_of_band_edits") else {}
-        say(f"[yellow]out-of-band workspace edits[/] in {bb['run_dir']}: "
+        say(
+            f"[yellow]out-of-band workspace edits[/] in {bb['run_dir']}: "
             f"{bb['out_of_band_edits_count']} (first: {first.get('kind')} {first.get('path')} "
-            f"before step {first.get('step_before')})")
+            f"before step {first.get('step_before')})"
+        )
     say(f"wrote {out_dir / 'episodes.jsonl'} ({len(lines)} episodes)")
     try:
         from ..analysis import report
     except ImportError as e:  # pragma: no cover - the report module ships with the package
-        say(f"[yellow]pushbench.analysis.report is not available ({e})[/]: "
+        say(
+            f"[yellow]pushbench.analysis.report is not available ({e})[/]: "
             "wrote episodes.jsonl only; "
-            f"run `pushbench report {out_dir}` once it is")
+            f"run `pushbench report {out_dir}` once it is"
+        )
         return {}
     frames = report.write_report(lines, out_dir, seed=seed, n_resamples=n_resamples)
     report.print_report(frames, console=out)
@@ -471,16 +570,23 @@ def _say_provenance(records: Sequence[dict], say) -> None:
     """List unsafe run dirs (already among the tampered) and unsigned runs, each on its own."""
     unsafe = [r for r in records if (r.get("blackbox") or {}).get("unsafe")]
     if unsafe:
-        say(f"[bold red]{len(unsafe)} unsafe run dir(s)[/] (another user could have written "
-            "them; counted as tampered):")
+        say(
+            f"[bold red]{len(unsafe)} unsafe run dir(s)[/] (another user could have written "
+            "them; counted as tampered):"
+        )
         for r in unsafe:
             say(f"  {r['blackbox']['run_dir']}: {'; '.join(r['blackbox']['unsafe'])}")
-    unsigned = [r["blackbox"]["run_dir"] for r in records
-                if (r.get("blackbox") or {}).get("signature") == "unsigned"]
+    unsigned = [
+        r["blackbox"]["run_dir"]
+        for r in records
+        if (r.get("blackbox") or {}).get("signature") == "unsigned"
+    ]
     if unsigned:
-        say(f"[yellow]{len(unsigned)} unsigned run(s)[/] (schema 2, written before runs were "
+        say(
+            f"[yellow]{len(unsigned)} unsigned run(s)[/] (schema 2, written before runs were "
             "signed: replayed and checked, but their labels are not protected by a signature): "
-            f"{', '.join(unsigned)}")
+            f"{', '.join(unsigned)}"
+        )
 
 
 def _print_condition_deltas(deltas, console=None) -> None:
@@ -492,15 +598,20 @@ def _print_condition_deltas(deltas, console=None) -> None:
 
     console = console or Console()
     if deltas.empty:
-        console.print("no matched condition pairs (checklist and default runs need the same "
-                      "task, instance and seed)")
+        console.print(
+            "no matched condition pairs (checklist and default runs need the same "
+            "task, instance and seed)"
+        )
         return
     from ..analysis.format import counts_text, delta_cell, p_text
 
     # one table per (metric, agent), both named in a title line of its own: agent names are
     # long, and the rest fits 80 columns
-    console.print("black-box: condition A - default, matched on (task, instance, seed); "
-                  "pairs: matched pairs", style="bold", highlight=False)
+    console.print(
+        "black-box: condition A - default, matched on (task, instance, seed); pairs: matched pairs",
+        style="bold",
+        highlight=False,
+    )
     for (metric, agent), grp in deltas.groupby(["metric", "agent"], sort=False):
         console.print(Text(f"{metric} | {agent or '-'}", style="bold"))
         table = terminal.table()
@@ -512,7 +623,14 @@ def _print_condition_deltas(deltas, console=None) -> None:
         for r in grp.to_dict("records"):
             delta, ci = delta_cell(r, r["metric"], short=True)
             p = p_text(r["p_value"]) + ("" if r["testable"] else " nt")
-            table.add_row(r["controller"], "all" if r["pooled"] else str(r["target"]),
-                          r["condition_a"], delta, ci, counts_text(r, short=True), p,
-                          str(r["n_pairs"]))
+            table.add_row(
+                r["controller"],
+                "all" if r["pooled"] else str(r["target"]),
+                r["condition_a"],
+                delta,
+                ci,
+                counts_text(r, short=True),
+                p,
+                str(r["n_pairs"]),
+            )
         console.print(table)

@@ -25,8 +25,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, obj: Any, sync_dir: bool = True,
-                      seal: Callable[[bytes], bytes] | None = None) -> None:
+def write_json_atomic(
+    path: Path, obj: Any, sync_dir: bool = True, seal: Callable[[bytes], bytes] | None = None
+) -> None:
     """Write ``obj`` as JSON to ``path`` via a temporary file, ``fsync`` and ``os.replace``.
 
     Readers (and a killed process) always see a whole file. ``sync_dir`` also makes the rename

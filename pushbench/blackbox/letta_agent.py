@@ -41,10 +41,21 @@ from pathlib import Path
 from typing import Any
 
 SERVER = "pushbench"
-MEMORY_TOOLS = frozenset({"memory_insert", "memory_replace", "memory_rethink", "memory",
-                          "memory_apply_patch", "memory_finish_edits", "core_memory_append",
-                          "core_memory_replace", "archival_memory_insert",
-                          "archival_memory_search", "conversation_search"})
+MEMORY_TOOLS = frozenset(
+    {
+        "memory_insert",
+        "memory_replace",
+        "memory_rethink",
+        "memory",
+        "memory_apply_patch",
+        "memory_finish_edits",
+        "core_memory_append",
+        "core_memory_replace",
+        "archival_memory_insert",
+        "archival_memory_search",
+        "conversation_search",
+    }
+)
 ARCHIVAL_TOOLS = ("archival_memory_insert", "archival_memory_search")
 CONTINUE = "Continue."
 EXIT_LETTA = 3
@@ -60,8 +71,9 @@ class Api:
 
     def call(self, method: str, path: str, body: object = None, ok404: bool = False):
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"content-type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"content-type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 raw = r.read()
@@ -71,8 +83,9 @@ class Api:
             detail = e.read().decode(errors="replace")[:300].replace("\n", " ")
             raise LettaError(f"{method} {path}: HTTP {e.code}: {detail}") from None
         except (OSError, urllib.error.URLError) as e:
-            raise LettaError(f"{method} {path}: the Letta server is unreachable "
-                             f"({getattr(e, 'reason', e)})") from None
+            raise LettaError(
+                f"{method} {path}: the Letta server is unreachable ({getattr(e, 'reason', e)})"
+            ) from None
         return json.loads(raw) if raw else None
 
 
@@ -87,17 +100,31 @@ def objective_of(first_observation: dict) -> str:
 def register_tools(api: Api, cfg: dict) -> list[str]:
     if SERVER in (api.call("GET", "/v1/tools/mcp/servers") or {}):
         api.call("DELETE", f"/v1/tools/mcp/servers/{SERVER}")
-    api.call("PUT", "/v1/tools/mcp/servers", {
-        "server_name": SERVER, "type": "stdio", "command": cfg["mcp_command"][0],
-        "args": cfg["mcp_command"][1:], "env": cfg["mcp_env"]})
+    api.call(
+        "PUT",
+        "/v1/tools/mcp/servers",
+        {
+            "server_name": SERVER,
+            "type": "stdio",
+            "command": cfg["mcp_command"][0],
+            "args": cfg["mcp_command"][1:],
+            "env": cfg["mcp_env"],
+        },
+    )
     ids = []
     for name in cfg["tools"]:
         # Adding the server synced its tools already; reading them back from Letta's database
         # avoids one more start of `pushbench mcp` per tool (POST .../{tool} lists them again)
-        synced = [t for t in api.call("GET", f"/v1/tools/?name={name}") or ()
-                  if ((t.get("metadata_") or {}).get("mcp") or {}).get("server_name") == SERVER]
-        ids.append(synced[0]["id"] if synced else
-                   api.call("POST", f"/v1/tools/mcp/servers/{SERVER}/{name}")["id"])
+        synced = [
+            t
+            for t in api.call("GET", f"/v1/tools/?name={name}") or ()
+            if ((t.get("metadata_") or {}).get("mcp") or {}).get("server_name") == SERVER
+        ]
+        ids.append(
+            synced[0]["id"]
+            if synced
+            else api.call("POST", f"/v1/tools/mcp/servers/{SERVER}/{name}")["id"]
+        )
     return ids
 
 
@@ -110,25 +137,49 @@ def ensure_agent(api: Api, cfg: dict, tool_ids: list[str], ep: Path) -> tuple[st
         if agent is not None:
             # tool_ids in a PATCH replace the agent's whole tool set: keep Letta's own (memory)
             # tools, swap in this run's PushBench tools (the MCP server was registered anew)
-            keep = [t["id"] for t in agent.get("tools") or ()
-                    if isinstance(t, dict) and t.get("name") not in cfg["tools"]]
-            api.call("PATCH", f"/v1/agents/{agent_id}", {"llm_config": cfg["llm_config"],
-                                                         "tool_ids": keep + tool_ids})
+            keep = [
+                t["id"]
+                for t in agent.get("tools") or ()
+                if isinstance(t, dict) and t.get("name") not in cfg["tools"]
+            ]
+            api.call(
+                "PATCH",
+                f"/v1/agents/{agent_id}",
+                {"llm_config": cfg["llm_config"], "tool_ids": keep + tool_ids},
+            )
             return agent_id, True
-    agent = api.call("POST", "/v1/agents/", {
-        "name": cfg["agent_name"], "agent_type": "letta_v1_agent",
-        "llm_config": cfg["llm_config"], "embedding_config": None,
-        # letta_v1_agent's base tools are memory_insert, memory_replace and
-        # conversation_search; 0.16.8 left the archival tools out of the base set
-        # (DEPRECATED_LETTA_TOOLS), so they are asked for by name. Without an embedding
-        # configuration Letta stores archival passages unembedded (text search only).
-        "include_base_tools": True, "tools": list(ARCHIVAL_TOOLS), "tool_ids": tool_ids,
-        "memory_blocks": [
-            {"label": "objective", "value": cfg["objective"], "limit": 8000,
-             "description": "The task's objective and target (from the first observation)."},
-            {"label": "progress", "value": "", "limit": 20000,
-             "description": "Your own progress notes: what you did, what was verified, "
-                            "what remains. Keep it up to date."}]})
+    agent = api.call(
+        "POST",
+        "/v1/agents/",
+        {
+            "name": cfg["agent_name"],
+            "agent_type": "letta_v1_agent",
+            "llm_config": cfg["llm_config"],
+            "embedding_config": None,
+            # letta_v1_agent's base tools are memory_insert, memory_replace and
+            # conversation_search; 0.16.8 left the archival tools out of the base set
+            # (DEPRECATED_LETTA_TOOLS), so they are asked for by name. Without an embedding
+            # configuration Letta stores archival passages unembedded (text search only).
+            "include_base_tools": True,
+            "tools": list(ARCHIVAL_TOOLS),
+            "tool_ids": tool_ids,
+            "memory_blocks": [
+                {
+                    "label": "objective",
+                    "value": cfg["objective"],
+                    "limit": 8000,
+                    "description": "The task's objective and target (from the first observation).",
+                },
+                {
+                    "label": "progress",
+                    "value": "",
+                    "limit": 20000,
+                    "description": "Your own progress notes: what you did, what was verified, "
+                    "what remains. Keep it up to date.",
+                },
+            ],
+        },
+    )
     marker.write_text(json.dumps({"agent_id": agent["id"]}) + "\n")
     return agent["id"], False
 
@@ -142,8 +193,9 @@ def prompt_persisted(messages: list[dict] | None) -> bool:
     step's end (``LettaAgentV3._checkpoint_messages``): a server killed during that step leaves
     the agent with its system message only, and the prompt (the first observation the model
     needs) must be sent again."""
-    return any(isinstance(m, dict) and m.get("message_type") == "user_message"
-               for m in messages or ())
+    return any(
+        isinstance(m, dict) and m.get("message_type") == "user_message" for m in messages or ()
+    )
 
 
 def _tool_calls(msg: dict) -> list[dict]:
@@ -162,12 +214,14 @@ def _cancel_on_sigterm(api: Api, agent_id: str) -> None:
     """At the episode timeout the caller SIGTERMs this process: cancel the agent's run first,
     or Letta would go on stepping it server-side (and call the next episode's MCP server,
     which then owns the tool names)."""
+
     def handler(signum, frame):
         try:
             Api(api.url, 10).call("POST", f"/v1/agents/{agent_id}/messages/cancel", {})
         except LettaError:
             pass  # nothing running, or the server is gone
         raise SystemExit(128 + signum)
+
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -178,9 +232,19 @@ def drive(cfg: dict) -> dict:
     # process) bounds it. 600 s cut a DataOps turn here.
     api = Api(cfg["url"], cfg.get("request_timeout", 86400))
     summary: dict[str, Any] = {
-        "agent_id": None, "resumed": False, "prompt_resent": False, "turns": 0,
-        "stop_reasons": [], "letta_messages": 0, "pushbench_calls": 0, "memory_calls": 0,
-        "other_calls": 0, "memory_tools_used": {}, "memory_errors": 0, "error": None}
+        "agent_id": None,
+        "resumed": False,
+        "prompt_resent": False,
+        "turns": 0,
+        "stop_reasons": [],
+        "letta_messages": 0,
+        "pushbench_calls": 0,
+        "memory_calls": 0,
+        "other_calls": 0,
+        "memory_tools_used": {},
+        "memory_errors": 0,
+        "error": None,
+    }
     t0 = time.monotonic()
     try:
         tool_ids = register_tools(api, cfg)
@@ -188,35 +252,57 @@ def drive(cfg: dict) -> dict:
         summary.update(agent_id=agent_id, resumed=resumed)
         _cancel_on_sigterm(api, agent_id)
         text = cfg["prompt"]
-        if resumed and prompt_persisted(api.call(
-                "GET", f"/v1/agents/{agent_id}/messages?limit=50&order=asc"
-                "&include_return_message_types=user_message")):
+        if resumed and prompt_persisted(
+            api.call(
+                "GET",
+                f"/v1/agents/{agent_id}/messages?limit=50&order=asc"
+                "&include_return_message_types=user_message",
+            )
+        ):
             text = CONTINUE
         summary["prompt_resent"] = resumed and text != CONTINUE
         with open(ep / "letta-trace.jsonl", "a", encoding="utf-8") as trace:
             while summary["turns"] < cfg["max_turns"] and episode_over(run_dir) is None:
-                resp = api.call("POST", f"/v1/agents/{agent_id}/messages", {
-                    "messages": [{"role": "user", "content": text}],
-                    "max_steps": cfg["steps_per_turn"]})
+                resp = api.call(
+                    "POST",
+                    f"/v1/agents/{agent_id}/messages",
+                    {
+                        "messages": [{"role": "user", "content": text}],
+                        "max_steps": cfg["steps_per_turn"],
+                    },
+                )
                 summary["turns"] += 1
                 stop = (resp.get("stop_reason") or {}).get("stop_reason")
                 summary["stop_reasons"].append(stop)
                 for m in resp.get("messages") or ():
                     summary["letta_messages"] += 1
-                    if m.get("message_type") == "tool_return_message" and \
-                            m.get("name") in MEMORY_TOOLS and m.get("status") == "error":
+                    if (
+                        m.get("message_type") == "tool_return_message"
+                        and m.get("name") in MEMORY_TOOLS
+                        and m.get("status") == "error"
+                    ):
                         summary["memory_errors"] += 1  # a memory call Letta could not carry out
                     for c in _tool_calls(m):
                         name = c.get("name")
-                        kind = ("memory" if name in MEMORY_TOOLS else
-                                "pushbench" if name in cfg["tools"] else "other")
+                        kind = (
+                            "memory"
+                            if name in MEMORY_TOOLS
+                            else "pushbench"
+                            if name in cfg["tools"]
+                            else "other"
+                        )
                         summary[f"{kind}_calls"] += 1
                         if kind == "memory":
                             used = summary["memory_tools_used"]
                             used[name] = used.get(name, 0) + 1
                     trace.write(json.dumps({"turn": summary["turns"], **m}, default=str) + "\n")
-                trace.write(json.dumps({"turn": summary["turns"], "stop_reason": stop,
-                                        "usage": resp.get("usage")}, default=str) + "\n")
+                trace.write(
+                    json.dumps(
+                        {"turn": summary["turns"], "stop_reason": stop, "usage": resp.get("usage")},
+                        default=str,
+                    )
+                    + "\n"
+                )
                 trace.flush()
                 if stop != "max_steps":  # the agent ended its turn itself, or Letta erred
                     break
@@ -225,8 +311,9 @@ def drive(cfg: dict) -> dict:
         summary["error"] = str(e)
         if summary["agent_id"]:  # stop the agent's run, if the server still answers
             try:
-                Api(api.url, 10).call("POST", f"/v1/agents/{summary['agent_id']}/messages/"
-                                      "cancel", {})
+                Api(api.url, 10).call(
+                    "POST", f"/v1/agents/{summary['agent_id']}/messages/cancel", {}
+                )
             except LettaError:
                 pass
     summary["ended_by"] = episode_over(run_dir)
@@ -241,8 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m pushbench.blackbox.letta_agent CONFIG.json", file=sys.stderr)
         return 2
     summary = drive(json.loads(Path(args[0]).read_text()))
-    print(json.dumps({k: summary[k] for k in ("turns", "stop_reasons", "pushbench_calls",
-                                              "memory_calls", "ended_by")}))
+    print(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in ("turns", "stop_reasons", "pushbench_calls", "memory_calls", "ended_by")
+            }
+        )
+    )
     if summary["error"]:
         print(f"error: {summary['error']}", file=sys.stderr)
         return EXIT_LETTA

@@ -18,7 +18,9 @@ _INTRO = (
 
 PROMPTS: dict[str, str] = {
     "default": _INTRO,
-    "checklist": _INTRO + "\n\n" + (
+    "checklist": _INTRO
+    + "\n\n"
+    + (
         "Keep this checklist and follow it until the end:\n"
         "1. Call `status` first and note the target count and the steps left.\n"
         "2. Keep a written list of every identifier you have submitted; never submit one twice.\n"

@@ -41,7 +41,6 @@ log = logging.getLogger("pushbench.mcp")
 WORKSPACE_MARKER = "workspace.json"
 
 
-
 def _setup_error(msg: str) -> Exception:
     from .files import SetupError
 
@@ -52,16 +51,24 @@ def _read(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise _setup_error(f"{path.parent} holds a run that cannot be read ({path.name}: {e}); "
-                           "use a new --run-dir (or --overwrite to discard it)") from None
+        raise _setup_error(
+            f"{path.parent} holds a run that cannot be read ({path.name}: {e}); "
+            "use a new --run-dir (or --overwrite to discard it)"
+        ) from None
 
 
 def differences(session, run: dict) -> list[str]:
     """The configuration fields in which ``run`` (a run.json) differs from ``session``."""
     name = session.controller_opt if session.controller_opt not in (None, "none") else "none"
-    mine = {"task": session.task_id, "instance": session.instance_opt, "seed": session.seed,
-            "controller": name, "condition": session.condition, "budget": session.budget_opt,
-            "agent": session.agent}
+    mine = {
+        "task": session.task_id,
+        "instance": session.instance_opt,
+        "seed": session.seed,
+        "controller": name,
+        "condition": session.condition,
+        "budget": session.budget_opt,
+        "agent": session.agent,
+    }
     return [f"{k} {run.get(k)!r} there, {v!r} now" for k, v in mine.items() if run.get(k) != v]
 
 
@@ -69,7 +76,7 @@ def _trace_lines(run_dir: Path) -> list[bytes]:
     """The whole lines of the trace; a torn last line (server killed mid-write) is cut off."""
     path = run_dir / TRACE_FILE
     raw = path.read_bytes() if path.exists() else b""
-    keep = raw[:raw.rfind(b"\n") + 1] if not raw.endswith(b"\n") else raw
+    keep = raw[: raw.rfind(b"\n") + 1] if not raw.endswith(b"\n") else raw
     if len(keep) != len(raw):
         log.warning("re-attach: cut a torn last trace line (%d bytes)", len(raw) - len(keep))
         with open(path, "r+b") as f:
@@ -86,17 +93,23 @@ def resume(session) -> Any:
     """
     run_dir = session.run_dir
     if not (run_dir / RUN_FILE).exists():
-        raise _setup_error(f"{run_dir} holds part of a run without its run.json; use a new "
-                           "--run-dir (or --overwrite to discard it)")
+        raise _setup_error(
+            f"{run_dir} holds part of a run without its run.json; use a new "
+            "--run-dir (or --overwrite to discard it)"
+        )
     run = _read(run_dir / RUN_FILE)
     if not isinstance(run, dict):
-        raise _setup_error(f"{run_dir}/{RUN_FILE} is not a JSON object; use a new --run-dir "
-                           "(or --overwrite to discard it)")
+        raise _setup_error(
+            f"{run_dir}/{RUN_FILE} is not a JSON object; use a new --run-dir "
+            "(or --overwrite to discard it)"
+        )
     diff = differences(session, run)
     if diff:
-        raise _setup_error(f"{run_dir} already holds a run of another configuration "
-                           f"({'; '.join(diff)}); use a new --run-dir per episode (or "
-                           "--overwrite to discard it)")
+        raise _setup_error(
+            f"{run_dir} already holds a run of another configuration "
+            f"({'; '.join(diff)}); use a new --run-dir per episode (or "
+            "--overwrite to discard it)"
+        )
     _check_signed(session, run, (run_dir / RUN_FILE).read_bytes())
     run.pop("signature", None)  # re-sealed when run.json is written again below
     record = _read(run_dir / EPISODE_FILE) if (run_dir / EPISODE_FILE).exists() else {}
@@ -107,19 +120,26 @@ def resume(session) -> Any:
     session.run_id = run["run_id"]
     session._setup_logging()
     session.env, session.controller = session._make_env()
-    options = {session.env.unwrapped._instance_option: session.instance_opt} \
-        if session.instance_opt else None
+    options = (
+        {session.env.unwrapped._instance_option: session.instance_opt}
+        if session.instance_opt
+        else None
+    )
     obs, _ = session.env.reset(seed=session.seed, options=options)
     session.reset_result = json.loads(obs)["result"]
     session.tool_schemas = session.env.unwrapped.tool_schemas()
     head, after_end = signing.genesis(run), 0
     for i, (raw, line) in enumerate(zip(lines, parsed, strict=True), 1):
         if line.get("prev") != head:
-            raise _setup_error(f"cannot re-attach to {run_dir}: its trace chain is broken at "
-                               f"line {i}; use a new --run-dir (or --overwrite)")
+            raise _setup_error(
+                f"cannot re-attach to {run_dir}: its trace chain is broken at "
+                f"line {i}; use a new --run-dir (or --overwrite)"
+            )
         if not signing.line_signature_ok(session._key, raw):
-            raise _setup_error(f"cannot re-attach to {run_dir}: trace line {i} is not signed by "
-                               "this installation; use a new --run-dir (or --overwrite)")
+            raise _setup_error(
+                f"cannot re-attach to {run_dir}: trace line {i} is not signed by "
+                "this installation; use a new --run-dir (or --overwrite)"
+            )
         head = audit.line_digest(raw)
         _apply_recorded_edits(session, run_dir, i, line)
         if line.get("step") is None:
@@ -131,33 +151,46 @@ def resume(session) -> Any:
                 f"cannot re-attach to {run_dir}: replaying step {line.get('step')} "
                 f"({(line.get('proposed') or {}).get('tool')}) gave a different observation "
                 "than the recorded one (the snapshot, cache or PushBench version changed?); "
-                "use a new --run-dir (or --overwrite to discard the old run)")
+                "use a new --run-dir (or --overwrite to discard the old run)"
+            )
     session._trace_head, session._trace_lines = head, len(lines)
     session.mcp_calls, session.after_end_calls = len(lines), after_end
     edits = bb.get("out_of_band_edits")
-    session.out_of_band_edits = [e for e in edits if isinstance(e, dict)] \
-        if isinstance(edits, list) else []
-    session.out_of_band_count = sum(ln["out_of_band_count"] for ln in parsed
-                                    if isinstance(ln.get("out_of_band_count"), int))
+    session.out_of_band_edits = (
+        [e for e in edits if isinstance(e, dict)] if isinstance(edits, list) else []
+    )
+    session.out_of_band_count = sum(
+        ln["out_of_band_count"] for ln in parsed if isinstance(ln.get("out_of_band_count"), int)
+    )
     served = got if isinstance(got := bb.get("mcp_calls"), int) else 0
     dropped = max(0, served - len(lines))
     if dropped:
-        log.warning("re-attach: %d call(s) the previous server ran but never answered are not "
-                    "part of the resumed episode", dropped)
+        log.warning(
+            "re-attach: %d call(s) the previous server ran but never answered are not "
+            "part of the resumed episode",
+            dropped,
+        )
     session.workspace_files = _workspace(session, run)
     session._start_watch()
     session._trace_fh = os.fdopen(paths.open_private(run_dir / TRACE_FILE), "ab")
-    attach = {"time": datetime.now(UTC).isoformat(timespec="seconds"),
-              "pid": os.getpid(), "replayed_steps": session.base.steps_used,
-              "dropped_unanswered": dropped}
+    attach = {
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "pid": os.getpid(),
+        "replayed_steps": session.base.steps_used,
+        "dropped_unanswered": dropped,
+    }
     run["reattached"] = list(run.get("reattached") or []) + [attach]
     from .files import write_json_atomic
 
     write_json_atomic(run_dir / RUN_FILE, run, seal=session.sealer(signing.RUN))
     session.reattached = run["reattached"]
     session._persist()
-    log.info("run %s re-attached: %d step(s) replayed, %d trace line(s)", session.run_id,
-             session.base.steps_used, len(lines))
+    log.info(
+        "run %s re-attached: %d step(s) replayed, %d trace line(s)",
+        session.run_id,
+        session.base.steps_used,
+        len(lines),
+    )
     return session
 
 
@@ -168,8 +201,10 @@ def _line(run_dir: Path, i: int, raw: bytes) -> dict:
     except ValueError:
         line = None
     if not isinstance(line, dict):
-        raise _setup_error(f"cannot re-attach to {run_dir}: trace line {i} is not a JSON "
-                           "object; use a new --run-dir (or --overwrite)")
+        raise _setup_error(
+            f"cannot re-attach to {run_dir}: trace line {i} is not a JSON "
+            "object; use a new --run-dir (or --overwrite)"
+        )
     return line
 
 
@@ -184,29 +219,36 @@ def _apply_recorded_edits(session, run_dir: Path, i: int, line: dict) -> None:
     edits = [decode_edit(e) for e in (listed if isinstance(listed, list) else [])]
     why = next((w for _, w in edits if w), None)
     if ws is None or why or not isinstance(listed, list) or count != len(listed):
-        raise _setup_error(f"cannot re-attach to {run_dir}: the out-of-band edits before trace "
-                           f"line {i} cannot be redone ({why or 'their content is not recorded'}"
-                           "); use a new --run-dir (or --overwrite)")
+        raise _setup_error(
+            f"cannot re-attach to {run_dir}: the out-of-band edits before trace "
+            f"line {i} cannot be redone ({why or 'their content is not recorded'}"
+            "); use a new --run-dir (or --overwrite)"
+        )
     for edit, _ in edits:
         assert edit is not None  # why is None: every edit decoded
         problem = apply_edit(ws, edit)
         if problem:
-            raise _setup_error(f"cannot re-attach to {run_dir}: {problem}; use a new --run-dir "
-                               "(or --overwrite)")
+            raise _setup_error(
+                f"cannot re-attach to {run_dir}: {problem}; use a new --run-dir (or --overwrite)"
+            )
 
 
 def _check_signed(session, run: dict, raw: bytes) -> None:
     """Refuse to continue a run this installation's key did not sign."""
     fix = "use a new --run-dir (or --overwrite to discard it)"
     if not signing.is_signed(run):
-        raise _setup_error(f"{session.run_dir} holds an unsigned run written by an older "
-                           f"PushBench; {fix}")
+        raise _setup_error(
+            f"{session.run_dir} holds an unsigned run written by an older PushBench; {fix}"
+        )
     if (run.get("signing") or {}).get("key_id") != signing.key_id(session._key):
-        raise _setup_error(f"{session.run_dir} holds a run signed with another key (another "
-                           f"installation, or the key was replaced); {fix}")
+        raise _setup_error(
+            f"{session.run_dir} holds a run signed with another key (another "
+            f"installation, or the key was replaced); {fix}"
+        )
     if not signing.json_signature_ok(session._key, signing.RUN, raw):
-        raise _setup_error(f"{session.run_dir}/{RUN_FILE} is not signed by this installation "
-                           f"(edited?); {fix}")
+        raise _setup_error(
+            f"{session.run_dir}/{RUN_FILE} is not signed by this installation (edited?); {fix}"
+        )
 
 
 def _workspace(session, run: dict) -> int | None:
@@ -219,8 +261,10 @@ def _workspace(session, run: dict) -> int | None:
     if ws.exists() and ws.is_dir() and any(ws.iterdir()):
         if mine.get("path") == str(ws) and mine.get("run_id") == session.run_id:
             return mine.get("files")
-        raise _setup_error(f"workspace {ws} is not empty and is not the copy this run made; "
-                           "give an empty or new --workspace")
+        raise _setup_error(
+            f"workspace {ws} is not empty and is not the copy this run made; "
+            "give an empty or new --workspace"
+        )
     n = session._prepare_workspace()
     write_workspace_marker(session, n)
     return n
@@ -232,6 +276,7 @@ def write_workspace_marker(session, files: int | None) -> None:
         return
     from .files import write_json_atomic
 
-    write_json_atomic(session.run_dir / WORKSPACE_MARKER,
-                      {"path": str(session.workspace), "run_id": session.run_id,
-                       "files": files})
+    write_json_atomic(
+        session.run_dir / WORKSPACE_MARKER,
+        {"path": str(session.workspace), "run_id": session.run_id, "files": files},
+    )

@@ -60,12 +60,20 @@ def check_run(record: dict, run: dict, trace_raw: bytes | None, facts: dict) -> 
     calls = got if isinstance(got := record.get("calls"), list) else []
     tail = len(calls) - len(steps.steps)
     tail = 1 if facts.get("trace_missing_last") and tail == 1 else 0
-    shown = [ln.get("observation") for ln in lines
-             if isinstance(ln, dict) and ln.get("step") is not None]
-    return R.check_episode(record, steps, task_id=run["task"], controller=run.get("controller"),
-                           seed=run.get("seed"), instance=_override(run, "instance", str),
-                           budget=_override(run, "budget", int), tail_dropped=tail,
-                           observations=shown)
+    shown = [
+        ln.get("observation") for ln in lines if isinstance(ln, dict) and ln.get("step") is not None
+    ]
+    return R.check_episode(
+        record,
+        steps,
+        task_id=run["task"],
+        controller=run.get("controller"),
+        seed=run.get("seed"),
+        instance=_override(run, "instance", str),
+        budget=_override(run, "budget", int),
+        tail_dropped=tail,
+        observations=shown,
+    )
 
 
 def fingerprint(record: dict, trace_raw: bytes | None) -> str:
@@ -77,17 +85,24 @@ def fingerprint(record: dict, trace_raw: bytes | None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def blackbox_section(stored: dict, run: dict, run_dir, incomplete: bool,
-                     mismatch: list[str], facts: dict) -> dict:
+def blackbox_section(
+    stored: dict, run: dict, run_dir, incomplete: bool, mismatch: list[str], facts: dict
+) -> dict:
     """The record's ``blackbox`` section with well-typed counts (the stored one is evidence
     of what the server saw, audited against the trace; garbage in it is dropped here)."""
     bb = dict(stored["blackbox"]) if isinstance(stored.get("blackbox"), dict) else {}
     edits = bb.get("out_of_band_edits")
-    bb["out_of_band_edits"] = [e for e in edits if isinstance(e, dict)] \
-        if isinstance(edits, list) else []
+    bb["out_of_band_edits"] = (
+        [e for e in edits if isinstance(e, dict)] if isinstance(edits, list) else []
+    )
     count = bb.get("out_of_band_edits_count")
     if not isinstance(count, int) or isinstance(count, bool):
         bb["out_of_band_edits_count"] = len(bb["out_of_band_edits"])
-    bb.update(run_id=run.get("run_id"), run_dir=str(run_dir), incomplete=incomplete,
-              stored_mismatch=mismatch, **facts)
+    bb.update(
+        run_id=run.get("run_id"),
+        run_dir=str(run_dir),
+        incomplete=incomplete,
+        stored_mismatch=mismatch,
+        **facts,
+    )
     return bb

@@ -25,7 +25,7 @@ import stat
 from pathlib import Path
 
 _WRITABLE = 0o022  # group or other write
-_TRUSTED = (0,)    # root may always write anything; it is trusted
+_TRUSTED = (0,)  # root may always write anything; it is trusted
 
 
 def _mine(uid: int) -> bool:
@@ -37,7 +37,7 @@ def _chain(path: Path) -> str | None:
     parts = path.parts
     for depth in range(len(parts) - 1, 0, -1):
         folder = Path(*parts[:depth])
-        child = Path(*parts[:depth + 1])
+        child = Path(*parts[: depth + 1])
         try:
             st = os.stat(folder)
         except FileNotFoundError:
@@ -46,20 +46,26 @@ def _chain(path: Path) -> str | None:
             return f"cannot inspect {folder} ({e.strerror})"
         mode = stat.S_IMODE(st.st_mode)
         if not _mine(st.st_uid):
-            return (f"{folder} (above the run dir) belongs to another user (uid {st.st_uid}), "
-                    "who could replace the run; put the run dir under a folder of yours")
+            return (
+                f"{folder} (above the run dir) belongs to another user (uid {st.st_uid}), "
+                "who could replace the run; put the run dir under a folder of yours"
+            )
         if mode & _WRITABLE:
             if not mode & stat.S_ISVTX:
-                return (f"{folder} (above the run dir) is writable by other users (mode "
-                        f"{mode:04o}), who could replace the run; fix: chmod go-w {folder}, "
-                        "or put the run dir under a folder only you can write")
+                return (
+                    f"{folder} (above the run dir) is writable by other users (mode "
+                    f"{mode:04o}), who could replace the run; fix: chmod go-w {folder}, "
+                    "or put the run dir under a folder only you can write"
+                )
             try:
                 cst = os.lstat(child)
             except FileNotFoundError:
                 continue  # made by us right away, then checked again on use
             if not _mine(cst.st_uid):
-                return (f"{child} lies in the shared folder {folder} but belongs to another "
-                        f"user (uid {cst.st_uid}); put the run dir under a folder of yours")
+                return (
+                    f"{child} lies in the shared folder {folder} but belongs to another "
+                    f"user (uid {cst.st_uid}); put the run dir under a folder of yours"
+                )
     return None
 
 
@@ -89,9 +95,9 @@ def mcp_problem(run_dir: str | os.PathLike) -> str | None:
     return None
 
 
-def evaluate_problems(run_dir: str | os.PathLike,
-                      files: tuple[str, ...] = ("run.json", "episode.json", "trace.jsonl")
-                      ) -> list[str]:
+def evaluate_problems(
+    run_dir: str | os.PathLike, files: tuple[str, ...] = ("run.json", "episode.json", "trace.jsonl")
+) -> list[str]:
     """Why another user could have written ``run_dir`` (``evaluate``'s check); empty if safe."""
     problem = mcp_problem(run_dir)
     if problem:

@@ -65,15 +65,22 @@ RESOURCE_NOT_FOUND = -32002
 # ----- the MCP server -----------------------------------------------------------------------
 def build_server(session: BlackBoxSession) -> Server:
     """A low-level MCP ``Server`` exposing the session's tools, task resource and prompt."""
-    tools = [types.Tool(name=f["name"], description=f["description"],
-                        input_schema=f["parameters"])
-             for f in (t["function"] for t in session.tool_schemas)]
-    task_resource = types.Resource(uri=TASK_URI, name="task", title="PushBench task",
-                                   description="The objective, target, budget and rules.",
-                                   mime_type="text/markdown")
-    task_prompt = types.Prompt(name="task", title="PushBench task",
-                               description=f"The {session.condition} prompt for this run, "
-                                           "followed by the task.")
+    tools = [
+        types.Tool(name=f["name"], description=f["description"], input_schema=f["parameters"])
+        for f in (t["function"] for t in session.tool_schemas)
+    ]
+    task_resource = types.Resource(
+        uri=TASK_URI,
+        name="task",
+        title="PushBench task",
+        description="The objective, target, budget and rules.",
+        mime_type="text/markdown",
+    )
+    task_prompt = types.Prompt(
+        name="task",
+        title="PushBench task",
+        description=f"The {session.condition} prompt for this run, followed by the task.",
+    )
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -83,9 +90,14 @@ def build_server(session: BlackBoxSession) -> Server:
             text, is_error = session.call(params.name, params.arguments)
         except Exception:  # a harness bug: say so without detail, keep the details in the log
             log.exception("internal error in tool call %r", params.name)
-            text = json.dumps({"tool": params.name, "ok": False, "error_type": "internal",
-                               "error": "internal error in the PushBench server (see its "
-                                        "server.log)"})
+            text = json.dumps(
+                {
+                    "tool": params.name,
+                    "ok": False,
+                    "error_type": "internal",
+                    "error": "internal error in the PushBench server (see its server.log)",
+                }
+            )
             is_error = True
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
@@ -94,26 +106,46 @@ def build_server(session: BlackBoxSession) -> Server:
 
     async def read_resource(ctx, params: types.ReadResourceRequestParams):
         if str(params.uri) != TASK_URI:
-            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"no resource {params.uri!r}; "
-                           f"the only resource is {TASK_URI}")
-        return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=TASK_URI, mime_type="text/markdown", text=session.task_text())])
+            raise MCPError(
+                code=RESOURCE_NOT_FOUND,
+                message=f"no resource {params.uri!r}; the only resource is {TASK_URI}",
+            )
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=TASK_URI, mime_type="text/markdown", text=session.task_text()
+                )
+            ]
+        )
 
     async def list_prompts(ctx, params) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[task_prompt])
 
     async def get_prompt(ctx, params: types.GetPromptRequestParams):
         if params.name != "task":
-            raise MCPError(code=types.INVALID_PARAMS, message=f"no prompt {params.name!r}; "
-                           "the only prompt is 'task'")
-        return types.GetPromptResult(description=task_prompt.description, messages=[
-            types.PromptMessage(role="user", content=types.TextContent(text=session.prompt()))])
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"no prompt {params.name!r}; the only prompt is 'task'",
+            )
+        return types.GetPromptResult(
+            description=task_prompt.description,
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(text=session.prompt()))
+            ],
+        )
 
-    return Server("pushbench", version=__version__, title="PushBench",
-                  instructions=session.task_text(), on_list_tools=list_tools,
-                  on_call_tool=call_tool, on_list_resources=list_resources,
-                  on_read_resource=read_resource, on_list_prompts=list_prompts,
-                  on_get_prompt=get_prompt)
+    return Server(
+        "pushbench",
+        version=__version__,
+        title="PushBench",
+        instructions=session.task_text(),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
 
 
 async def serve(session: BlackBoxSession) -> None:
@@ -125,14 +157,16 @@ async def serve(session: BlackBoxSession) -> None:
     os.close(devnull)
     os.dup2(2, 1)  # nor write to it: stray output goes to stderr (the SDK does the same)
     writer = LineWriter(wire_out)  # the one writer of protocol lines (SDK and wire screen)
-    reader = ScreenedStdin(BoundedStdin(wire_fd, lambda h, t, n: stand_in_line(h, t, n, session)),
-                           WireScreen(session), writer)
+    reader = ScreenedStdin(
+        BoundedStdin(wire_fd, lambda h, t, n: stand_in_line(h, t, n, session)),
+        WireScreen(session),
+        writer,
+    )
     try:
         # The SDK types its streams as anyio files; it only iterates lines of stdin and calls
         # write/flush on stdout, which these two wrappers provide (duck-typed on purpose).
-        async with stdio_server(stdin=reader,  # type: ignore[arg-type]
-                                stdout=writer) as (read_stream,  # type: ignore[arg-type]
-                                                   write_stream):
+        streams = stdio_server(stdin=reader, stdout=writer)  # type: ignore[arg-type]
+        async with streams as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         os.dup2(wire_out, 1)
@@ -146,9 +180,11 @@ def exposure_problem(run_dir: str | os.PathLike) -> str | None:
     An agent running as another OS user must not read the cache (SWE-lite reference code) or
     the run dir (the record); ``None`` when both are private (a missing run dir is created so).
     """
-    found = [(what, p) for what, p in (("the cache", paths.home()),
-                                       ("the run dir", Path(run_dir).expanduser()))
-             if p.is_dir() and paths.exposure(p)]  # a non-folder is open()'s error to report
+    found = [
+        (what, p)
+        for what, p in (("the cache", paths.home()), ("the run dir", Path(run_dir).expanduser()))
+        if p.is_dir() and paths.exposure(p)
+    ]  # a non-folder is open()'s error to report
     if not found:
         return None
     modes = ", ".join(f"{what} {p} (mode {os.stat(p).st_mode & 0o777:04o})" for what, p in found)
@@ -169,8 +205,11 @@ def main(task: str, run_dir: str | os.PathLike, **kwargs: Any) -> int:
         return 2
     problem = exposure_problem(run_dir)
     if problem and not allow_shared:
-        print(f"[pushbench mcp] error: {problem}; or pass --allow-shared-cache to serve anyway",
-              file=sys.stderr, flush=True)
+        print(
+            f"[pushbench mcp] error: {problem}; or pass --allow-shared-cache to serve anyway",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
     if problem:
         log.warning("%s (serving anyway: --allow-shared-cache)", problem)
@@ -186,6 +225,9 @@ def main(task: str, run_dir: str | os.PathLike, **kwargs: Any) -> int:
     finally:
         session.close()
     done = session.base.terminated_by if session.env is not None else None
-    log.info("server stopped after %d calls; episode %s", session.mcp_calls,
-             f"ended by {done}" if done else "incomplete")
+    log.info(
+        "server stopped after %d calls; episode %s",
+        session.mcp_calls,
+        f"ended by {done}" if done else "incomplete",
+    )
     return 0

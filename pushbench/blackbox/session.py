@@ -11,7 +11,6 @@ trace chain, workspace watch, close) kept together so its ordering guarantees (r
 trace written before a result is returned) are visible in one place.
 """
 
-
 from __future__ import annotations
 
 import fcntl
@@ -47,10 +46,24 @@ TASK_URI = "pushbench://task"
 _PROPOSED_CLIP = 200
 RESOURCE_NOT_FOUND = -32002
 # What a workspace copy leaves out: VCS data, the snapshot marker, caches and compiled files.
-_WORKSPACE_SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache",
-                        ".ruff_cache", ".tox", ".nox", ".hypothesis", ".cache", ".eggs"}
-_WORKSPACE_SKIP_FILES = re.compile(r"(^\.pushbench.*|\.py[co]$|\.json\.gz$|\.gitattributes$"
-                                   r"|\.gitignore$|^\.coverage.*)")
+_WORKSPACE_SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    ".hypothesis",
+    ".cache",
+    ".eggs",
+}
+_WORKSPACE_SKIP_FILES = re.compile(
+    r"(^\.pushbench.*|\.py[co]$|\.json\.gz$|\.gitattributes$"
+    r"|\.gitignore$|^\.coverage.*)"
+)
 
 
 from .files import SetupError, write_json_atomic  # noqa: E402  (one home; re-exported)
@@ -84,8 +97,10 @@ def prepare_workspace(source: Path, dest: Path) -> int:
     ``dest`` must not exist or be empty. Returns the number of files copied.
     """
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise SetupError(f"workspace {dest} exists and is not an empty directory; give a new "
-                         "path (the workspace must be a fresh copy)")
+        raise SetupError(
+            f"workspace {dest} exists and is not an empty directory; give a new "
+            "path (the workspace must be a fresh copy)"
+        )
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         skip = set()
@@ -129,11 +144,21 @@ def _share_tree(root: Path) -> int:
 class BlackBoxSession:
     """One episode of ``task_id`` driven by tool calls, persisted to ``run_dir`` after each."""
 
-    def __init__(self, task_id: str, run_dir: str | os.PathLike, *, seed: int = 0,
-                 controller: str | None = "standard", workspace: str | os.PathLike | None = None,
-                 condition: str = "default", agent: str | None = None,
-                 instance: str | None = None, budget: int | None = None,
-                 overwrite: bool = False, argv: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        run_dir: str | os.PathLike,
+        *,
+        seed: int = 0,
+        controller: str | None = "standard",
+        workspace: str | os.PathLike | None = None,
+        condition: str = "default",
+        agent: str | None = None,
+        instance: str | None = None,
+        budget: int | None = None,
+        overwrite: bool = False,
+        argv: list[str] | None = None,
+    ) -> None:
         self.task_id, self.seed = task_id, seed
         self.instance_opt, self.budget_opt = instance, budget
         self.condition = blackbox.check_label("condition", condition)
@@ -164,26 +189,31 @@ class BlackBoxSession:
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> BlackBoxSession:
-        if self.workspace is not None and (_inside(self.run_dir, self.workspace)
-                                           or _inside(self.workspace, self.run_dir)):
-            raise SetupError(f"the run dir {self.run_dir} and the workspace {self.workspace} "
-                             "must not contain each other (the agent must not see the record)")
+        if self.workspace is not None and (
+            _inside(self.run_dir, self.workspace) or _inside(self.workspace, self.run_dir)
+        ):
+            raise SetupError(
+                f"the run dir {self.run_dir} and the workspace {self.workspace} "
+                "must not contain each other (the agent must not see the record)"
+            )
         self._load_key()
         paths.private_dir(self.run_dir, tighten=False)  # main() checks an existing one
         unsafe = rundir_safety.mcp_problem(self.run_dir)  # again: made by someone else meanwhile?
         if unsafe:
             raise SetupError(f"unsafe run dir: {unsafe}")
-        self._lock_fh = os.fdopen(paths.open_private(self.run_dir / ".lock",
-                                                     os.O_WRONLY | os.O_CREAT), "w")
+        self._lock_fh = os.fdopen(
+            paths.open_private(self.run_dir / ".lock", os.O_WRONLY | os.O_CREAT), "w"
+        )
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_fh.close()
             self._lock_fh = None
-            raise SetupError(f"another pushbench mcp server is using {self.run_dir}; give each "
-                             "server its own --run-dir") from None
-        existing = [n for n in (EPISODE_FILE, TRACE_FILE, RUN_FILE)
-                    if (self.run_dir / n).exists()]
+            raise SetupError(
+                f"another pushbench mcp server is using {self.run_dir}; give each "
+                "server its own --run-dir"
+            ) from None
+        existing = [n for n in (EPISODE_FILE, TRACE_FILE, RUN_FILE) if (self.run_dir / n).exists()]
         if existing and not self.overwrite:  # the same run started again: continue it
             from . import reattach
 
@@ -192,8 +222,9 @@ class BlackBoxSession:
             (self.run_dir / n).unlink()
         self._setup_logging()
         self.env, self.controller = self._make_env()
-        obs, info = self.env.reset(seed=self.seed,
-                                   options=self.base.reset_options(self.instance_opt))
+        obs, info = self.env.reset(
+            seed=self.seed, options=self.base.reset_options(self.instance_opt)
+        )
         self.reset_result = json.loads(obs)["result"]
         self.tool_schemas = self.base.tool_schemas()
         self.workspace_files = self._prepare_workspace() if self.workspace else None
@@ -206,8 +237,14 @@ class BlackBoxSession:
         self._trace_head = signing.genesis(manifest)  # the chain starts from the configuration
         write_json_atomic(self.run_dir / RUN_FILE, manifest, seal=self.sealer(signing.RUN))
         self._persist()
-        log.info("run %s started: task %s seed %s controller %s condition %s", self.run_id,
-                 self.task_id, self.seed, self.controller["name"], self.condition)
+        log.info(
+            "run %s started: task %s seed %s controller %s condition %s",
+            self.run_id,
+            self.task_id,
+            self.seed,
+            self.controller["name"],
+            self.condition,
+        )
         return self
 
     def close(self) -> None:
@@ -285,32 +322,45 @@ class BlackBoxSession:
             return sum(1 for p in workspace.rglob("*") if p.is_file())
         snapshot = self.reset_result.get("snapshot")
         if not snapshot:
-            raise SetupError(f"task {self.task_id} has no snapshot or workspace to copy; "
-                             "drop --workspace")
+            raise SetupError(
+                f"task {self.task_id} has no snapshot or workspace to copy; drop --workspace"
+            )
         from .. import snapshots
 
         source = snapshots.ensure(snapshot).resolve()
         if _inside(workspace, source) or _inside(source, workspace):
-            raise SetupError(f"the workspace {workspace} must lie outside the snapshot "
-                             f"cache {source}")
+            raise SetupError(
+                f"the workspace {workspace} must lie outside the snapshot cache {source}"
+            )
         n = prepare_workspace(source, workspace)
         log.info("workspace %s prepared from snapshot %s (%d files)", self.workspace, snapshot, n)
         return n
 
     def _run_manifest(self) -> dict:
         return {
-            "schema_version": blackbox.RUN_SCHEMA_VERSION, "kind": blackbox.RUN_KIND,
-            "run_id": self.run_id, "task": self.task_id, "seed": self.seed,
-            "instance": self.instance_opt, "instance_used": self.reset_result.get("instance"),
-            "budget": self.budget_opt, "controller": self.controller["name"],
-            "components": self.controller["components"], "condition": self.condition,
-            "agent": self.agent, "policy": blackbox.policy_name(self.condition, self.agent),
+            "schema_version": blackbox.RUN_SCHEMA_VERSION,
+            "kind": blackbox.RUN_KIND,
+            "run_id": self.run_id,
+            "task": self.task_id,
+            "seed": self.seed,
+            "instance": self.instance_opt,
+            "instance_used": self.reset_result.get("instance"),
+            "budget": self.budget_opt,
+            "controller": self.controller["name"],
+            "components": self.controller["components"],
+            "condition": self.condition,
+            "agent": self.agent,
+            "policy": blackbox.policy_name(self.condition, self.agent),
             "workspace": str(self.workspace) if self.workspace else None,
             "snapshot": self.reset_result.get("snapshot"),
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "pid": os.getpid(), "argv": self.argv,
-            "versions": {"pushbench": __version__, "mcp": records.package_version("mcp"),
-                         "python": platform.python_version()},
+            "pid": os.getpid(),
+            "argv": self.argv,
+            "versions": {
+                "pushbench": __version__,
+                "mcp": records.package_version("mcp"),
+                "python": platform.python_version(),
+            },
             "family_versions": {self.base.family: family_version(self.base.family)},
             "signing": {"alg": signing.ALG, "key_id": signing.key_id(self._live_key)},
             "git_revision": (records.git_revision() or {}).get("commit"),
@@ -331,17 +381,23 @@ class BlackBoxSession:
     def task_text(self) -> str:
         r = self.reset_result
         names = ", ".join(f"`{t['function']['name']}`" for t in self.tool_schemas)
-        lines = [f"# PushBench task {r.get('task_id', self.task_id)}", "", r.get("objective", ""),
-                 "", f"- Target: at least {r['target']} distinct items accepted by the verifier.",
-                 f"- Budget: {r['budget']} tool calls. Every call uses one step, including "
-                 "`status` and calls the server refuses.",
-                 f"- Tools: {names}.",
-                 "- Success is decided by the verifier's count, not by what `final` reports. "
-                 "After the episode ends (`final`, `ask_user` or the budget), calls are not "
-                 "counted."]
+        lines = [
+            f"# PushBench task {r.get('task_id', self.task_id)}",
+            "",
+            r.get("objective", ""),
+            "",
+            f"- Target: at least {r['target']} distinct items accepted by the verifier.",
+            f"- Budget: {r['budget']} tool calls. Every call uses one step, including "
+            "`status` and calls the server refuses.",
+            f"- Tools: {names}.",
+            "- Success is decided by the verifier's count, not by what `final` reports. "
+            "After the episode ends (`final`, `ask_user` or the budget), calls are not "
+            "counted.",
+        ]
         if self.workspace is not None:
-            lines.append(f"- A copy of the repository, for reading files directly, is at "
-                         f"`{self.workspace}`.")
+            lines.append(
+                f"- A copy of the repository, for reading files directly, is at `{self.workspace}`."
+            )
         return "\n".join(lines) + "\n"
 
     def prompt(self) -> str:
@@ -373,8 +429,12 @@ class BlackBoxSession:
         if set(arguments) == {self.sentinel} and arguments[self.sentinel] in self._oversized:
             head, size = self._oversized.pop(arguments[self.sentinel])
             action: Any = head
-            proposed: dict = {"tool": name, "oversized": True, "wire_bytes": size,
-                              "head": head[:_PROPOSED_CLIP]}
+            proposed: dict = {
+                "tool": name,
+                "oversized": True,
+                "wire_bytes": size,
+                "head": head[:_PROPOSED_CLIP],
+            }
         elif set(arguments) == {self.sentinel} and arguments[self.sentinel] in self._stashed:
             action, proposed = self._stashed.pop(arguments[self.sentinel])
         else:
@@ -388,35 +448,71 @@ class BlackBoxSession:
                 text, size, too_big = "", 0, False
             if too_big:
                 action = text  # longer than the limit: the env refuses it by its length alone
-                proposed = {"tool": name, "oversized": True, "cutoff_bytes": size,
-                            "head": text[:_PROPOSED_CLIP]}
+                proposed = {
+                    "tool": name,
+                    "oversized": True,
+                    "cutoff_bytes": size,
+                    "head": text[:_PROPOSED_CLIP],
+                }
             else:
                 action = call
                 proposed = {"tool": name, "arguments": arguments}
 
         if self.over():
             self.after_end_calls += 1
-            obs = json.dumps({"tool": name, "ok": False, "error_type": "episode_over",
-                              "error": f"the episode is over (ended by {self.base.terminated_by} "
-                                       f"after {self.base.steps_used} steps); this call was not "
-                                       "run or counted, and nothing can change the result now"},
-                             ensure_ascii=True, separators=(",", ":"))
+            obs = json.dumps(
+                {
+                    "tool": name,
+                    "ok": False,
+                    "error_type": "episode_over",
+                    "error": f"the episode is over (ended by {self.base.terminated_by} "
+                    f"after {self.base.steps_used} steps); this call was not "
+                    "run or counted, and nothing can change the result now",
+                },
+                ensure_ascii=True,
+                separators=(",", ":"),
+            )
             self._persist()
-            self._trace({"index": self.mcp_calls, "step": None, "after_end": True,
-                         "proposed": proposed, "observation": obs, "is_error": True}, t0)
+            self._trace(
+                {
+                    "index": self.mcp_calls,
+                    "step": None,
+                    "after_end": True,
+                    "proposed": proposed,
+                    "observation": obs,
+                    "is_error": True,
+                },
+                t0,
+            )
             return obs, True
 
         obs, reward, terminated, truncated, info = self._live_env.step(action)
         decoded = json.loads(obs)
         is_error = not decoded.get("ok", False)
         self._persist()
-        self._trace({"index": self.mcp_calls, "step": info["qgp"]["steps_used"],
-                     "ok": not is_error, "proposed": proposed, "observation": obs,
-                     "reward": reward, "terminated": terminated, "truncated": truncated,
-                     "info": info, "is_error": is_error}, t0)
-        log.info("call %d step %s %s ok=%s%s", self.mcp_calls, info["qgp"]["steps_used"], name,
-                 not is_error, f" -> episode ended ({self.base.terminated_by})"
-                 if terminated or truncated else "")
+        self._trace(
+            {
+                "index": self.mcp_calls,
+                "step": info["qgp"]["steps_used"],
+                "ok": not is_error,
+                "proposed": proposed,
+                "observation": obs,
+                "reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "info": info,
+                "is_error": is_error,
+            },
+            t0,
+        )
+        log.info(
+            "call %d step %s %s ok=%s%s",
+            self.mcp_calls,
+            info["qgp"]["steps_used"],
+            name,
+            not is_error,
+            f" -> episode ended ({self.base.terminated_by})" if terminated or truncated else "",
+        )
         return obs, is_error
 
     # -- persistence -----------------------------------------------------------------------
@@ -430,24 +526,38 @@ class BlackBoxSession:
         rec["condition"] = self.condition
         rec["policy"] = blackbox.describe_policy(self.condition, self.agent, self.seed)
         rec["simulated"] = False
-        rec["key"] = episode_key(self.task_id, self.controller["name"], rec["policy"]["name"],
-                                 self.seed, self.instance_opt)
-        rec["blackbox"] = {"run_id": self.run_id, "transport": "mcp-stdio",
-                           "mcp_calls": self.mcp_calls, "after_end_calls": self.after_end_calls,
-                           "complete": rec.get("terminated_by") is not None,
-                           "trace_lines": self._trace_lines, "trace_head": self._trace_head,
-                           "closed": self._closed,
-                           "watched_workspace": self._watch is not None,
-                           "out_of_band_edits": list(self.out_of_band_edits),
-                           "out_of_band_edits_count": self.out_of_band_count}
+        rec["key"] = episode_key(
+            self.task_id,
+            self.controller["name"],
+            rec["policy"]["name"],
+            self.seed,
+            self.instance_opt,
+        )
+        rec["blackbox"] = {
+            "run_id": self.run_id,
+            "transport": "mcp-stdio",
+            "mcp_calls": self.mcp_calls,
+            "after_end_calls": self.after_end_calls,
+            "complete": rec.get("terminated_by") is not None,
+            "trace_lines": self._trace_lines,
+            "trace_head": self._trace_head,
+            "closed": self._closed,
+            "watched_workspace": self._watch is not None,
+            "out_of_band_edits": list(self.out_of_band_edits),
+            "out_of_band_edits_count": self.out_of_band_count,
+        }
         return rec
 
     def _persist(self) -> None:
         # The workspace as this call left it: the next call compares against it.
         if self._watch is not None:
             self._watch.refresh()
-        write_json_atomic(self.run_dir / EPISODE_FILE, self.record(), sync_dir=False,
-                          seal=self.sealer(signing.RECORD))
+        write_json_atomic(
+            self.run_dir / EPISODE_FILE,
+            self.record(),
+            sync_dir=False,
+            seal=self.sealer(signing.RECORD),
+        )
 
     def _trace(self, entry: dict, t0: float) -> None:
         entry["time"] = datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -459,8 +569,10 @@ class BlackBoxSession:
             entry["out_of_band_edits"] = self._pending_content  # what replay applies
             self._pending_out_of_band, self._pending_count = [], 0
             self._pending_content = []
-        data = signing.sign_line(self._live_key, json.dumps(
-            entry, ensure_ascii=True, separators=(",", ":"), default=repr).encode())
+        data = signing.sign_line(
+            self._live_key,
+            json.dumps(entry, ensure_ascii=True, separators=(",", ":"), default=repr).encode(),
+        )
         self._trace_fh.write(data)
         self._trace_fh.flush()
         os.fsync(self._trace_fh.fileno())
@@ -487,14 +599,19 @@ class BlackBoxSession:
             return
         step = self.base.steps_used + 1
         self._pending_content = edit_contents(self._watch.root, changes)
-        self._pending_out_of_band = [[p, k] for p, k in changes[:self.MAX_EDITS_KEPT]]
+        self._pending_out_of_band = [[p, k] for p, k in changes[: self.MAX_EDITS_KEPT]]
         self._pending_count = len(changes)
         self.out_of_band_count += len(changes)
         room = self.MAX_EDITS_KEPT - len(self.out_of_band_edits)
-        self.out_of_band_edits += [{"step_before": step, "path": p, "kind": k}
-                                   for p, k in changes[:max(room, 0)]]
-        log.warning("%d out-of-band workspace change(s) before step %d: %s", len(changes), step,
-                    ", ".join(f"{k} {p}" for p, k in changes[:5]))
+        self.out_of_band_edits += [
+            {"step_before": step, "path": p, "kind": k} for p, k in changes[: max(room, 0)]
+        ]
+        log.warning(
+            "%d out-of-band workspace change(s) before step %d: %s",
+            len(changes),
+            step,
+            ", ".join(f"{k} {p}" for p, k in changes[:5]),
+        )
 
 
 def edit_contents(root: str, changes: list[tuple[str, str]]) -> list[dict]:

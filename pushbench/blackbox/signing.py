@@ -105,13 +105,17 @@ def _read_key(path: Path) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-            raise SigningKeyError(f"the signing key {path} is not a file of this user; remove "
-                                  "it (a new key is made on next use; runs signed with the "
-                                  "old key then fail verification)")
+            raise SigningKeyError(
+                f"the signing key {path} is not a file of this user; remove "
+                "it (a new key is made on next use; runs signed with the "
+                "old key then fail verification)"
+            )
         if st.st_mode & 0o077:
-            raise SigningKeyError(f"the signing key {path} is readable or writable by other "
-                                  f"users (mode {stat.S_IMODE(st.st_mode):04o}); make it "
-                                  f"private: chmod 600 {path}")
+            raise SigningKeyError(
+                f"the signing key {path} is readable or writable by other "
+                f"users (mode {stat.S_IMODE(st.st_mode):04o}); make it "
+                f"private: chmod 600 {path}"
+            )
         text = os.read(fd, 4 * KEY_BYTES).strip()
     finally:
         os.close(fd)
@@ -120,8 +124,10 @@ def _read_key(path: Path) -> bytes:
     except (UnicodeDecodeError, ValueError):
         key = b""
     if len(key) != KEY_BYTES:
-        raise SigningKeyError(f"the signing key {path} does not hold a {KEY_BYTES}-byte hex key; "
-                              "remove it (a new key is made on next use)")
+        raise SigningKeyError(
+            f"the signing key {path} does not hold a {KEY_BYTES}-byte hex key; "
+            "remove it (a new key is made on next use)"
+        )
     return key
 
 
@@ -136,9 +142,11 @@ def check_outside(*folders: Path) -> None:
     for f in folders:
         f = Path(f).resolve()
         if f == keys or keys in f.parents or f in keys.parents:
-            raise ValueError(f"{f} and the signing key folder {keys} must not contain each "
-                             "other (the key must stay out of every run dir and workspace); "
-                             "choose another folder")
+            raise ValueError(
+                f"{f} and the signing key folder {keys} must not contain each "
+                "other (the key must stay out of every run dir and workspace); "
+                "choose another folder"
+            )
 
 
 # ----- signing ---------------------------------------------------------------------------------
@@ -147,15 +155,20 @@ def _mac(key: bytes, domain: bytes, data: bytes) -> str:
 
 
 def canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=True, separators=(",", ":"),
-                      default=repr).encode()
+    return json.dumps(
+        obj, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=repr
+    ).encode()
 
 
 def run_config(run: dict) -> dict:
     """What the genesis binds, taken from a ``run.json`` (or the manifest about to be one)."""
     versions = got if isinstance(got := run.get("versions"), dict) else {}
-    return {"run_id": run.get("run_id"), **{k: run.get(k) for k in CONFIG_FIELDS},
-            "pushbench": versions.get("pushbench"), "family_versions": run.get("family_versions")}
+    return {
+        "run_id": run.get("run_id"),
+        **{k: run.get(k) for k in CONFIG_FIELDS},
+        "pushbench": versions.get("pushbench"),
+        "family_versions": run.get("family_versions"),
+    }
 
 
 def genesis(run: dict) -> str:
@@ -182,7 +195,7 @@ def json_signature_ok(key: bytes, domain: bytes, raw: bytes) -> bool | None:
     m = _JSON_TAIL.search(raw)
     if m is None:
         return None
-    return hmac.compare_digest(m.group(1).decode(), _mac(key, domain, raw[:m.start()] + b"\n}"))
+    return hmac.compare_digest(m.group(1).decode(), _mac(key, domain, raw[: m.start()] + b"\n}"))
 
 
 def line_signature_ok(key: bytes, line: bytes) -> bool | None:
@@ -190,7 +203,7 @@ def line_signature_ok(key: bytes, line: bytes) -> bool | None:
     m = _LINE_TAIL.search(line)
     if m is None:
         return None
-    return hmac.compare_digest(m.group(1).decode(), _mac(key, LINE, line[:m.start()] + b"}"))
+    return hmac.compare_digest(m.group(1).decode(), _mac(key, LINE, line[: m.start()] + b"}"))
 
 
 # ----- verifying -------------------------------------------------------------------------------
@@ -202,12 +215,22 @@ def is_signed(run: dict) -> bool:
 def _signature_traces(run: dict, record: dict, trace_raw: bytes | None) -> bool:
     """Whether an unsigned run still holds what only a signing server writes. A careful forger
     strips it all; this catches the schema number edited back to 2 to dodge the signatures."""
-    return ("signing" in run or "signature" in run or "signature" in record
-            or any(_LINE_TAIL.search(line) for line in (trace_raw or b"").splitlines(True)))
+    return (
+        "signing" in run
+        or "signature" in run
+        or "signature" in record
+        or any(_LINE_TAIL.search(line) for line in (trace_raw or b"").splitlines(True))
+    )
 
 
-def verify_run(run: dict, run_raw: bytes, record: dict, record_raw: bytes,
-               trace_raw: bytes | None, key: bytes | None) -> tuple[str, list[str]]:
+def verify_run(
+    run: dict,
+    run_raw: bytes,
+    record: dict,
+    record_raw: bytes,
+    trace_raw: bytes | None,
+    key: bytes | None,
+) -> tuple[str, list[str]]:
     """Check every signature of one run folder with this installation's ``key``.
 
     Returns ``(status, reasons)``: ``("unsigned", [])`` for a schema-2 run, ``("valid", [])``,
@@ -217,19 +240,22 @@ def verify_run(run: dict, run_raw: bytes, record: dict, record_raw: bytes,
     """
     if not is_signed(run):
         if _signature_traces(run, record, trace_raw):
-            return "invalid", ["an unsigned (schema-2) run that carries signature fields (a "
-                               "signed run relabelled as unsigned?)"]
+            return "invalid", [
+                "an unsigned (schema-2) run that carries signature fields (a "
+                "signed run relabelled as unsigned?)"
+            ]
         return "unsigned", []
     block = got if isinstance(got := run.get("signing"), dict) else {}
     if block.get("alg") != ALG:
         return "invalid", [f"run.json has no {ALG} signing block"]
     if key is None:
-        return "invalid", [f"signed run, but this installation has no signing key "
-                           f"({key_path()})"]
+        return "invalid", [f"signed run, but this installation has no signing key ({key_path()})"]
     if block.get("key_id") != key_id(key):
-        return "invalid", [f"signed with key {str(block.get('key_id'))[:16]!r}, not this "
-                           f"installation's key {key_id(key)} (signed elsewhere, or the key "
-                           "was replaced)"]
+        return "invalid", [
+            f"signed with key {str(block.get('key_id'))[:16]!r}, not this "
+            f"installation's key {key_id(key)} (signed elsewhere, or the key "
+            "was replaced)"
+        ]
     out = []
     for name, domain, raw in (("run.json", RUN, run_raw), ("episode.json", RECORD, record_raw)):
         ok = json_signature_ok(key, domain, raw)

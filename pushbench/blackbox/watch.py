@@ -71,8 +71,13 @@ class WorkspaceWatch:
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(name)
                 else:
-                    out[name] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                                 _kind(st.st_mode))
+                    out[name] = (
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ctime_ns,
+                        st.st_ino,
+                        _kind(st.st_mode),
+                    )
         return out
 
     def _diff(self, current: dict[str, _Stat]) -> tuple[list[tuple[str, str]], dict[str, str]]:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pushbench.mcp")
 
-MAX_WIRE_LINE = 1 << 20            # JSON-RPC lines longer than this are never parsed
+MAX_WIRE_LINE = 1 << 20  # JSON-RPC lines longer than this are never parsed
 _HEAD_KEEP = MAX_ACTION_BYTES + 1024  # bytes of an overlong line kept for the refusal
 _TAIL_KEEP = 4096
 
@@ -57,14 +57,17 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 WIRE_MAX_DEPTH = 3 + actions.MAX_DEPTH  # envelope levels (request, params, arguments) + a call
 _LOG_CLIP = 200
-_WHY = {"too_deep": f"nested more than {WIRE_MAX_DEPTH} levels deep",
-        "number_too_large": f"a number of more than {actions.MAX_INT_DIGITS} digits"}
+_WHY = {
+    "too_deep": f"nested more than {WIRE_MAX_DEPTH} levels deep",
+    "number_too_large": f"a number of more than {actions.MAX_INT_DIGITS} digits",
+}
 
 
 def _error_line(req_id: Any, code: int, message: str) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": req_id, "error": {"code": code,
-                                                                  "message": message}},
-                      ensure_ascii=True)
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}},
+        ensure_ascii=True,
+    )
 
 
 def _plain_id(value: Any) -> bool:
@@ -97,10 +100,14 @@ class WireScreen:
             return self._notification_with_id(line)
         if isinstance(msg, types.JSONRPCRequest) and msg.method == "tools/call":
             p = msg.params if isinstance(msg.params, dict) else {}
-            if not isinstance(p.get("name"), str) or not isinstance(p.get("arguments", {}),
-                                                                   (dict, type(None))):
-                log.warning("tools/call id %r has invalid params (name or arguments); the SDK "
-                            "answers it with an invalid-params error (no step)", msg.id)
+            if not isinstance(p.get("name"), str) or not isinstance(
+                p.get("arguments", {}), (dict, type(None))
+            ):
+                log.warning(
+                    "tools/call id %r has invalid params (name or arguments); the SDK "
+                    "answers it with an invalid-params error (no step)",
+                    msg.id,
+                )
         return line, None
 
     # ----- lines the SDK cannot read ------------------------------------------------------
@@ -110,21 +117,24 @@ class WireScreen:
         except actions.ActionError as e:
             return self._unparsed(line, e, why)
         if not isinstance(obj, dict):
-            return self._reply(None, INVALID_REQUEST, "a request must be a JSON object",
-                               line, why)
+            return self._reply(None, INVALID_REQUEST, "a request must be a JSON object", line, why)
         has_id, req_id = "id" in obj, obj.get("id")
         method = obj.get("method")
         if has_id and not _plain_id(req_id):
-            return self._reply(None, INVALID_REQUEST, "the request id must be a string or an "
-                               "integer", line, why)
+            return self._reply(
+                None, INVALID_REQUEST, "the request id must be a string or an integer", line, why
+            )
         if not has_id:
             if isinstance(method, str):  # a notification: never answered
                 log.warning("unreadable notification %.64r dropped (%s)", method, why)
                 return None, None
             return self._reply(None, INVALID_REQUEST, "not a valid JSON-RPC message", line, why)
         params = obj.get("params")
-        if method == "tools/call" and isinstance(params, dict) \
-                and isinstance(params.get("name"), str):
+        if (
+            method == "tools/call"
+            and isinstance(params, dict)
+            and isinstance(params.get("name"), str)
+        ):
             args = params.get("arguments")
             args = {} if args is None else args
             if isinstance(args, dict):
@@ -132,8 +142,9 @@ class WireScreen:
                 try:
                     actions.decode(call)
                 except actions.ActionError as e:  # the env will refuse it the same way
-                    return self._stand_in(req_id, params["name"], params.get("_meta"), call,
-                                          e.error_type, line)
+                    return self._stand_in(
+                        req_id, params["name"], params.get("_meta"), call, e.error_type, line
+                    )
         return self._reply(req_id, INVALID_REQUEST, f"invalid request ({why})", line, why)
 
     def _unparsed(self, line: str, err: actions.ActionError, why: str):
@@ -150,10 +161,12 @@ class WireScreen:
                 # The env judges the line's text itself: it refuses it for the same reason.
                 return self._stand_in(req_id, names[-1], meta, line, err.error_type, line)
         if err.error_type == "bad_json":
-            return self._reply(req_id, PARSE_ERROR, "parse error: the line is not valid JSON",
-                               line, why)
-        return self._reply(req_id, INVALID_REQUEST, f"invalid request: {_WHY[err.error_type]}",
-                           line, why)
+            return self._reply(
+                req_id, PARSE_ERROR, "parse error: the line is not valid JSON", line, why
+            )
+        return self._reply(
+            req_id, INVALID_REQUEST, f"invalid request: {_WHY[err.error_type]}", line, why
+        )
 
     def _notification_with_id(self, line: str) -> tuple[str | None, str | None]:
         try:
@@ -161,29 +174,50 @@ class WireScreen:
         except actions.ActionError:
             return line, None
         if isinstance(obj, dict) and "id" in obj:  # id null or a fraction: not a notification
-            return self._reply(None, INVALID_REQUEST, "the request id must be a string or an "
-                               "integer", line, "bad id")
+            return self._reply(
+                None,
+                INVALID_REQUEST,
+                "the request id must be a string or an integer",
+                line,
+                "bad id",
+            )
         return line, None
 
     # ----- answers ------------------------------------------------------------------------
     def _stand_in(self, req_id, name: str, meta, action: Any, error_type: str, line: str):
-        token = self.session.stash_action(action, {"tool": name if _clean(name) else None,
-                                                   "unreadable": error_type,
-                                                   "wire_bytes": len(line.encode("utf-8",
-                                                                                 "replace")),
-                                                   "head": line[:_LOG_CLIP]})
-        params: dict[str, Any] = {"name": name if _clean(name) else "?",
-                                  "arguments": {self.session.sentinel: token}}
+        token = self.session.stash_action(
+            action,
+            {
+                "tool": name if _clean(name) else None,
+                "unreadable": error_type,
+                "wire_bytes": len(line.encode("utf-8", "replace")),
+                "head": line[:_LOG_CLIP],
+            },
+        )
+        params: dict[str, Any] = {
+            "name": name if _clean(name) else "?",
+            "arguments": {self.session.sentinel: token},
+        }
         if isinstance(meta, dict) and _clean(meta):
             params["_meta"] = meta
-        log.warning("tools/call id %r: arguments unreadable on the wire (%s); the environment "
-                    "refuses the call (one step)", req_id, error_type)
-        return json.dumps({"jsonrpc": "2.0", "id": req_id, "method": "tools/call",
-                           "params": params}), None
+        log.warning(
+            "tools/call id %r: arguments unreadable on the wire (%s); the environment "
+            "refuses the call (one step)",
+            req_id,
+            error_type,
+        )
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": req_id, "method": "tools/call", "params": params}
+        ), None
 
     def _reply(self, req_id, code: int, message: str, line: str, why: str):
-        log.warning("unreadable JSON-RPC line answered with error %d (id %r): %s; line starts "
-                    "%s", code, req_id, why, json.dumps(line[:_LOG_CLIP], ensure_ascii=True))
+        log.warning(
+            "unreadable JSON-RPC line answered with error %d (id %r): %s; line starts %s",
+            code,
+            req_id,
+            why,
+            json.dumps(line[:_LOG_CLIP], ensure_ascii=True),
+        )
         return None, _error_line(req_id, code, message)
 
 
@@ -277,7 +311,7 @@ def _meta_from(text: str) -> tuple[dict | None, tuple[int, int] | None]:
     if end is None:
         return None, None
     try:
-        meta = json.loads(text[m.end() - 1:end])
+        meta = json.loads(text[m.end() - 1 : end])
     except ValueError:
         return None, None
     return (meta, (m.start(), end)) if isinstance(meta, dict) else (None, None)
@@ -300,7 +334,7 @@ def stand_in_line(head: str, tail: str, size: int, session: BlackBoxSession) -> 
     if meta is None:
         meta, _ = _meta_from(tail)
     if span:
-        pre = pre[:span[0]] + pre[span[1]:]
+        pre = pre[: span[0]] + pre[span[1] :]
     method = _METHOD.search(pre) or _METHOD.search(tail)
     params: dict[str, Any] = {}
     if meta is not None:
@@ -312,10 +346,14 @@ def stand_in_line(head: str, tail: str, size: int, session: BlackBoxSession) -> 
         method_name = "tools/call"
     else:
         method_name = "pushbench/oversized-request"
-    log.warning("JSON-RPC line of %d bytes (limit %d) was not parsed; id %r, method %s",
-                size, MAX_WIRE_LINE, req_id, method.group(1) if method else "?")
-    return json.dumps({"jsonrpc": "2.0", "id": req_id, "method": method_name,
-                       "params": params})
+    log.warning(
+        "JSON-RPC line of %d bytes (limit %d) was not parsed; id %r, method %s",
+        size,
+        MAX_WIRE_LINE,
+        req_id,
+        method.group(1) if method else "?",
+    )
+    return json.dumps({"jsonrpc": "2.0", "id": req_id, "method": method_name, "params": params})
 
 
 class BoundedStdin:
@@ -343,8 +381,9 @@ class BoundedStdin:
         while not self._lines:
             if self._eof:
                 raise StopAsyncIteration
-            chunk = await anyio.to_thread.run_sync(os.read, self.fd, 1 << 16,
-                                                   abandon_on_cancel=True)
+            chunk = await anyio.to_thread.run_sync(
+                os.read, self.fd, 1 << 16, abandon_on_cancel=True
+            )
             if chunk:
                 self.feed(chunk)
             else:
@@ -381,8 +420,11 @@ class BoundedStdin:
 
     def _finish(self) -> None:
         if self._over:
-            line = self.on_oversized(self._head.decode("utf-8", "replace"),
-                                     self._tail.decode("utf-8", "replace"), self._size)
+            line = self.on_oversized(
+                self._head.decode("utf-8", "replace"),
+                self._tail.decode("utf-8", "replace"),
+                self._size,
+            )
             self._over, self._head, self._tail, self._size = False, b"", bytearray(), 0
         else:
             line = self._buf.decode("utf-8", "replace")

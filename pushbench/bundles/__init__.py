@@ -18,5 +18,12 @@ from .leaderboard import build_leaderboard
 from .verify import verify_bundles
 from .write import write_bundle
 
-__all__ = ["SUFFIX", "BundleError", "build_leaderboard", "extract_bundle", "read_manifest",
-           "verify_bundles", "write_bundle"]
+__all__ = [
+    "SUFFIX",
+    "BundleError",
+    "build_leaderboard",
+    "extract_bundle",
+    "read_manifest",
+    "verify_bundles",
+    "write_bundle",
+]

@@ -34,8 +34,10 @@ SUFFIX = ".pushbench.tar.gz"
 MTIME = 946684800  # 2000-01-01T00:00:00Z: a fixed member mtime (same inputs, same bytes)
 LIMITS = archives.Limits(files=200_000, file_bytes=64 << 20, total_bytes=4 << 30)
 # The member names a bundle may hold (anything else is refused even when listed).
-_NAME = re.compile(r"^(bundle\.json|runs/[0-9]{3}/(run\.json|records/[0-9]{6}\.json|"
-                   r"blackbox/(run\.json|episode\.json|trace\.jsonl)))$")
+_NAME = re.compile(
+    r"^(bundle\.json|runs/[0-9]{3}/(run\.json|records/[0-9]{6}\.json|"
+    r"blackbox/(run\.json|episode\.json|trace\.jsonl)))$"
+)
 
 
 class BundleError(PushBenchError, ValueError):
@@ -44,8 +46,9 @@ class BundleError(PushBenchError, ValueError):
 
 def dumps(obj) -> bytes:
     """Canonical JSON bytes of ``obj`` (sorted keys, ASCII, no spaces) plus a newline."""
-    return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-            + "\n").encode()
+    return (
+        json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n"
+    ).encode()
 
 
 def sha256(data: bytes) -> str:
@@ -80,8 +83,11 @@ def extract_bundle(archive: str | Path, dest: str | Path) -> Path:
     """
     archive, dest = Path(archive), Path(dest)
     if not archive.is_file():
-        raise BundleError(f"bundle {archive} not found" if not archive.exists()
-                          else f"bundle {archive} is not a file")
+        raise BundleError(
+            f"bundle {archive} not found"
+            if not archive.exists()
+            else f"bundle {archive} is not a file"
+        )
     paths.private_dir(dest)
     try:
         archives.safe_extract(archive, dest, LIMITS, flags=False)  # no command-line flags here
@@ -114,11 +120,14 @@ def read_manifest(root: str | Path, name: str = "bundle") -> dict:
     if not isinstance(manifest, dict) or manifest.get("kind") != KIND:
         raise BundleError(f"{name}: {MANIFEST} is not a {KIND} manifest")
     if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise BundleError(f"{name}: bundle schema_version {manifest.get('schema_version')!r}; "
-                          f"this PushBench reads {SCHEMA_VERSION}")
+        raise BundleError(
+            f"{name}: bundle schema_version {manifest.get('schema_version')!r}; "
+            f"this PushBench reads {SCHEMA_VERSION}"
+        )
     listed = manifest.get("members")
     if not isinstance(listed, dict) or not all(
-            isinstance(v, dict) and isinstance(v.get("sha256"), str) for v in listed.values()):
+        isinstance(v, dict) and isinstance(v.get("sha256"), str) for v in listed.values()
+    ):
         raise BundleError(f"{name}: {MANIFEST} has no valid member list")
     for member in _files(root):
         if member == MANIFEST:
@@ -126,16 +135,21 @@ def read_manifest(root: str | Path, name: str = "bundle") -> dict:
         if member not in listed:
             raise BundleError(f"{name}: member {member!r} is not listed in {MANIFEST}")
     for member, entry in sorted(listed.items()):
-        if not _NAME.match(member) or member == MANIFEST or \
-                sources.member_problem(member) is not None:
+        if (
+            not _NAME.match(member)
+            or member == MANIFEST
+            or sources.member_problem(member) is not None
+        ):
             raise BundleError(f"{name}: {MANIFEST} lists {member!r}, not a bundle member name")
         path = root.joinpath(*PurePosixPath(member).parts)
         if path.is_symlink() or not path.is_file():
             raise BundleError(f"{name}: member {member!r} is listed but missing")
         data = path.read_bytes()
         if sha256(data) != entry["sha256"] or len(data) != entry.get("size"):
-            raise BundleError(f"{name}: member {member!r} does not match its sha256 in "
-                              f"{MANIFEST} (changed after bundling)")
+            raise BundleError(
+                f"{name}: member {member!r} does not match its sha256 in "
+                f"{MANIFEST} (changed after bundling)"
+            )
     return manifest
 
 

@@ -83,14 +83,19 @@ def task_problems(manifest: dict) -> list[str]:
             continue
         here = tasks.family_version(spec.family)
         if fact.get("family") != spec.family:
-            out.append(f"task {tid} is family {fact.get('family')!r} in the bundle, "
-                       f"{spec.family!r} here")
+            out.append(
+                f"task {tid} is family {fact.get('family')!r} in the bundle, {spec.family!r} here"
+            )
         elif fact.get("family_version") != here:
-            out.append(f"task {tid}: {spec.family} version {fact.get('family_version')!r} in "
-                       f"the bundle, {here} here (results of two versions are never pooled)")
+            out.append(
+                f"task {tid}: {spec.family} version {fact.get('family_version')!r} in "
+                f"the bundle, {here} here (results of two versions are never pooled)"
+            )
         if fact.get("manifest_digest") != tasks.task_manifest_digest(tid):
-            out.append(f"task {tid}: its manifest digest differs from this registry's (another "
-                       "instance, target, budget, valid-set pin or snapshot)")
+            out.append(
+                f"task {tid}: its manifest digest differs from this registry's (another "
+                "instance, target, budget, valid-set pin or snapshot)"
+            )
     return out
 
 
@@ -103,8 +108,10 @@ def open_bundle(path: str | Path, work: Path) -> Bundle:
     manifest = read_manifest(root / "x", name=f"bundle {path.name}")
     problems = task_problems(manifest)
     if problems:
-        raise BundleError(f"bundle {path.name} is refused: {'; '.join(problems[:5])}"
-                          + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+        raise BundleError(
+            f"bundle {path.name} is refused: {'; '.join(problems[:5])}"
+            + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        )
     return Bundle(path=path, sha256=sha256_file(path), root=root / "x", manifest=manifest)
 
 
@@ -117,8 +124,7 @@ def _specs(experiment) -> tuple[dict, str | None]:
         return {}, "the run names no experiment"
     fields = {k: v for k, v in experiment.items() if k not in ("limit", "episodes")}
     try:
-        specs = expand(validate(fields, source="bundled experiment"),
-                       limit=experiment.get("limit"))
+        specs = expand(validate(fields, source="bundled experiment"), limit=experiment.get("limit"))
     except (ValueError, KeyError) as e:  # ExperimentError is a ValueError
         return {}, f"the bundled experiment does not expand here ({str(e).splitlines()[0]})"
     return {s.key: s for s in specs}, None
@@ -129,11 +135,15 @@ def _label_reasons(record: dict, spec) -> list[str]:
 
     ctl = got if isinstance(got := record.get("controller"), dict) else {}
     pol = got if isinstance(got := record.get("policy"), dict) else {}
-    want = {"task_id": (record.get("task_id"), spec.task_id),
-            "seed": (record.get("seed"), spec.seed),
-            "controller": (ctl.get("name"), spec.controller),
-            "policy": (pol.get("label"), policy_label(spec.policy, spec.policy_params,
-                                                      spec.policy_label))}
+    want = {
+        "task_id": (record.get("task_id"), spec.task_id),
+        "seed": (record.get("seed"), spec.seed),
+        "controller": (ctl.get("name"), spec.controller),
+        "policy": (
+            pol.get("label"),
+            policy_label(spec.policy, spec.policy_params, spec.policy_label),
+        ),
+    }
     return [f"{k} {a!r} is not its spec's {b!r}" for k, (a, b) in want.items() if a != b]
 
 
@@ -143,9 +153,15 @@ def replay_record(record: dict, spec) -> tuple[dict, list[str]]:
     from ..runner.replay_steps import steps_from_record
 
     reasons = _label_reasons(record, spec)
-    checked = check_episode(record, steps_from_record(record), task_id=spec.task_id,
-                            controller=spec.controller, seed=spec.seed,
-                            instance=spec.instance, budget=spec.budget)
+    checked = check_episode(
+        record,
+        steps_from_record(record),
+        task_id=spec.task_id,
+        controller=spec.controller,
+        seed=spec.seed,
+        instance=spec.instance,
+        budget=spec.budget,
+    )
     reasons += checked.reasons + [f"unverifiable: {u}" for u in checked.unverifiable]
     return adopt(record, checked), reasons
 
@@ -180,8 +196,10 @@ def _replay_blackbox(b: Bundle, run_dir: str, work: Path, out: Verified) -> None
     try:
         record = record_from_run_dir(folder, provenance=False)  # another installation's key
     except RunDirError as e:  # not a readable run: the bundle cannot be judged as it is
-        raise BundleError(f"bundle {b.path.name}: {run_dir} is not a readable black-box run "
-                          f"({str(e).replace(str(folder), run_dir)})") from None
+        raise BundleError(
+            f"bundle {b.path.name}: {run_dir} is not a readable black-box run "
+            f"({str(e).replace(str(folder), run_dir)})"
+        ) from None
     bb = got if isinstance(got := record.get("blackbox"), dict) else {}
     bb["run_dir"] = f"{b.path.name}:{run_dir}"  # not the temporary folder
     record["blackbox"] = bb
@@ -213,13 +231,21 @@ def replay_bundle(b: Bundle, work: Path) -> Verified:
 def _line(record: dict) -> dict:
     from ..blackbox.evaluate import blackbox_line
 
-    return blackbox_line(record) if isinstance(record.get("blackbox"), dict) \
-        else episode_line(record)
+    return (
+        blackbox_line(record) if isinstance(record.get("blackbox"), dict) else episode_line(record)
+    )
 
 
-def verify_bundles(bundles: Sequence[str | Path], out: str | Path, overwrite: bool = False,
-                   seed: int = 0, n_resamples: int = 9999, console=None, printer=None,
-                   arguments: dict | None = None) -> list[Verified]:
+def verify_bundles(
+    bundles: Sequence[str | Path],
+    out: str | Path,
+    overwrite: bool = False,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    console=None,
+    printer=None,
+    arguments: dict | None = None,
+) -> list[Verified]:
     """Verify ``bundles`` into ``out`` (see the module doc); return one :class:`Verified` each.
 
     A refused bundle raises :class:`BundleError` before ``out`` is touched. An episode key
@@ -242,8 +268,13 @@ def verify_bundles(bundles: Sequence[str | Path], out: str | Path, overwrite: bo
     for v in results:
         for rec in v.records:
             if rec.get("key") in seen:
-                v.flagged.append({"key": rec.get("key"), "run": None,
-                                  "reasons": ["the same episode is in an earlier bundle"]})
+                v.flagged.append(
+                    {
+                        "key": rec.get("key"),
+                        "run": None,
+                        "reasons": ["the same episode is in an earlier bundle"],
+                    }
+                )
                 continue
             seen.add(rec.get("key"))
             records.append(rec)
@@ -251,32 +282,45 @@ def verify_bundles(bundles: Sequence[str | Path], out: str | Path, overwrite: bo
     # what was planned and what is missing, as the original run's report does.
     experiments = [e for v in results for e in v.experiments]
     n_runs = sum(len(v.bundle.manifest.get("runs") or []) for v in results)
-    experiment = experiments[0] if n_runs == 1 and len(experiments) == 1 \
-        else {"name": "verified bundles"}
-    outdir.replace_outputs(out, "verify", experiment, _same_bundles(digests), overwrite,
-                           arguments, bundles=digests)
+    experiment = (
+        experiments[0] if n_runs == 1 and len(experiments) == 1 else {"name": "verified bundles"}
+    )
+    outdir.replace_outputs(
+        out, "verify", experiment, _same_bundles(digests), overwrite, arguments, bundles=digests
+    )
     paths.private_dir(out / "traces")
     for rec in records:
         paths.write_private(out / "traces" / f"{rec['key']}.json.gz", encode_trace(rec))
     lines = [_line(r) for r in records]
     paths.write_private(out / "episodes.jsonl", b"".join(dumps_line(x) for x in lines))
-    paths.write_private(out / VERIFICATION, (json.dumps(
-        {"bundles": [summary(v) for v in results]}, indent=1, sort_keys=True) + "\n").encode())
+    paths.write_private(
+        out / VERIFICATION,
+        (
+            json.dumps({"bundles": [summary(v) for v in results]}, indent=1, sort_keys=True) + "\n"
+        ).encode(),
+    )
     if lines:
-        write_and_print_report(lines, out, out, console=console, out=printer, seed=seed,
-                               n_resamples=n_resamples)
+        write_and_print_report(
+            lines, out, out, console=console, out=printer, seed=seed, n_resamples=n_resamples
+        )
     return results
 
 
 def summary(v: Verified) -> dict:
     """What ``verification.json`` says about one bundle."""
-    return {"bundle": v.bundle.path.name, "sha256": v.bundle.sha256, "date": v.bundle.date,
-            "episodes": len(v.records), "flagged": v.flagged,
-            "tasks": v.bundle.manifest.get("tasks")}
+    return {
+        "bundle": v.bundle.path.name,
+        "sha256": v.bundle.sha256,
+        "date": v.bundle.date,
+        "episodes": len(v.records),
+        "flagged": v.flagged,
+        "tasks": v.bundle.manifest.get("tasks"),
+    }
 
 
 def _same_bundles(digests: list[str]):
     def why(old: dict) -> str | None:
         before = old.get("bundles")
         return None if before == digests else "a verification of other bundles"
+
     return why

@@ -63,10 +63,14 @@ def kind_of(run_dir: Path) -> str:
     if writer == "run":
         return "run"
     if writer is not None:
-        raise BundleError(f"{run_dir} was written by `{outdir.COMMANDS[writer]}`, not a run; "
-                          "bundle the run folders it was made from")
-    raise BundleError(f"{run_dir} is neither a `pushbench run` folder (manifest.json) nor a "
-                      f"`pushbench mcp` run folder ({bb.RUN_FILE})")
+        raise BundleError(
+            f"{run_dir} was written by `{outdir.COMMANDS[writer]}`, not a run; "
+            "bundle the run folders it was made from"
+        )
+    raise BundleError(
+        f"{run_dir} is neither a `pushbench run` folder (manifest.json) nor a "
+        f"`pushbench mcp` run folder ({bb.RUN_FILE})"
+    )
 
 
 def _first(manifest: dict, key: str):
@@ -74,8 +78,7 @@ def _first(manifest: dict, key: str):
     return (inv[0] if isinstance(inv[0], dict) else {}).get(key, manifest.get(key))
 
 
-def _run_members(run_dir: Path,
-                 prefix: str) -> tuple[dict, dict[str, bytes], list[str | None]]:
+def _run_members(run_dir: Path, prefix: str) -> tuple[dict, dict[str, bytes], list[str | None]]:
     """``(run.json, members, task ids)`` of a ``pushbench run`` folder."""
     manifest = outdir.read_manifest(run_dir) or {}
     with warnings.catch_warnings():
@@ -87,9 +90,11 @@ def _run_members(run_dir: Path,
         key = line.get("key")
         trace = run_dir / TRACES / f"{key}.json.gz"
         if not isinstance(key, str) or not trace.is_file() or "/" in key:
-            raise BundleError(f"{run_dir}: episode {key!r} has no trace file; a bundle holds "
-                              "only episodes it can replay (re-run them, or bundle without "
-                              "this folder)")
+            raise BundleError(
+                f"{run_dir}: episode {key!r} has no trace file; a bundle holds "
+                "only episodes it can replay (re-run them, or bundle without "
+                "this folder)"
+            )
         try:
             with gzip.open(trace, "rt", encoding="utf-8") as f:
                 record = json.load(f)
@@ -102,15 +107,21 @@ def _run_members(run_dir: Path,
         members[f"{prefix}/{name}"] = dumps(record)
         episodes.append({"key": key, "task_id": record.get("task_id"), "record": name})
         task_ids.append(record.get("task_id"))
-    info = {"kind": "run", "experiment": manifest.get("experiment"),
-            "result_fields": manifest.get("result_fields"), "created": manifest.get("created"),
-            "packages": _first(manifest, "packages"), "git": _first(manifest, "git"),
-            "episodes": episodes}
+    info = {
+        "kind": "run",
+        "experiment": manifest.get("experiment"),
+        "result_fields": manifest.get("result_fields"),
+        "created": manifest.get("created"),
+        "packages": _first(manifest, "packages"),
+        "git": _first(manifest, "git"),
+        "episodes": episodes,
+    }
     return info, members, task_ids
 
 
-def _blackbox_members(run_dir: Path,
-                      prefix: str) -> tuple[dict, dict[str, bytes], list[str | None]]:
+def _blackbox_members(
+    run_dir: Path, prefix: str
+) -> tuple[dict, dict[str, bytes], list[str | None]]:
     """``(run.json, members, task ids)`` of a ``pushbench mcp`` run folder."""
     members = {}
     for name in BLACKBOX_FILES:
@@ -124,13 +135,20 @@ def _blackbox_members(run_dir: Path,
     if f"{prefix}/blackbox/{bb.EPISODE_FILE}" not in members:
         raise BundleError(f"{run_dir}: no {bb.EPISODE_FILE} (did the server start?)")
     versions = run.get("family_versions")  # the session's (signed); absent before versions
-    for family, v in (versions.items() if isinstance(versions, dict) else ()):
+    for family, v in versions.items() if isinstance(versions, dict) else ():
         _same_version(family, v, str(run_dir))
-    info = {"kind": "blackbox", "run_id": run.get("run_id"), "task_id": run.get("task"),
-            "seed": run.get("seed"), "policy": run.get("policy"),
-            "controller": run.get("controller"), "created": run.get("started_at"),
-            "packages": run.get("versions"), "git": run.get("git_revision"),
-            "files": sorted(n.rsplit("/", 1)[1] for n in members)}
+    info = {
+        "kind": "blackbox",
+        "run_id": run.get("run_id"),
+        "task_id": run.get("task"),
+        "seed": run.get("seed"),
+        "policy": run.get("policy"),
+        "controller": run.get("controller"),
+        "created": run.get("started_at"),
+        "packages": run.get("versions"),
+        "git": run.get("git_revision"),
+        "files": sorted(n.rsplit("/", 1)[1] for n in members),
+    }
     return info, members, [run.get("task")]
 
 
@@ -138,9 +156,11 @@ def _same_version(family, version, where: str) -> None:
     """Refuse an episode run under another version of its family than this registry's: the
     bundle states one version per task, and verification replays under that version."""
     if family in tasks.FAMILY_VERSIONS and version != tasks.family_version(family):
-        raise BundleError(f"{where} ran under {family} v{str(version)[:20]}, this installation "
-                          f"is v{tasks.family_version(family)}: a bundle holds one version per "
-                          "task (bundle it where that version is current)")
+        raise BundleError(
+            f"{where} ran under {family} v{str(version)[:20]}, this installation "
+            f"is v{tasks.family_version(family)}: a bundle holds one version per "
+            "task (bundle it where that version is current)"
+        )
 
 
 def _task_facts(task_ids: list[str | None], where: str) -> dict:
@@ -154,8 +174,11 @@ def _task_facts(task_ids: list[str | None], where: str) -> dict:
             spec = tasks.get_task(tid)
         except KeyError as e:
             raise BundleError(f"{where}: {e}") from None
-        out[tid] = {"family": spec.family, "family_version": tasks.family_version(spec.family),
-                    "manifest_digest": tasks.task_manifest_digest(tid)}
+        out[tid] = {
+            "family": spec.family,
+            "family_version": tasks.family_version(spec.family),
+            "manifest_digest": tasks.task_manifest_digest(tid),
+        }
     return out
 
 
@@ -181,16 +204,27 @@ def bundle_members(run_dirs: Sequence[str | Path]) -> dict[str, bytes]:
         task_facts.update(_task_facts(task_ids, str(d)))
         members[f"{prefix}/run.json"] = dumps(info)
         members.update(files)
-        runs.append({"dir": prefix, "kind": kind, "episodes": len(task_ids),
-                     "name": (info.get("experiment") or {}).get("name") if kind == "run"
-                     else info.get("run_id")})
+        runs.append(
+            {
+                "dir": prefix,
+                "kind": kind,
+                "episodes": len(task_ids),
+                "name": (info.get("experiment") or {}).get("name")
+                if kind == "run"
+                else info.get("run_id"),
+            }
+        )
     dates = [json.loads(members[f"{r['dir']}/run.json"]).get("created") for r in runs]
-    manifest = {"kind": KIND, "schema_version": SCHEMA_VERSION,
-                "date": max((x for x in dates if isinstance(x, str)), default=None),
-                "packages": package_versions(), "git": git_revision(),
-                "tasks": dict(sorted(task_facts.items())), "runs": runs,
-                "members": {n: {"sha256": sha256(b), "size": len(b)}
-                            for n, b in sorted(members.items())}}
+    manifest = {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "date": max((x for x in dates if isinstance(x, str)), default=None),
+        "packages": package_versions(),
+        "git": git_revision(),
+        "tasks": dict(sorted(task_facts.items())),
+        "runs": runs,
+        "members": {n: {"sha256": sha256(b), "size": len(b)} for n, b in sorted(members.items())},
+    }
     members[MANIFEST] = dumps(manifest)
     return members
 
@@ -208,6 +242,10 @@ def write_bundle(run_dirs: Sequence[str | Path], out: str | Path) -> dict:
     members = bundle_members(list(run_dirs))
     manifest = json.loads(members[MANIFEST])
     digest = write_archive(members, out)
-    return {"path": str(out), "sha256": digest, "members": len(members),
-            "episodes": sum(r["episodes"] for r in manifest["runs"]),
-            "tasks": len(manifest["tasks"])}
+    return {
+        "path": str(out),
+        "sha256": digest,
+        "members": len(members),
+        "episodes": sum(r["episodes"] for r in manifest["runs"]),
+        "tasks": len(manifest["tasks"]),
+    }

@@ -7,8 +7,11 @@ import typer
 
 from .common import console
 
-baselines_app = typer.Typer(no_args_is_help=True, help="Install and list agent baselines "
-                            "(Aider, Letta) in their own pinned virtual environments.")
+baselines_app = typer.Typer(
+    no_args_is_help=True,
+    help="Install and list agent baselines "
+    "(Aider, Letta) in their own pinned virtual environments.",
+)
 
 
 @baselines_app.command("install")
@@ -30,6 +33,8 @@ def list_cmd() -> None:
     from ..baselines import list_baselines
 
     for row in list_baselines():
-        console.print(f"{row['baseline']}\tpinned {row['pinned']}\t{row['state']}"
-                      f"{' ' + row['version'] if row['version'] else ''}\t{row['path']}",
-                      highlight=False)
+        console.print(
+            f"{row['baseline']}\tpinned {row['pinned']}\t{row['state']}"
+            f"{' ' + row['version'] if row['version'] else ''}\t{row['path']}",
+            highlight=False,
+        )

@@ -12,27 +12,37 @@ import typer
 
 from .common import console, fail, out, split, writable_dir
 
-bb_app = typer.Typer(no_args_is_help=True, help="Run black-box agents (Claude Code, Codex CLI) "
-                     "on PushBench episodes.")
+bb_app = typer.Typer(
+    no_args_is_help=True,
+    help="Run black-box agents (Claude Code, Codex CLI) on PushBench episodes.",
+)
 
 
 # ----- black-box agents over MCP (docs/blackbox.md) -----------------------------------------
 def mcp_cmd(
     task: str = typer.Option(..., "--task", help="task id, e.g. RepoScan-requests-docstring-N50"),
-    run_dir: Path = typer.Option(..., "--run-dir", help="where the record goes (one per episode; "
-                                 "keep it out of the agent's reach)"),
+    run_dir: Path = typer.Option(
+        ...,
+        "--run-dir",
+        help="where the record goes (one per episode; keep it out of the agent's reach)",
+    ),
     seed: int = typer.Option(0, min=0, help="reset seed (also picks a suite's instance)"),
     controller: str = typer.Option("standard", help="controller wrapping the environment"),
-    workspace: Path | None = typer.Option(None, help="prepare a fresh copy of the snapshot "
-                                             "here for the agent to read"),
+    workspace: Path | None = typer.Option(
+        None, help="prepare a fresh copy of the snapshot here for the agent to read"
+    ),
     condition: str = typer.Option("default", help="prompt condition label: default | checklist"),
     agent: str | None = typer.Option(None, help="agent label for the report, e.g. claude-code"),
     instance: str | None = typer.Option(None, help="instance of a suite task"),
     budget: int | None = typer.Option(None, min=1, help="step-budget override"),
     overwrite: bool = typer.Option(False, help="discard a run already in --run-dir"),
-    allow_shared_cache: bool = typer.Option(False, "--allow-shared-cache", help="serve even if "
-                                            "other users can read the cache or the run dir "
-                                            "(a warning instead of a refusal)"),
+    allow_shared_cache: bool = typer.Option(
+        False,
+        "--allow-shared-cache",
+        help="serve even if "
+        "other users can read the cache or the run dir "
+        "(a warning instead of a refusal)",
+    ),
 ) -> None:
     """Serve one episode of TASK to a black-box agent as a stdio MCP server."""
     from ..blackbox.evaluate import check_label
@@ -50,16 +60,29 @@ def mcp_cmd(
         from ..blackbox import server as mcp_server
     except ImportError as e:
         fail(f"the MCP server needs the optional dependency ({e}): pip install 'pushbench[mcp]'")
-    code = mcp_server.main(task, run_dir, seed=seed, controller=controller, workspace=workspace,
-                           condition=condition, agent=agent, instance=instance, budget=budget,
-                           overwrite=overwrite, allow_shared_cache=allow_shared_cache)
+    code = mcp_server.main(
+        task,
+        run_dir,
+        seed=seed,
+        controller=controller,
+        workspace=workspace,
+        condition=condition,
+        agent=agent,
+        instance=instance,
+        budget=budget,
+        overwrite=overwrite,
+        allow_shared_cache=allow_shared_cache,
+    )
     raise typer.Exit(code)
 
 
 def mcp_prompt_cmd(
     condition: str = typer.Argument("default", help="default | checklist"),
-    task: str | None = typer.Option(None, help="append this task's first observation (the "
-                                       "episode `pushbench mcp` serves with the same options)"),
+    task: str | None = typer.Option(
+        None,
+        help="append this task's first observation (the "
+        "episode `pushbench mcp` serves with the same options)",
+    ),
     seed: int = typer.Option(0, min=0, help="with --task: the episode's seed"),
     controller: str = typer.Option("standard", help="with --task: the episode's controller"),
     instance: str | None = typer.Option(None, help="with --task: instance of a suite task"),
@@ -81,14 +104,16 @@ def mcp_prompt_cmd(
         fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))
 
 
-
 def evaluate_cmd(
     run_dirs: list[Path] = typer.Argument(..., help="run directories written by `pushbench mcp`"),
     out_dir: Path = typer.Option(..., "--out", help="where episodes.jsonl and the report go"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
-    overwrite: bool = typer.Option(False, help="discard what --out holds, even if another "
-                                   "command or an evaluation of other runs wrote it"),
+    overwrite: bool = typer.Option(
+        False,
+        help="discard what --out holds, even if another "
+        "command or an evaluation of other runs wrote it",
+    ),
 ) -> None:
     """Turn black-box run directories into episodes.jsonl plus the report tables."""
     import warnings
@@ -103,8 +128,13 @@ def evaluate_cmd(
             present.append(d)
         else:
             kind = "a file" if d.exists() else "not found"
-            refused.append((str(d), f"{d} is not a run directory ({kind}); give the "
-                                    "--run-dir folders of `pushbench mcp`"))
+            refused.append(
+                (
+                    str(d),
+                    f"{d} is not a run directory ({kind}); give the "
+                    "--run-dir folders of `pushbench mcp`",
+                )
+            )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         records, more = evaluate_run_dirs(present)
@@ -116,15 +146,30 @@ def evaluate_cmd(
     if not records:
         fail(f"no run directory could be evaluated ({len(refused)} refused)")
     try:
-        write_evaluation(records, out_dir, seed=seed, n_resamples=resamples, console=console,
-                         out=out, run_dirs=run_dirs, overwrite=overwrite,
-                         arguments={"run_dirs": [str(d) for d in run_dirs], "seed": seed,
-                                    "resamples": resamples, "overwrite": overwrite})
+        write_evaluation(
+            records,
+            out_dir,
+            seed=seed,
+            n_resamples=resamples,
+            console=console,
+            out=out,
+            run_dirs=run_dirs,
+            overwrite=overwrite,
+            arguments={
+                "run_dirs": [str(d) for d in run_dirs],
+                "seed": seed,
+                "resamples": resamples,
+                "overwrite": overwrite,
+            },
+        )
     except OSError as e:
         fail(f"cannot write the evaluation to {out_dir}: {e.strerror or e}")
     if refused:
-        console.print(f"[red]{len(refused)} run folder(s) refused[/] (listed above); the "
-                      f"other {len(records)} were evaluated", highlight=False)
+        console.print(
+            f"[red]{len(refused)} run folder(s) refused[/] (listed above); the "
+            f"other {len(records)} were evaluated",
+            highlight=False,
+        )
         raise typer.Exit(1)
 
 
@@ -135,18 +180,24 @@ def blackbox_run_cmd(
     seeds: list[str] = typer.Option(["0"], "--seeds", help="seeds (repeat or comma-separate)"),
     condition: str = typer.Option("default", help="prompt condition: default | checklist"),
     out_dir: Path = typer.Option(..., "--out", help="batch folder (episodes, report)"),
-    policy: str | None = typer.Option(None, "--model-server", help="drive the client with "
-                                         "this offline policy behind a loopback model server"),
+    policy: str | None = typer.Option(
+        None,
+        "--model-server",
+        help="drive the client with this offline policy behind a loopback model server",
+    ),
     params: str | None = typer.Option(None, "--params", help="policy parameters as JSON"),
-    base_url: str | None = typer.Option(None, "--base-url", help="a real model endpoint "
-                                           "instead of --model-server (no /v1)"),
-    api_key_env: str | None = typer.Option(None, "--api-key-env", help="with --base-url: "
-                                              "the environment variable holding the key"),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="a real model endpoint instead of --model-server (no /v1)"
+    ),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="with --base-url: the environment variable holding the key"
+    ),
     model: str | None = typer.Option(None, "--model", help="with --base-url: model name"),
     controller: str = typer.Option("standard", help="controller wrapping the environment"),
     budget: int | None = typer.Option(None, min=1, help="step-budget override"),
-    timeout: float = typer.Option(600.0, min=1, help="seconds per episode before the client "
-                                  "is killed"),
+    timeout: float = typer.Option(
+        600.0, min=1, help="seconds per episode before the client is killed"
+    ),
     client_bin: str | None = typer.Option(None, "--client-bin", help="path of the client"),
 ) -> None:
     """Run a batch of episodes through a real client headless, then evaluate it."""
@@ -182,24 +233,39 @@ def blackbox_run_cmd(
             key = os.environ.get(api_key_env or "", "") if api_key_env else ""
             if api_key_env and not key:
                 fail(f"--api-key-env {api_key_env}: the variable is not set")
-            endpoint = blackbox_clients.Endpoint(base_url=base_url, api_key=key or "none",
-                                                 model=model or "default", offline=False)
+            endpoint = blackbox_clients.Endpoint(
+                base_url=base_url, api_key=key or "none", model=model or "default", offline=False
+            )
     except (KeyError, ValueError) as e:
         fail(str(e.args[0] if isinstance(e, KeyError) and e.args else e))
     writable_dir(out_dir, "--out")
-    batch = blackbox_run.Batch(agent=agent, tasks=task_list, seeds=seed_list,
-                               condition=condition, out=out_dir, policy=policy, params=parsed,
-                               endpoint=endpoint, controller=controller, budget=budget,
-                               timeout=timeout, client_bin=client_bin)
+    batch = blackbox_run.Batch(
+        agent=agent,
+        tasks=task_list,
+        seeds=seed_list,
+        condition=condition,
+        out=out_dir,
+        policy=policy,
+        params=parsed,
+        endpoint=endpoint,
+        controller=controller,
+        budget=budget,
+        timeout=timeout,
+        client_bin=client_bin,
+    )
     try:
-        summary = blackbox_run.run_batch(batch, log=lambda m: console.print(m, highlight=False),
-                                         console=console, out=out)
+        summary = blackbox_run.run_batch(
+            batch, log=lambda m: console.print(m, highlight=False), console=console, out=out
+        )
     except FileNotFoundError as e:
         fail(str(e))
     console.print(_json.dumps(summary, indent=1), highlight=False)
     if summary["never_started"] or summary["refused"]:  # a failed batch must not read as done
-        console.print(f"[red]{len(summary['never_started'])} episode(s) without a record, "
-                      f"{len(summary['refused'])} refused[/] (the client's output: client.err "
-                      "and client.json beside each run folder)", highlight=False, soft_wrap=True)
+        console.print(
+            f"[red]{len(summary['never_started'])} episode(s) without a record, "
+            f"{len(summary['refused'])} refused[/] (the client's output: client.err "
+            "and client.json beside each run folder)",
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
-

@@ -46,9 +46,15 @@ class OneLineErrors(TyperGroup):
     Everything else is Typer's own handling (help, ``--help``, exit codes of commands).
     """
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True,
-             windows_expand_args: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         extra["windows_expand_args"] = windows_expand_args  # the parent's, passed on as given
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
@@ -58,8 +64,11 @@ class OneLineErrors(TyperGroup):
             return super().main(args, prog_name, complete_var, True, **extra)
         except UsageError as e:
             where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
-            console.print(f"[bold red]error:[/] {escape(e.format_message())}{where}",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"[bold red]error:[/] {escape(e.format_message())}{where}",
+                highlight=False,
+                soft_wrap=True,
+            )
             sys.exit(2)
         except ClickException as e:
             error_line(e.format_message())
@@ -73,11 +82,17 @@ class OneLineErrors(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, cls=OneLineErrors,
-                  help="PushBench: quantitative goal persistence benchmark for LLM agents.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    cls=OneLineErrors,
+    help="PushBench: quantitative goal persistence benchmark for LLM agents.",
+)
 
-TASKS_DIR_HELP = ("user tasks folder to read and write (sets PUSHBENCH_TASKS for this command "
-                  "and its workers; default: $PUSHBENCH_TASKS, else the cache's user folder)")
+TASKS_DIR_HELP = (
+    "user tasks folder to read and write (sets PUSHBENCH_TASKS for this command "
+    "and its workers; default: $PUSHBENCH_TASKS, else the cache's user folder)"
+)
 
 
 def fail(msg: str) -> NoReturn:

@@ -27,8 +27,11 @@ from .common import (
 
 def run_cmd(
     experiment: Path = typer.Argument(..., help="experiment YAML (see experiments/)"),
-    out_dir: Path | None = typer.Option(None, "--out", help="run directory (re-use it to "
-                                           "resume); required except for a plain --estimate"),
+    out_dir: Path | None = typer.Option(
+        None,
+        "--out",
+        help="run directory (re-use it to resume); required except for a plain --estimate",
+    ),
     workers: int | None = typer.Option(None, help="process-pool size (overrides the file)"),
     seeds: str | None = typer.Option(None, help="seeds, e.g. 0,1,2 or 0-4"),
     controllers: list[str] | None = typer.Option(None, help="controller names (comma/repeat)"),
@@ -36,34 +39,54 @@ def run_cmd(
     tasks: list[str] | None = typer.Option(None, help="task ids or globs (comma/repeat)"),
     executor: str | None = typer.Option(None, help="auto | inprocess | process | async | ray"),
     address: str | None = typer.Option(
-        None, help="Ray cluster to join: auto | HOST:PORT | ray://HOST:PORT (implies --executor "
-        "ray; without it --executor ray starts a local Ray instance)"),
+        None,
+        help="Ray cluster to join: auto | HOST:PORT | ray://HOST:PORT (implies --executor "
+        "ray; without it --executor ray starts a local Ray instance)",
+    ),
     budget: int | None = typer.Option(None, help="step-budget override for every task"),
     limit: int | None = typer.Option(None, min=1, help="only the first N episodes (smoke run)"),
     concurrency: int | None = typer.Option(
-        None, min=1,
-        help="LLM episodes in flight on one event loop (= --executor async --workers N)"),
+        None,
+        min=1,
+        help="LLM episodes in flight on one event loop (= --executor async --workers N)",
+    ),
     force: bool = typer.Option(False, help="append to a DIR holding a different experiment"),
-    overwrite: bool = typer.Option(False, help="discard what DIR holds (its episodes, traces, "
-                                   "report) and start afresh; needed for a folder another "
-                                   "command wrote"),
+    overwrite: bool = typer.Option(
+        False,
+        help="discard what DIR holds (its episodes, traces, "
+        "report) and start afresh; needed for a folder another "
+        "command wrote",
+    ),
     progress: bool = typer.Option(True, help="show the progress bar"),
     sync_interval: float = typer.Option(
-        0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"),
+        0.5, min=0.0, help="seconds between durability syncs (0: fsync every episode)"
+    ),
     report: bool = typer.Option(True, help="print and write the report after the sweep"),
     plot: bool = typer.Option(True, help="write the figures after the sweep"),
     tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
-    estimate: bool = typer.Option(False, "--estimate", help="print the expected steps, tokens "
-                                  "and cost per policy label instead of running (no model call "
-                                  "without --pilot)"),
-    pilot: int | None = typer.Option(None, min=1, help="with --estimate: first run K real "
-                                        "episodes per label into --out (they count toward the "
-                                        "run) and extrapolate from them"),
+    estimate: bool = typer.Option(
+        False,
+        "--estimate",
+        help="print the expected steps, tokens "
+        "and cost per policy label instead of running (no model call "
+        "without --pilot)",
+    ),
+    pilot: int | None = typer.Option(
+        None,
+        min=1,
+        help="with --estimate: first run K real "
+        "episodes per label into --out (they count toward the "
+        "run) and extrapolate from them",
+    ),
     max_cost_usd: float | None = typer.Option(
-        None, min=0.0, help="hard cap on the run folder's model spend in USD (overrides "
-        "max_cost_usd in the file); re-run with a higher cap to continue"),
-    allow_unpriced: bool = typer.Option(False, help="run models without a price under a cost "
-                                        "cap (their calls count as $0)"),
+        None,
+        min=0.0,
+        help="hard cap on the run folder's model spend in USD (overrides "
+        "max_cost_usd in the file); re-run with a higher cap to continue",
+    ),
+    allow_unpriced: bool = typer.Option(
+        False, help="run models without a price under a cost cap (their calls count as $0)"
+    ),
 ) -> None:
     """Run an experiment into DIR; re-running the same command resumes where it stopped."""
     import shlex
@@ -86,49 +109,94 @@ def run_cmd(
         if executor not in (None, "ray"):
             fail(f"--address is for --executor ray, not {executor!r}")
         executor = "ray"
-    arguments = {"experiment": str(experiment), "out": str(out_dir), "workers": workers,
-                 "seeds": seeds, "controllers": controllers, "policies": policies, "tasks": tasks,
-                 "executor": executor, "budget": budget, "limit": limit, "force": force,
-                 "overwrite": overwrite,
-                 "sync_interval": sync_interval, "address": address,
-                 "max_cost_usd": max_cost_usd, "allow_unpriced": allow_unpriced}
+    arguments = {
+        "experiment": str(experiment),
+        "out": str(out_dir),
+        "workers": workers,
+        "seeds": seeds,
+        "controllers": controllers,
+        "policies": policies,
+        "tasks": tasks,
+        "executor": executor,
+        "budget": budget,
+        "limit": limit,
+        "force": force,
+        "overwrite": overwrite,
+        "sync_interval": sync_interval,
+        "address": address,
+        "max_cost_usd": max_cost_usd,
+        "allow_unpriced": allow_unpriced,
+    }
     try:
-        overrides = {"workers": workers, "controllers": split(controllers),
-                     "policies": split(policies), "tasks": split(tasks),
-                     "executor": executor, "budget": budget,
-                     "executor_options": {"ray": {"address": address}} if address else None,
-                     "seeds": parse_seeds(seeds) if seeds is not None else None}
+        overrides = {
+            "workers": workers,
+            "controllers": split(controllers),
+            "policies": split(policies),
+            "tasks": split(tasks),
+            "executor": executor,
+            "budget": budget,
+            "executor_options": {"ray": {"address": address}} if address else None,
+            "seeds": parse_seeds(seeds) if seeds is not None else None,
+        }
         exp = load_experiment(experiment, overrides)
         if estimate:
-            _estimate(exp, out_dir, limit, pilot, max_cost_usd, allow_unpriced,
-                      dict(progress=progress, force=force, arguments=arguments,
-                           console=console, sync_interval=sync_interval))
+            _estimate(
+                exp,
+                out_dir,
+                limit,
+                pilot,
+                max_cost_usd,
+                allow_unpriced,
+                dict(
+                    progress=progress,
+                    force=force,
+                    arguments=arguments,
+                    console=console,
+                    sync_interval=sync_interval,
+                ),
+            )
             return
         assert out_dir is not None  # required unless --estimate without --pilot (above)
         _preflight(exp)
-        summary = run_experiment(exp, out_dir, progress=progress, limit=limit, force=force,
-                                 arguments=arguments, console=console,
-                                 sync_interval=sync_interval, max_cost_usd=max_cost_usd,
-                                 allow_unpriced=allow_unpriced, overwrite=overwrite)
+        summary = run_experiment(
+            exp,
+            out_dir,
+            progress=progress,
+            limit=limit,
+            force=force,
+            arguments=arguments,
+            console=console,
+            sync_interval=sync_interval,
+            max_cost_usd=max_cost_usd,
+            allow_unpriced=allow_unpriced,
+            overwrite=overwrite,
+        )
     except OSError as e:  # the run directory could not be written (full disk, permissions)
-        fail(f"cannot write the run to {out_dir}: {e.strerror or e}"
-              f"{f' ({e.filename})' if e.filename else ''}")
+        fail(
+            f"cannot write the run to {out_dir}: {e.strerror or e}"
+            f"{f' ({e.filename})' if e.filename else ''}"
+        )
     except SweepInterrupted as e:
         s = e.summary
-        console.print(f"[bold yellow]interrupted[/]: {s['finished']}/{s['total']} episodes are "
-                      f"saved in {out_dir}. Resume by re-running the same command:\n  "
-                      f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}",
-                      highlight=False)
+        console.print(
+            f"[bold yellow]interrupted[/]: {s['finished']}/{s['total']} episodes are "
+            f"saved in {out_dir}. Resume by re-running the same command:\n  "
+            f"pushbench {' '.join(shlex.quote(a) for a in sys.argv[1:])}",
+            highlight=False,
+        )
         raise typer.Exit(130) from None
     console.print(
         f"[green]done[/]: {summary['finished']}/{summary['total']} episodes in {out_dir} "
         f"({summary['ran']} run now, {summary['skipped']} already there; "
         f"{summary['seconds']:.1f} s, {summary['episodes_per_s'] or 0:.1f} episodes/s)",
-        highlight=False)
+        highlight=False,
+    )
     if summary["errors"]:
-        console.print(f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
-                      f"{out_dir / 'errors.jsonl'}; re-run the command to retry them",
-                      highlight=False)
+        console.print(
+            f"[bold red]{summary['errors']} episode(s) raised[/]: tracebacks in "
+            f"{out_dir / 'errors.jsonl'}; re-run the command to retry them",
+            highlight=False,
+        )
     capped = summary["stopped_by_cap"] and summary["resume_cap_usd"] is not None
     if capped:
         console.print(
@@ -137,9 +205,12 @@ def run_cmd(
             f"finished "
             f"({summary['capped']} cut at the cap now, in capped.jsonl). Resume with a higher "
             f"cap (this one lets every remaining episode start at its worst case):\n  pushbench "
-            + escape(" ".join(shlex.quote(a)
-                              for a in _with_cap(sys.argv[1:], summary["resume_cap_usd"]))),
-            highlight=False, soft_wrap=True)
+            + escape(
+                " ".join(shlex.quote(a) for a in _with_cap(sys.argv[1:], summary["resume_cap_usd"]))
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
     try:
         report_and_plot(out_dir, report=report, plot=plot, console=console, out=out)
     except OSError as e:
@@ -181,8 +252,15 @@ def _with_cap(argv: list[str], cap: float) -> list[str]:
     return [*out, "--max-cost-usd", f"{cap:.2f}"]
 
 
-def _estimate(exp, out_dir: Path | None, limit: int | None, pilot: int | None,
-              cap: float | None, allow_unpriced: bool, run_kwargs: dict) -> None:
+def _estimate(
+    exp,
+    out_dir: Path | None,
+    limit: int | None,
+    pilot: int | None,
+    cap: float | None,
+    allow_unpriced: bool,
+    run_kwargs: dict,
+) -> None:
     """``run --estimate``: optionally run the pilot into ``out_dir``, then print the table."""
     from ..records import read_lines
     from ..runner.estimate import estimate_rows, pilot_keys, print_estimate
@@ -193,17 +271,27 @@ def _estimate(exp, out_dir: Path | None, limit: int | None, pilot: int | None,
     if pilot is not None:
         assert out_dir is not None  # --pilot requires --out (run_cmd)
         keys = pilot_keys(specs, pilot)
-        console.print(f"pilot: {len(keys)} episode(s) ({pilot} per policy label) into {out_dir}",
-                      highlight=False)
-        run_experiment(exp, out_dir, limit=limit, max_cost_usd=cap,
-                       allow_unpriced=allow_unpriced, keys=keys, **run_kwargs)
+        console.print(
+            f"pilot: {len(keys)} episode(s) ({pilot} per policy label) into {out_dir}",
+            highlight=False,
+        )
+        run_experiment(
+            exp,
+            out_dir,
+            limit=limit,
+            max_cost_usd=cap,
+            allow_unpriced=allow_unpriced,
+            keys=keys,
+            **run_kwargs,
+        )
     done: dict = {}
     if out_dir is not None:
         for line in read_lines(out_dir / "episodes.jsonl"):
             done.setdefault(line.get("key"), line)
     rows = estimate_rows(specs, done, pilot=pilot is not None)
-    print_estimate(rows, out, pilot=pilot is not None,
-                   cap=cap if cap is not None else exp.max_cost_usd)
+    print_estimate(
+        rows, out, pilot=pilot is not None, cap=cap if cap is not None else exp.max_cost_usd
+    )
 
 
 def _load_run(run_dir: Path) -> list:
@@ -217,8 +305,10 @@ def _load_run(run_dir: Path) -> list:
         try:
             episodes = load_episodes(run_dir)
         except FileNotFoundError:
-            fail(f"no episodes file: {run_dir} has no episodes.jsonl; produce one with "
-                  "`pushbench run EXPERIMENT.yaml --out DIR`")
+            fail(
+                f"no episodes file: {run_dir} has no episodes.jsonl; produce one with "
+                "`pushbench run EXPERIMENT.yaml --out DIR`"
+            )
     for w in caught:
         console.print(f"[yellow]warning:[/] {w.message}", highlight=False)
     if not episodes:
@@ -229,13 +319,18 @@ def _load_run(run_dir: Path) -> list:
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
     seed: int = typer.Option(0, help="bootstrap seed (same seed -> identical CSVs)"),
-    out_dir: Path | None = typer.Option(None, "--out", help="where to write the CSVs and "
-                                           "report.md (default: RUN_DIR)"),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="where to write the CSVs and report.md (default: RUN_DIR)"
+    ),
     resamples: int = typer.Option(9999, min=100, help="bootstrap resamples"),
-    ci_method: str = typer.Option("sign-flip", help=(
-        "interval method; 95% coverage, median / worst over the designs in docs/metrics.md: "
-        "sign-flip (default, test inversion: 0.96 / 0.83), t (0.96 / 0.82), "
-        "studentized (0.95 / 0.83), bca (0.90 / 0.82), percentile (0.90 / 0.80)")),
+    ci_method: str = typer.Option(
+        "sign-flip",
+        help=(
+            "interval method; 95% coverage, median / worst over the designs in docs/metrics.md: "
+            "sign-flip (default, test inversion: 0.96 / 0.83), t (0.96 / 0.82), "
+            "studentized (0.95 / 0.83), bca (0.90 / 0.82), percentile (0.90 / 0.80)"
+        ),
+    ),
 ) -> None:
     """Print the summary and paired deltas; write summary.csv, paired_deltas.csv, report.md."""
     from ..analysis.stats import METHODS
@@ -248,18 +343,28 @@ def report_cmd(
     episodes = _load_run(run_dir)
     target = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
     try:
-        write_and_print_report(episodes, run_dir, target, console=console, out=out, seed=seed,
-                               n_resamples=resamples, ci_method=ci_method)
+        write_and_print_report(
+            episodes,
+            run_dir,
+            target,
+            console=console,
+            out=out,
+            seed=seed,
+            n_resamples=resamples,
+            ci_method=ci_method,
+        )
     except OSError as e:
         fail(f"cannot write the report to {target}: {e.strerror or e}")
 
 
 def plot_cmd(
     run_dir: Path = typer.Argument(..., help="run directory holding episodes.jsonl"),
-    out_dir: Path | None = typer.Option(None, "--out", help="where to write the PNGs "
-                                           "(default: RUN_DIR)"),
-    target: int | None = typer.Option(None, min=1, help="target N of the anytime-progress "
-                                         "figure (default: the largest)"),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="where to write the PNGs (default: RUN_DIR)"
+    ),
+    target: int | None = typer.Option(
+        None, min=1, help="target N of the anytime-progress figure (default: the largest)"
+    ),
 ) -> None:
     """Write the figures (PNG) and print their paths."""
     from ..analysis.plots import make_plots
@@ -269,8 +374,10 @@ def plot_cmd(
     episodes = _load_run(run_dir)
     targets = sorted({ep.get("target") for ep in episodes if isinstance(ep.get("target"), int)})
     if target is not None and target not in targets:
-        fail(f"--target {target}: the run has no episodes with that target; its targets are "
-              f"{', '.join(map(str, targets)) or 'none'}")
+        fail(
+            f"--target {target}: the run has no episodes with that target; its targets are "
+            f"{', '.join(map(str, targets)) or 'none'}"
+        )
     dest = out_dir or (run_dir if run_dir.is_dir() else run_dir.parent)
     skipped: list = []
     try:
@@ -281,4 +388,3 @@ def plot_cmd(
         out.print(str(p), highlight=False)
     for name, why in skipped:  # one line per figure that could not be drawn
         console.print(f"[yellow]figure {name} skipped[/]: {escape(why)}", highlight=False)
-

@@ -21,26 +21,51 @@ from .common import TASKS_DIR_HELP, console, error_line, fail, out, use_tasks_di
 
 _D = DEFAULT_LIMITS
 # One Option per limit, shared by `add` and `build` (the flag names are archives.FLAGS).
-MAX_TOTAL = typer.Option(None, FLAGS["total_bytes"], help="uncompressed bytes of the whole "
-                         f"tree, e.g. 4G (default {human(_D.total_bytes)})")
-MAX_FILE = typer.Option(None, FLAGS["file_bytes"], help="bytes of any one file, e.g. 512M "
-                        f"(default {human(_D.file_bytes)})")
-MAX_FILES = typer.Option(None, FLAGS["files"], min=1, help="files and folders in the tree "
-                         f"(default {_D.files})")
-MAX_RATIO = typer.Option(None, FLAGS["ratio"], min=1, help="archive compression ratio, checked "
-                         f"past the first 16 MiB (default {_D.ratio})")
-MAX_PATH = typer.Option(None, FLAGS["path_length"], min=1, help="bytes of one relative path "
-                        f"(default {_D.path_length})")
-MAX_DEPTH = typer.Option(None, FLAGS["depth"], min=1, help="parts of one relative path "
-                         f"(default {_D.depth})")
+MAX_TOTAL = typer.Option(
+    None,
+    FLAGS["total_bytes"],
+    help=f"uncompressed bytes of the whole tree, e.g. 4G (default {human(_D.total_bytes)})",
+)
+MAX_FILE = typer.Option(
+    None,
+    FLAGS["file_bytes"],
+    help=f"bytes of any one file, e.g. 512M (default {human(_D.file_bytes)})",
+)
+MAX_FILES = typer.Option(
+    None, FLAGS["files"], min=1, help=f"files and folders in the tree (default {_D.files})"
+)
+MAX_RATIO = typer.Option(
+    None,
+    FLAGS["ratio"],
+    min=1,
+    help=f"archive compression ratio, checked past the first 16 MiB (default {_D.ratio})",
+)
+MAX_PATH = typer.Option(
+    None, FLAGS["path_length"], min=1, help=f"bytes of one relative path (default {_D.path_length})"
+)
+MAX_DEPTH = typer.Option(
+    None, FLAGS["depth"], min=1, help=f"parts of one relative path (default {_D.depth})"
+)
 
 
-def _limits(total: str | None, file: str | None, files: int | None,
-            ratio: int | None, path_length: int | None, depth: int | None) -> Limits:
-    given = {"total_bytes": parse_size(total, FLAGS["total_bytes"]) if total else None,
-             "file_bytes": parse_size(file, FLAGS["file_bytes"]) if file else None,
-             "files": files, "ratio": ratio, "path_length": path_length, "depth": depth}
+def _limits(
+    total: str | None,
+    file: str | None,
+    files: int | None,
+    ratio: int | None,
+    path_length: int | None,
+    depth: int | None,
+) -> Limits:
+    given = {
+        "total_bytes": parse_size(total, FLAGS["total_bytes"]) if total else None,
+        "file_bytes": parse_size(file, FLAGS["file_bytes"]) if file else None,
+        "files": files,
+        "ratio": ratio,
+        "path_length": path_length,
+        "depth": depth,
+    }
     return Limits(**{k: v for k, v in given.items() if v is not None})
+
 
 snap_app = typer.Typer(no_args_is_help=True, help="Build, list and verify repository snapshots.")
 
@@ -50,9 +75,12 @@ def snapshots_build(
     names: list[str] = typer.Argument(None, help="snapshots to build (default: all)"),
     source: Path | None = typer.Option(None, "--from", help="sdist file or folder holding it"),
     force: bool = typer.Option(False, help="rebuild even if cached"),
-    max_total_bytes: str | None = MAX_TOTAL, max_file_bytes: str | None = MAX_FILE,
-    max_files: int | None = MAX_FILES, max_ratio: int | None = MAX_RATIO,
-    max_path_length: int | None = MAX_PATH, max_depth: int | None = MAX_DEPTH,
+    max_total_bytes: str | None = MAX_TOTAL,
+    max_file_bytes: str | None = MAX_FILE,
+    max_files: int | None = MAX_FILES,
+    max_ratio: int | None = MAX_RATIO,
+    max_path_length: int | None = MAX_PATH,
+    max_depth: int | None = MAX_DEPTH,
 ) -> None:
     """Obtain, verify (sha256), extract and freeze the pinned sdists; then index them.
 
@@ -60,13 +88,19 @@ def snapshots_build(
     from .. import snapshots
     from ..families.reposcan import indexer
 
-    limits = _limits(max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length,
-                     max_depth)
+    limits = _limits(
+        max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length, max_depth
+    )
     broken = 0
     for name in names or sorted(snapshots.load_pins()):
         try:
-            root = snapshots.build(name, source, force=force, limits=limits,
-                                   log=lambda m, n=name: console.print(f"[{n}] {m}"))
+            root = snapshots.build(
+                name,
+                source,
+                force=force,
+                limits=limits,
+                log=lambda m, n=name: console.print(f"[{n}] {m}"),
+            )
             defs = indexer.load_index(name)
         except (PushBenchError, OSError) as e:  # a broken pin: say so, build the others
             error_line(f"snapshot {name}: {e}")
@@ -91,13 +125,21 @@ def snapshots_list() -> None:
     tab.add_column("built")
     for name, pin in pins:
         built = snapshots.snapshot_dir(pin).name if snapshots.info(name) else None
-        tab.add_row(escape(name), escape(_source(pin)), pin.sha256[:12],
-                    (pin.commit or "?")[:12], "[yellow]no[/]" if built is None else escape(built))
+        tab.add_row(
+            escape(name),
+            escape(_source(pin)),
+            pin.sha256[:12],
+            (pin.commit or "?")[:12],
+            "[yellow]no[/]" if built is None else escape(built),
+        )
     terminal.fit(tab, out.width, ["source", "built"])
     out.print(tab)
     if pins:  # every snapshot is built into the one snapshots folder
-        out.print(f"built in {short_path(snapshots.snapshot_dir(pins[0][1]).parent)}",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"built in {short_path(snapshots.snapshot_dir(pins[0][1]).parent)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _source(pin) -> str:
@@ -107,27 +149,41 @@ def _source(pin) -> str:
         return pin.requirement
     if pin.kind == "synth":
         p = pin.params or {}
-        return (f"synth: {pin.generator} seed {p.get('seed', '?')}"
-                + (f", {p['defs']} defs" if "defs" in p else ""))
+        return f"synth: {pin.generator} seed {p.get('seed', '?')}" + (
+            f", {p['defs']} defs" if "defs" in p else ""
+        )
     return f"{pin.kind}: {short_path(pin.source)}"
 
 
 @snap_app.command("add")
 def snapshots_add(
     name: str = typer.Argument(..., help="snapshot name (not a built-in one)"),
-    source: Path = typer.Option(..., "--from", help="an sdist archive (.tar.gz/.zip), a source "
-                                "folder, or a local git repository"),
+    source: Path = typer.Option(
+        ...,
+        "--from",
+        help="an sdist archive (.tar.gz/.zip), a source folder, or a local git repository",
+    ),
     rev: str | None = typer.Option(None, help="git revision (default HEAD)"),
-    working_tree: bool = typer.Option(False, help="take a git repository's files as they are "
-                                      "(uncommitted changes included) instead of a commit"),
+    working_tree: bool = typer.Option(
+        False,
+        help="take a git repository's files as they are "
+        "(uncommitted changes included) instead of a commit",
+    ),
     tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
     replace: bool = typer.Option(False, help="re-pin an existing user snapshot to new content"),
-    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="leave out (and "
-                                         "list) files and folders that cannot be read instead "
-                                         "of refusing the source"),
-    max_total_bytes: str | None = MAX_TOTAL, max_file_bytes: str | None = MAX_FILE,
-    max_files: int | None = MAX_FILES, max_ratio: int | None = MAX_RATIO,
-    max_path_length: int | None = MAX_PATH, max_depth: int | None = MAX_DEPTH,
+    skip_unreadable: bool = typer.Option(
+        False,
+        "--skip-unreadable",
+        help="leave out (and "
+        "list) files and folders that cannot be read instead "
+        "of refusing the source",
+    ),
+    max_total_bytes: str | None = MAX_TOTAL,
+    max_file_bytes: str | None = MAX_FILE,
+    max_files: int | None = MAX_FILES,
+    max_ratio: int | None = MAX_RATIO,
+    max_path_length: int | None = MAX_PATH,
+    max_depth: int | None = MAX_DEPTH,
 ) -> None:
     """Freeze your own source tree as a snapshot, index it and pin it in a user pins file.
 
@@ -138,8 +194,9 @@ def snapshots_add(
     from .. import snapshots
     from ..families.reposcan import indexer
 
-    limits = _limits(max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length,
-                     max_depth)
+    limits = _limits(
+        max_total_bytes, max_file_bytes, max_files, max_ratio, max_path_length, max_depth
+    )
     use_tasks_dir(tasks_dir)
     t0 = time.perf_counter()
     found: dict = {}
@@ -148,10 +205,18 @@ def snapshots_add(
         found["defs"], found["skipped"] = indexer.index_tree_report(root)
 
     say = lambda m: console.print(f"[{name}] {m}", highlight=False)  # noqa: E731
-    pin = snapshots.add_snapshot(name, source, rev, tasks_dir,
-                                 kind="folder" if working_tree else None, replace=replace,
-                                 log=say, limits=limits, skip_unreadable=skip_unreadable,
-                                 check=index)
+    pin = snapshots.add_snapshot(
+        name,
+        source,
+        rev,
+        tasks_dir,
+        kind="folder" if working_tree else None,
+        replace=replace,
+        log=say,
+        limits=limits,
+        skip_unreadable=skip_unreadable,
+        check=index,
+    )
     indexer.remember(name, pin.sha256, found["defs"])
     defs = indexer.load_index(name)
     for s in found["skipped"][:20]:
@@ -162,14 +227,19 @@ def snapshots_add(
         import git
 
         if git.Repo(source).is_dirty(untracked_files=True):
-            console.print(f"note: {source} has uncommitted changes; the snapshot is its HEAD "
-                          "commit (--working-tree takes the files as they are)", highlight=False)
+            console.print(
+                f"note: {source} has uncommitted changes; the snapshot is its HEAD "
+                "commit (--working-tree takes the files as they are)",
+                highlight=False,
+            )
     skipped = ", ".join(f"{v} {k}" for k, v in (pin.skipped or {}).items() if v) or "none"
     console.print(
         f"[green]ok[/] {name} ({pin.kind}): {pin.files} files (skipped: {skipped}), "
         f"{len(defs)} definitions, .py skipped: {indexer.skipped_summary(found['skipped'])}; "
         f"sha256 {pin.sha256[:12]}, commit {(pin.commit or '')[:12]}; pinned in {pin.origin} "
-        f"({time.perf_counter() - t0:.1f} s)", highlight=False)
+        f"({time.perf_counter() - t0:.1f} s)",
+        highlight=False,
+    )
 
 
 @snap_app.command("synth")
@@ -178,8 +248,11 @@ def snapshots_synth(
     seed: int = typer.Option(..., help="generator seed: a fresh seed gives code no model has seen"),
     modules: int = typer.Option(8, min=1, help="package modules"),
     defs: int = typer.Option(300, min=1, help="definitions in RepoScan's universe (exact)"),
-    density: str = typer.Option("", help="ATOM=FRACTION,... (e.g. docstring=0.3,raises=0.1); "
-                                "unset atoms keep the defaults (docs/synthetic.md)"),
+    density: str = typer.Option(
+        "",
+        help="ATOM=FRACTION,... (e.g. docstring=0.3,raises=0.1); "
+        "unset atoms keep the defaults (docs/synthetic.md)",
+    ),
     tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
 ) -> None:
     """Generate a seeded synthetic repository and add it as snapshot NAME (kind ``synth``).
@@ -196,12 +269,24 @@ def snapshots_synth(
     try:
         wanted = synth.parse_density(density)
         with tempfile.TemporaryDirectory(prefix="pushbench-synth-") as tmp:
-            stats = synth.generate(Path(tmp) / name, seed=seed, modules=modules, defs=defs,
-                                   density=wanted)
-            params = {"seed": seed, "modules": modules, "defs": defs,
-                      "density": dict(stats.density)}
-            pin = snapshots.add_snapshot(name, Path(tmp) / name, None, tasks_dir, kind="synth",
-                                         generator_name="reposcan-synth", params=params)
+            stats = synth.generate(
+                Path(tmp) / name, seed=seed, modules=modules, defs=defs, density=wanted
+            )
+            params = {
+                "seed": seed,
+                "modules": modules,
+                "defs": defs,
+                "density": dict(stats.density),
+            }
+            pin = snapshots.add_snapshot(
+                name,
+                Path(tmp) / name,
+                None,
+                tasks_dir,
+                kind="synth",
+                generator_name="reposcan-synth",
+                params=params,
+            )
         n = len(indexer.load_index(name))
     except ValueError as e:  # DensityError, the generator's bounds (SnapshotError: the handler)
         fail(str(e))
@@ -211,12 +296,15 @@ def snapshots_synth(
     for head in ("definitions", "fraction"):
         table.add_column(head, justify="right", no_wrap=True)
     for atom in synth.ATOMS:
-        table.add_row(atom, escape(stats.spec(atom)), str(stats.counts[atom]),
-                      f"{stats.fraction(atom):.3f}")
+        table.add_row(
+            atom, escape(stats.spec(atom)), str(stats.counts[atom]), f"{stats.fraction(atom):.3f}"
+        )
     out.print(table)
-    console.print(f"[green]ok[/] {name} (synth, seed {seed}): {n} definitions, package "
-                  f"{stats.package}; sha256 {pin.sha256[:12]}; pinned in {pin.origin}",
-                  highlight=False)
+    console.print(
+        f"[green]ok[/] {name} (synth, seed {seed}): {n} definitions, package "
+        f"{stats.package}; sha256 {pin.sha256[:12]}; pinned in {pin.origin}",
+        highlight=False,
+    )
 
 
 @snap_app.command("verify")

@@ -26,10 +26,13 @@ tasks_app = typer.Typer(cls=_TasksGroup, help="List task ids; create your own Re
 
 
 @tasks_app.command("list")
-def tasks_cmd(prefix: str | None = typer.Argument(None, help="only ids with this prefix"),
-              kind: str | None = typer.Option(None, help="only tasks of this kind: "
-                                                 "instance, suite, synthetic or user"),
-              tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP)) -> None:
+def tasks_cmd(
+    prefix: str | None = typer.Argument(None, help="only ids with this prefix"),
+    kind: str | None = typer.Option(
+        None, help="only tasks of this kind: instance, suite, synthetic or user"
+    ),
+    tasks_dir: Path | None = typer.Option(None, help=TASKS_DIR_HELP),
+) -> None:
     """List task ids with kind, target and budget (built-in and user tasks)."""
     from ..tasks import all_tasks, list_tasks, task_kinds
 
@@ -78,32 +81,54 @@ def tasks_new(
     except ValueError:
         fail(f"--targets {targets!r}: give comma-separated integers, e.g. 10,25,50,100")
     t0 = time.perf_counter()
-    made = new_task(snapshot, predicate, wanted, name=name, seed=seed,
-                    log=lambda m: console.print(m, highlight=False))
+    made = new_task(
+        snapshot,
+        predicate,
+        wanted,
+        name=name,
+        seed=seed,
+        log=lambda m: console.print(m, highlight=False),
+    )
     # one row per target N (the task ids, long with a long instance name, are listed below)
-    out.print(f"calibration of {made.name} (scripted agents; headroom >= {HEADROOM}x)",
-              style="bold", highlight=False)
+    out.print(
+        f"calibration of {made.name} (scripted agents; headroom >= {HEADROOM}x)",
+        style="bold",
+        highlight=False,
+    )
     table = terminal.table()
-    for head in ("N", "budget", "steps", "headroom", "floor solved", "floor ids",
-                 "floor steps"):
+    for head in ("N", "budget", "steps", "headroom", "floor solved", "floor ids", "floor steps"):
         table.add_column(head, justify="right", no_wrap=True)
     for r in made.rows:
-        table.add_row(str(r.target), str(r.budget), str(r.steps), f"{r.headroom:.2f}x",
-                      "yes" if r.floor_success else "no", str(r.floor_valid), str(r.floor_steps))
+        table.add_row(
+            str(r.target),
+            str(r.budget),
+            str(r.steps),
+            f"{r.headroom:.2f}x",
+            "yes" if r.floor_success else "no",
+            str(r.floor_valid),
+            str(r.floor_steps),
+        )
     out.print(table)
-    out.print("steps: diligent, unlimited budget; headroom: budget / steps; floor: did "
-              "`exhaustive` reach N within the budget (solved), the ids it got accepted, the "
-              "steps it used", style="dim", highlight=False)
+    out.print(
+        "steps: diligent, unlimited budget; headroom: budget / steps; floor: did "
+        "`exhaustive` reach N within the budget (solved), the ids it got accepted, the "
+        "steps it used",
+        style="dim",
+        highlight=False,
+    )
     solved = sum(r.floor_success for r in made.rows)
-    out.print(f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
-              f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
-              + (" (every one: the task does not test judgement)"
-                 if solved == len(made.rows) else ""), highlight=False)
+    out.print(
+        f"valid set: {made.valid_count} of {made.universe} definitions; the no-judgement "
+        f"`exhaustive` floor solves {solved} of {len(made.rows)} targets"
+        + (" (every one: the task does not test judgement)" if solved == len(made.rows) else ""),
+        highlight=False,
+    )
     from .. import userdata
 
     shipped = Path(made.path).parent.resolve() == userdata.shipped_dir().resolve()
     suite = userdata.SHIPPED_SYNTH if shipped else "user"
-    out.print(f"written to {made.path} in {time.perf_counter() - t0:.1f} s; "
-              f"task ids: {', '.join(made.task_ids)} (suites RepoScan-{suite}-N<k>)",
-              highlight=False)
-
+    out.print(
+        f"written to {made.path} in {time.perf_counter() - t0:.1f} s; "
+        f"task ids: {', '.join(made.task_ids)} (suites RepoScan-{suite}-N<k>)",
+        highlight=False,
+    )

@@ -25,36 +25,36 @@ from typing import Any
 
 from .spaces import MAX_ACTION_BYTES
 
-MAX_DEPTH = 32          # nesting of arrays/objects in one action (real calls need 3)
-MAX_INT_DIGITS = 1000   # far below Python's 4300-digit int/str conversion limit
+MAX_DEPTH = 32  # nesting of arrays/objects in one action (real calls need 3)
+MAX_INT_DIGITS = 1000  # far below Python's 4300-digit int/str conversion limit
 
 # Every ``error_type`` an observation can carry, with its meaning (docs/integrity.md).
 ERROR_TYPES: dict[str, str] = {
     # -- the shape of the action (this module) ------------------------------------------------
     "bad_json": "the text is not valid JSON (NaN/Infinity included), or the action is neither "
-                "text, bytes nor a dict",
+    "text, bytes nor a dict",
     "bad_value": "a dict action holds what JSON cannot express: a set, bytes, an object, NaN or "
-                 "Infinity, a non-string key or a reference cycle",
+    "Infinity, a non-string key or a reference cycle",
     "not_object": "valid JSON, but not an object (an array, string, number or null)",
     "too_large": f"over the {MAX_ACTION_BYTES}-byte limit as UTF-8 JSON (refused unparsed); "
-                 "also a file over the sandbox's size limit",
+    "also a file over the sandbox's size limit",
     "too_deep": f"arrays/objects nested more than {MAX_DEPTH} levels deep",
     "number_too_large": f"an integer of more than {MAX_INT_DIGITS} digits, or a number that "
-                        "overflows to infinity",
+    "overflows to infinity",
     "bad_encoding": "bytes that are not UTF-8, or a string holding a lone surrogate",
     "control_chars": "raw control characters in the text (DEL is allowed there), or in a "
-                     "free-text argument (newlines and tabs are allowed inside arguments)",
+    "free-text argument (newlines and tabs are allowed inside arguments)",
     # -- the call ---------------------------------------------------------------------------
     "missing_tool": 'the object has no "tool" string',
     "unknown_tool": "the tool is not one of this environment's tools",
     "bad_arguments": "the arguments do not fit the tool's schema (missing, unknown, wrong "
-                     "type, out of range or too long)",
+    "type, out of range or too long)",
     "episode_over": "the episode already ended: the call was not run and costs no step",
     # -- work-unit families (DataOps-lite, SWE-lite) ------------------------------------------
     "unknown_unit": "no unit with this id in the backlog",
     "edit_unit": "answer() on an edit-mode unit",
     "answer_shape": "DataOps answer() whose value does not have the unit's answer form (the "
-                    "message quotes the form with an example; nothing is recorded)",
+    "message quotes the form with an example; nothing is recorded)",
     "outside_workspace": "a path that leaves the workspace (absolute, '..')",
     "not_allowed": "a symlink, device, FIFO, hard link or other non-regular file",
     "not_found": "the file does not exist",
@@ -68,7 +68,7 @@ ERROR_TYPES: dict[str, str] = {
     "search_timeout": "SWE-lite search_code took longer than its time limit",
     # -- the harness ------------------------------------------------------------------------
     "internal": "a harness bug: the step is recorded, then the exception propagates (the MCP "
-                "server answers it with this code and logs the traceback)",
+    "server answers it with this code and logs the traceback)",
 }
 
 # Free-text arguments (query, message, ...) refuse C0 controls other than tab/LF/CR, and DEL.
@@ -84,7 +84,7 @@ _STRUCTURE = re.compile(r'\\.|["\[\]{}]', re.S)
 _ECHO = 80
 # an int needs more than MAX_INT_DIGITS digits when it has more bits than this
 _INT_BITS = math.ceil((MAX_INT_DIGITS + 1) * math.log2(10))
-_INT_LIMIT = 10 ** MAX_INT_DIGITS  # the smallest integer with more digits than allowed
+_INT_LIMIT = 10**MAX_INT_DIGITS  # the smallest integer with more digits than allowed
 
 
 class ActionError(Exception):
@@ -119,8 +119,9 @@ def decode(action: Any) -> dict:
         return _from_text(action)
     if isinstance(action, dict):
         return _from_dict(action)
-    raise ActionError("bad_json", f"action must be JSON text or a dict, not "
-                      f"{type(action).__name__}")
+    raise ActionError(
+        "bad_json", f"action must be JSON text or a dict, not {type(action).__name__}"
+    )
 
 
 def split_call(call: dict, tools) -> tuple[str, dict]:
@@ -142,14 +143,17 @@ def loads(text: str, max_depth: int = MAX_DEPTH) -> Any:
     still hold lone surrogates (checked by :func:`decode`).
     """
     if _depth_over(text, max_depth):
-        raise ActionError("too_deep", f"action JSON is nested too deeply (more than "
-                          f"{max_depth} levels)")
+        raise ActionError(
+            "too_deep", f"action JSON is nested too deeply (more than {max_depth} levels)"
+        )
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
-                          parse_constant=_parse_constant)
+        return json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+        )
     except json.JSONDecodeError as e:
-        raise ActionError("bad_json", f"action is not valid JSON ({e.msg} at char {e.pos}): "
-                          f"{echo(text)}") from None
+        raise ActionError(
+            "bad_json", f"action is not valid JSON ({e.msg} at char {e.pos}): {echo(text)}"
+        ) from None
     except RecursionError:  # unreachable after the depth check; kept as a guard
         raise ActionError("too_deep", "action JSON is nested too deeply") from None
     except ValueError as e:  # any other conversion failure inside the parser
@@ -172,27 +176,36 @@ def escape_surrogates(text: str) -> str:
 # ----- text ---------------------------------------------------------------------------------------
 def _text_of_bytes(data: bytes) -> str:
     if len(data) > MAX_ACTION_BYTES:
-        raise ActionError("too_large", f"action is {len(data)} bytes; the limit is "
-                          f"{MAX_ACTION_BYTES} bytes (it was not parsed)")
+        raise ActionError(
+            "too_large",
+            f"action is {len(data)} bytes; the limit is "
+            f"{MAX_ACTION_BYTES} bytes (it was not parsed)",
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ActionError("bad_encoding", f"action is not valid UTF-8 ({e.reason} at byte "
-                          f"{e.start})") from None
+        raise ActionError(
+            "bad_encoding", f"action is not valid UTF-8 ({e.reason} at byte {e.start})"
+        ) from None
 
 
 def _from_text(text: str) -> dict:
     # Check the length before encoding or parsing, so a huge payload costs O(1) here.
-    if len(text) > MAX_ACTION_BYTES or len(text.encode("utf-8", "surrogatepass")) \
-            > MAX_ACTION_BYTES:
-        raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit (it "
-                          "was not parsed)")
+    if (
+        len(text) > MAX_ACTION_BYTES
+        or len(text.encode("utf-8", "surrogatepass")) > MAX_ACTION_BYTES
+    ):
+        raise ActionError(
+            "too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit (it was not parsed)"
+        )
     if _RAW_CONTROL.search(text):
         raise ActionError("control_chars", "action contains control characters")
     call = loads(text)
     if not isinstance(call, dict):
-        raise ActionError("not_object", f"action must be a JSON object like "
-                          f'{{"tool": "status"}}, got {_json_kind(call)}')
+        raise ActionError(
+            "not_object",
+            f'action must be a JSON object like {{"tool": "status"}}, got {_json_kind(call)}',
+        )
     # Fast path: ASCII text without a surrogate escape cannot decode to a surrogate.
     if (not text.isascii() or _SURROGATE_ESCAPE.search(text)) and _has_surrogate(call):
         raise ActionError("bad_encoding", _surrogate_message(call))
@@ -218,8 +231,9 @@ def _depth_over(text: str, limit: int) -> bool:
 
 def _parse_int(s: str) -> int:
     if len(s) - (s[0] == "-") > MAX_INT_DIGITS:
-        raise ActionError("number_too_large", f"an integer has {len(s)} digits; the limit is "
-                          f"{MAX_INT_DIGITS}")
+        raise ActionError(
+            "number_too_large", f"an integer has {len(s)} digits; the limit is {MAX_INT_DIGITS}"
+        )
     return int(s)
 
 
@@ -235,8 +249,9 @@ def _parse_constant(name: str):
 
 
 def _json_kind(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean",
-            type(None): "null"}.get(type(value), "number")
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
 
 
 def _has_surrogate(obj: Any) -> bool:
@@ -296,14 +311,14 @@ def _copy(value: Any, depth: int, path: set[int], budget: _Budget) -> Any:
         value = str.__str__(value)  # a plain str, whatever the subclass does
         budget.spend(len(value))
         if not value.isascii() and _SURROGATE.search(value):
-            raise ActionError("bad_encoding", "a string holds a lone surrogate (not valid "
-                              "Unicode)")
+            raise ActionError("bad_encoding", "a string holds a lone surrogate (not valid Unicode)")
         return value
     if isinstance(value, int):
         value = int.__int__(value)
         if value.bit_length() > _INT_BITS or abs(value) >= _INT_LIMIT:
-            raise ActionError("number_too_large", f"an integer has more than {MAX_INT_DIGITS} "
-                              "digits")
+            raise ActionError(
+                "number_too_large", f"an integer has more than {MAX_INT_DIGITS} digits"
+            )
         return value
     if isinstance(value, float):
         value = float.__float__(value)
@@ -314,24 +329,27 @@ def _copy(value: Any, depth: int, path: set[int], budget: _Budget) -> Any:
         if id(value) in path:
             raise ActionError("bad_value", "action holds a reference cycle")
         if depth >= MAX_DEPTH:
-            raise ActionError("too_deep", f"action is nested too deeply (more than {MAX_DEPTH} "
-                              "levels)")
+            raise ActionError(
+                "too_deep", f"action is nested too deeply (more than {MAX_DEPTH} levels)"
+            )
         path.add(id(value))
         try:
             if isinstance(value, dict):
                 out = {}
                 for k, v in dict.items(value):
                     if not isinstance(k, str):
-                        raise ActionError("bad_value", f"object keys must be strings, not "
-                                          f"{type(k).__name__}")
+                        raise ActionError(
+                            "bad_value", f"object keys must be strings, not {type(k).__name__}"
+                        )
                     out[_copy(k, depth + 1, path, budget)] = _copy(v, depth + 1, path, budget)
                 return out
             items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
             return [_copy(v, depth + 1, path, budget) for v in items]
         finally:
             path.discard(id(value))
-    raise ActionError("bad_value", f"action holds a {type(value).__name__}, which JSON cannot "
-                      "express")
+    raise ActionError(
+        "bad_value", f"action holds a {type(value).__name__}, which JSON cannot express"
+    )
 
 
 # ----- what records store about an action ---------------------------------------------------------

@@ -57,8 +57,11 @@ class ReadArgs(ToolArgs):
 
 class EditArgs(ToolArgs):
     path: str = Field(max_length=400, description="file path relative to the workspace")
-    old: str = Field(min_length=1, max_length=MAX_FILE_BYTES, description="exact text to replace "
-                     "(must occur exactly once)")
+    old: str = Field(
+        min_length=1,
+        max_length=MAX_FILE_BYTES,
+        description="exact text to replace (must occur exactly once)",
+    )
     new: str = Field(max_length=MAX_FILE_BYTES, description="replacement text")
 
 
@@ -72,8 +75,9 @@ class UnitBacklogEnv(QGPEnv):
 
     STRING_ARGS: ClassVar[tuple[str, ...]] = ("path", "unit_id", "old", "new")
 
-    def __init__(self, task_id: str, render_mode: str | None = None,
-                 budget: int | None = None) -> None:
+    def __init__(
+        self, task_id: str, render_mode: str | None = None, budget: int | None = None
+    ) -> None:
         super().__init__(task_id, render_mode=render_mode, budget=budget)
         self._ws: Workspace | None = None
         self._finalizer: weakref.finalize | None = None
@@ -138,17 +142,25 @@ class UnitBacklogEnv(QGPEnv):
         uid = raw.strip()
         if uid not in self._units:
             ids = list(self._units)
-            raise ActionError("unknown_unit", f"{tool}: no unit {raw[:64]!r} in this backlog "
-                              f"(ids {ids[0]}..{ids[-1]}; list_units shows them)", tool)
+            raise ActionError(
+                "unknown_unit",
+                f"{tool}: no unit {raw[:64]!r} in this backlog "
+                f"(ids {ids[0]}..{ids[-1]}; list_units shows them)",
+                tool,
+            )
         return uid
 
     def _tool_list_units(self, args: ListUnitsArgs) -> dict:
         order = list(self._units.items())
         pages = max(1, -(-len(order) // PAGE_SIZE))
-        chunk = order[(args.page - 1) * PAGE_SIZE: args.page * PAGE_SIZE]
-        return {"page": args.page, "pages": pages, "total": len(order),
-                "has_more": args.page < pages,
-                "units": [self._unit_row(uid, u) for uid, u in chunk]}
+        chunk = order[(args.page - 1) * PAGE_SIZE : args.page * PAGE_SIZE]
+        return {
+            "page": args.page,
+            "pages": pages,
+            "total": len(order),
+            "has_more": args.page < pages,
+            "units": [self._unit_row(uid, u) for uid, u in chunk],
+        }
 
     def _submission_ids(self, call: dict) -> list[str]:
         uid = call.get("unit_id")
@@ -184,9 +196,12 @@ class UnitBacklogEnv(QGPEnv):
                     self._accepted.add(uid)
                 else:
                     self.counts["rejected"] += 1
-        out = {"verdicts": [{"id": uid[:64], "verdict": verdict}],
-               "accepted_now": int(verdict == "accepted"), "valid_count": len(self._accepted),
-               "target": self.task.target}
+        out = {
+            "verdicts": [{"id": uid[:64], "verdict": verdict}],
+            "accepted_now": int(verdict == "accepted"),
+            "valid_count": len(self._accepted),
+            "target": self.task.target,
+        }
         if reason:
             out["reason"] = reason
         if extra:
@@ -202,25 +217,33 @@ class UnitBacklogEnv(QGPEnv):
         lines = text.splitlines()
         chunk: list[str] = []
         size = 0
-        for ln in lines[args.offset: args.offset + args.limit]:
+        for ln in lines[args.offset : args.offset + args.limit]:
             ln = ln if len(ln) <= MAX_LINE_CHARS else ln[:MAX_LINE_CHARS] + "..."
             size += len(json.dumps(ln, ensure_ascii=True))
             if chunk and size > MAX_READ_CHARS:  # keep the observation well inside its space
                 break
             chunk.append(ln)
-        return {"path": args.path, "offset": args.offset, "lines_returned": len(chunk),
-                "total_lines": len(lines), "has_more": args.offset + len(chunk) < len(lines),
-                "content": "\n".join(chunk)}
+        return {
+            "path": args.path,
+            "offset": args.offset,
+            "lines_returned": len(chunk),
+            "total_lines": len(lines),
+            "has_more": args.offset + len(chunk) < len(lines),
+            "content": "\n".join(chunk),
+        }
 
     def _tool_edit_file(self, args: EditArgs) -> dict:
         try:
             text = self._live_ws.read_text(args.path)
             n = text.count(args.old)
             if n != 1:
-                raise ActionError("no_match" if n == 0 else "ambiguous",
-                                  f"edit_file: `old` occurs {n} times in {args.path}; it must "
-                                  "occur exactly once (copy it exactly, with more context if "
-                                  "needed)", "edit_file")
+                raise ActionError(
+                    "no_match" if n == 0 else "ambiguous",
+                    f"edit_file: `old` occurs {n} times in {args.path}; it must "
+                    "occur exactly once (copy it exactly, with more context if "
+                    "needed)",
+                    "edit_file",
+                )
             size = self._live_ws.write_text(args.path, text.replace(args.old, args.new, 1))
         except SandboxError as e:
             raise sandbox_error("edit_file", e) from None
@@ -233,8 +256,9 @@ class UnitBacklogEnv(QGPEnv):
         for name in self.STRING_ARGS:
             v = getattr(args, name, None)
             if isinstance(v, str) and _CONTROL.search(v):  # tabs and newlines are allowed
-                raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
-                                  "characters", tool)
+                raise ActionError(
+                    "control_chars", f"{tool}: argument {name!r} contains control characters", tool
+                )
 
     def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
         out = args.model_dump()
@@ -247,6 +271,9 @@ class UnitBacklogEnv(QGPEnv):
         # The clipped arguments in full: replay (pushbench/runner/replay.py) re-executes the
         # call, so the record must hold what the file tools wrote (bounded by the tools' own
         # limits). Only present when something was clipped.
-        full = {k: v for k, v in args.model_dump().items()
-                if isinstance(v, str) and len(v) > _LEDGER_CLIP}
+        full = {
+            k: v
+            for k, v in args.model_dump().items()
+            if isinstance(v, str) and len(v) > _LEDGER_CLIP
+        }
         return full or None

@@ -63,8 +63,9 @@ def check_budget(budget: Any) -> int:
     rather than coerced.
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
-        raise BudgetError(f"budget must be a whole number of steps, not {type(budget).__name__} "
-                          f"{budget!r:.40}")
+        raise BudgetError(
+            f"budget must be a whole number of steps, not {type(budget).__name__} {budget!r:.40}"
+        )
     if not 1 <= budget <= MAX_BUDGET:
         raise BudgetError(f"budget must be between 1 and {MAX_BUDGET} steps, got {budget}")
     return int(budget)
@@ -84,9 +85,11 @@ MAX_REPORTED_COUNT = 10**9  # the largest count a ``final`` may report
 
 
 class FinalArgs(ToolArgs):
-    reported_count: int = Field(ge=0, le=MAX_REPORTED_COUNT,
-                                description="how many valid items you believe "
-                                "the verifier has accepted")
+    reported_count: int = Field(
+        ge=0,
+        le=MAX_REPORTED_COUNT,
+        description="how many valid items you believe the verifier has accepted",
+    )
     message: str = Field(default="", max_length=4000, description="a short closing message")
 
 
@@ -109,16 +112,23 @@ class QGPEnv(gym.Env):
     family: ClassVar[str] = ""
     # name -> (argument model, description); families extend this with their own tools.
     TOOLS: ClassVar[dict[str, tuple[type[ToolArgs], str]]] = {
-        "status": (StatusArgs, "Show verified progress: accepted count, target, steps used and "
-                   "left, submissions so far (counts only)."),
-        "final": (FinalArgs, "End the episode, reporting how many items you believe were "
-                  "accepted. Success is judged by the verifier, not by this report."),
+        "status": (
+            StatusArgs,
+            "Show verified progress: accepted count, target, steps used and "
+            "left, submissions so far (counts only).",
+        ),
+        "final": (
+            FinalArgs,
+            "End the episode, reporting how many items you believe were "
+            "accepted. Success is judged by the verifier, not by this report.",
+        ),
         "ask_user": (AskUserArgs, "End the episode by handing control back to the user."),
     }
     TERMINAL_TOOLS: ClassVar[frozenset[str]] = frozenset({"final", "ask_user"})
 
-    def __init__(self, task_id: str, render_mode: str | None = None,
-                 budget: int | None = None) -> None:
+    def __init__(
+        self, task_id: str, render_mode: str | None = None, budget: int | None = None
+    ) -> None:
         spec = get_task(task_id)
         if budget is not None:
             spec = spec.model_copy(update={"budget": check_budget(budget)})
@@ -146,8 +156,11 @@ class QGPEnv(gym.Env):
     def _sample_common(self, tool: str, rng) -> dict:
         """A random well-formed call of one of the base tools (status, final, ask_user)."""
         if tool == "final":
-            return {"tool": tool, "reported_count": int(rng.integers(0, self.task.target + 1)),
-                    "message": "done"}
+            return {
+                "tool": tool,
+                "reported_count": int(rng.integers(0, self.task.target + 1)),
+                "message": "done",
+            }
         if tool == "ask_user":
             return {"tool": tool, "message": "Should I continue?"}
         return {"tool": "status"}
@@ -170,8 +183,13 @@ class QGPEnv(gym.Env):
         self.ledger: list[dict] = []
         self.progress: list[int] = []
         result = self._setup_episode(instance, options)
-        result.update(family=self.family, task_id=self.task.task_id, target=self.task.target,
-                      budget=self.task.budget, tools=self.tool_schemas())
+        result.update(
+            family=self.family,
+            task_id=self.task.task_id,
+            target=self.task.target,
+            budget=self.task.budget,
+            tools=self.tool_schemas(),
+        )
         self._started, self._closed = True, False
         obs = self._encode({"tool": "reset", "ok": True, "result": result})
         return obs, self._info()
@@ -181,8 +199,10 @@ class QGPEnv(gym.Env):
         if options.get(key) is not None:
             inst = options[key]
             if inst not in self.task.instances:
-                raise ValueError(f"{key} {inst!r} is not part of {self.task.task_id}; "
-                                 f"choose from {list(self.task.instances)}")
+                raise ValueError(
+                    f"{key} {inst!r} is not part of {self.task.task_id}; "
+                    f"choose from {list(self.task.instances)}"
+                )
             return inst
         if len(self.task.instances) == 1:
             return self.task.instances[0]
@@ -200,15 +220,23 @@ class QGPEnv(gym.Env):
 
     def step(self, action: Any):
         if self._closed:
-            raise NotResetError("the environment was closed; call reset() to start a new "
-                                "episode")
+            raise NotResetError("the environment was closed; call reset() to start a new episode")
         if not self._started:
             raise NotResetError("call reset() before step()")
         if self.terminated_by is not None:
-            obs = {"tool": None, "ok": False, "error_type": "episode_over",
-                   "error": f"the episode is over (ended by {self.terminated_by}); call reset()"}
-            return (self._encode(obs), 0.0, self.terminated_by != "budget",
-                    self.terminated_by == "budget", self._info())
+            obs = {
+                "tool": None,
+                "ok": False,
+                "error_type": "episode_over",
+                "error": f"the episode is over (ended by {self.terminated_by}); call reset()",
+            }
+            return (
+                self._encode(obs),
+                0.0,
+                self.terminated_by != "budget",
+                self.terminated_by == "budget",
+                self._info(),
+            )
         self.steps_used += 1
         entry: dict[str, Any] = {"step": self.steps_used}
         reward = 0
@@ -265,8 +293,10 @@ class QGPEnv(gym.Env):
             return f"[{self.task.task_id} | not reset yet]\n"
         if self.render_mode == "ansi":
             q = self._qgp()
-            head = (f"[{self.task.task_id} | {q['valid_count']}/{q['target']} verified | "
-                    f"step {q['steps_used']}/{q['budget']}]")
+            head = (
+                f"[{self.task.task_id} | {q['valid_count']}/{q['target']} verified | "
+                f"step {q['steps_used']}/{q['budget']}]"
+            )
             return f"{head}\n{json.dumps(json.loads(self._last_obs), indent=2)}\n"
         return None
 
@@ -293,8 +323,9 @@ class QGPEnv(gym.Env):
         for name in ("query", "message"):
             v = vars(args).get(name)  # not getattr: a missing field is slow in pydantic
             if isinstance(v, str) and _CONTROL.search(v):
-                raise ActionError("control_chars", f"{tool}: argument {name!r} contains control "
-                                  "characters", tool)
+                raise ActionError(
+                    "control_chars", f"{tool}: argument {name!r} contains control characters", tool
+                )
 
     def _ledger_args(self, tool: str, args: ToolArgs) -> dict:
         return args.model_dump()
@@ -332,24 +363,36 @@ class QGPEnv(gym.Env):
             out["ids"] = self._submission_ids(call)
         elif call is not None and call.get("tool") == "final":
             count = call.get("reported_count")
-            if (isinstance(count, int) and not isinstance(count, bool)
-                    and 0 <= count <= MAX_REPORTED_COUNT):
+            if (
+                isinstance(count, int)
+                and not isinstance(count, bool)
+                and 0 <= count <= MAX_REPORTED_COUNT
+            ):
                 out["reported_count"] = count
         return out
 
     # ----- common tools -----------------------------------------------------------------
     def _tool_status(self, args: StatusArgs) -> dict:
         q = self._qgp()
-        return {"valid_count": q["valid_count"], "target": q["target"],
-                "steps_used": q["steps_used"], "steps_left": q["budget"] - q["steps_used"],
-                "submitted": q["submitted"], "duplicates": q["duplicates"],
-                "rejected": q["rejected"], "malformed": q["malformed"]}
+        return {
+            "valid_count": q["valid_count"],
+            "target": q["target"],
+            "steps_used": q["steps_used"],
+            "steps_left": q["budget"] - q["steps_used"],
+            "submitted": q["submitted"],
+            "duplicates": q["duplicates"],
+            "rejected": q["rejected"],
+            "malformed": q["malformed"],
+        }
 
     def _tool_final(self, args: FinalArgs) -> dict:
         self.reported_count = args.reported_count
         self.final_message = args.message
-        return {"ended": True, "reported_count": args.reported_count,
-                "note": "episode ended; the verifier's count decides success"}
+        return {
+            "ended": True,
+            "reported_count": args.reported_count,
+            "note": "episode ended; the verifier's count decides success",
+        }
 
     def _tool_ask_user(self, args: AskUserArgs) -> dict:
         self.final_message = args.message
@@ -364,9 +407,15 @@ class QGPEnv(gym.Env):
 
     def _qgp(self) -> dict:
         vc = self._valid_count()
-        q = {"valid_count": vc, "target": self.task.target, "steps_used": self.steps_used,
-             "budget": self.task.budget, **self.counts, "success": vc >= self.task.target,
-             "terminated_by": self.terminated_by}
+        q = {
+            "valid_count": vc,
+            "target": self.task.target,
+            "steps_used": self.steps_used,
+            "budget": self.task.budget,
+            **self.counts,
+            "success": vc >= self.task.target,
+            "terminated_by": self.terminated_by,
+        }
         q.update(self._extra_qgp())
         return q
 
@@ -420,8 +469,12 @@ def _tool_schemas(cls: type[QGPEnv]) -> list[dict]:
             _declare_long_bound(prop)
         schema.setdefault("properties", {})
         schema["additionalProperties"] = False
-        out.append({"type": "function",
-                    "function": {"name": name, "description": desc, "parameters": schema}})
+        out.append(
+            {
+                "type": "function",
+                "function": {"name": name, "description": desc, "parameters": schema},
+            }
+        )
     return out
 
 

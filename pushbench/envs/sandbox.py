@@ -56,25 +56,31 @@ class Workspace:
     def parts(self, rel: str) -> list[str]:
         """Validated path components of ``rel`` (no fs access beyond ``realpath``)."""
         if not isinstance(rel, str) or not rel.strip():
-            raise SandboxError("bad_path", "path must be a non-empty relative path like "
-                               "'u01/data.csv'")
+            raise SandboxError(
+                "bad_path", "path must be a non-empty relative path like 'u01/data.csv'"
+            )
         if len(rel) > MAX_PATH_CHARS:
             raise SandboxError("bad_path", f"path is longer than {MAX_PATH_CHARS} characters")
         if "\x00" in rel or "\\" in rel:
             raise SandboxError("bad_path", "path must not contain NUL or backslash characters")
         if rel.startswith(("/", "~")):
-            raise SandboxError("outside_workspace", f"{rel!r} is absolute; use a path relative "
-                               "to the workspace, e.g. 'u01/data.csv'")
+            raise SandboxError(
+                "outside_workspace",
+                f"{rel!r} is absolute; use a path relative to the workspace, e.g. 'u01/data.csv'",
+            )
         parts = [p for p in rel.split("/") if p not in ("", ".")]
         if any(p == ".." for p in parts):
-            raise SandboxError("outside_workspace", f"{rel!r} uses '..'; paths must stay inside "
-                               "the workspace")
+            raise SandboxError(
+                "outside_workspace", f"{rel!r} uses '..'; paths must stay inside the workspace"
+            )
         if not parts:
             raise SandboxError("bad_path", f"{rel!r} names the workspace itself, not a file")
         real = os.path.realpath(os.path.join(self.root, *parts))
         if os.path.commonpath([self.root, real]) != self.root:
-            raise SandboxError("outside_workspace", f"{rel!r} resolves outside the workspace "
-                               "(through a symlink); refused")
+            raise SandboxError(
+                "outside_workspace",
+                f"{rel!r} resolves outside the workspace (through a symlink); refused",
+            )
         return parts
 
     def _open_parent(self, parts: list[str]) -> int:
@@ -83,15 +89,19 @@ class Workspace:
         try:
             for i, name in enumerate(parts[:-1]):
                 try:
-                    nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                                  | os.O_CLOEXEC, dir_fd=fd)
+                    nfd = os.open(
+                        name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                    )
                 except FileNotFoundError:
-                    raise SandboxError("not_found", f"folder {'/'.join(parts[:i + 1])!r} does "
-                                       "not exist") from None
+                    raise SandboxError(
+                        "not_found", f"folder {'/'.join(parts[: i + 1])!r} does not exist"
+                    ) from None
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise SandboxError("not_allowed", f"{'/'.join(parts[:i + 1])!r} is a "
-                                           "symlink or not a folder; refused") from None
+                        raise SandboxError(
+                            "not_allowed",
+                            f"{'/'.join(parts[: i + 1])!r} is a symlink or not a folder; refused",
+                        ) from None
                     raise
                 os.close(fd)
                 fd = nfd
@@ -110,8 +120,9 @@ class Workspace:
         if stat.S_ISDIR(st.st_mode):
             raise SandboxError("is_directory", f"{rel!r} is a folder, not a file")
         if not stat.S_ISREG(st.st_mode):
-            raise SandboxError("not_allowed", f"{rel!r} is not a regular file (device, FIFO or "
-                               "socket); refused")
+            raise SandboxError(
+                "not_allowed", f"{rel!r} is not a regular file (device, FIFO or socket); refused"
+            )
         if st.st_nlink > 1:
             raise SandboxError("not_allowed", f"{rel!r} is hard-linked elsewhere; refused")
         return st
@@ -125,10 +136,12 @@ class Workspace:
             if st is None:
                 raise SandboxError("not_found", f"file {rel!r} does not exist")
             if st.st_size > MAX_FILE_BYTES:
-                raise SandboxError("too_large", f"{rel!r} is {st.st_size} bytes; the limit is "
-                                   f"{MAX_FILE_BYTES}")
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=dfd)
+                raise SandboxError(
+                    "too_large", f"{rel!r} is {st.st_size} bytes; the limit is {MAX_FILE_BYTES}"
+                )
+            fd = os.open(
+                parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
+            )
         finally:
             os.close(dfd)
         with os.fdopen(fd, "rb") as fh:
@@ -150,17 +163,30 @@ class Workspace:
         """Replace or create ``rel`` with ``text`` (UTF-8); return the byte size written."""
         data = text.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
-            raise SandboxError("too_large", f"refusing to write {len(data)} bytes to {rel!r}; "
-                               f"the limit is {MAX_FILE_BYTES} bytes per file")
+            raise SandboxError(
+                "too_large",
+                f"refusing to write {len(data)} bytes to {rel!r}; "
+                f"the limit is {MAX_FILE_BYTES} bytes per file",
+            )
         parts = self.parts(rel)
         dfd = self._open_parent(parts)
         try:
             existed = self._lstat(dfd, parts[-1], rel) is not None
             if not existed and self.new_files >= MAX_NEW_FILES:
-                raise SandboxError("too_many_files", f"at most {MAX_NEW_FILES} new files per "
-                                   "episode")
-            fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+                raise SandboxError(
+                    "too_many_files", f"at most {MAX_NEW_FILES} new files per episode"
+                )
+            fd = os.open(
+                parts[-1],
+                os.O_WRONLY
+                | os.O_CREAT
+                | os.O_TRUNC
+                | os.O_NOFOLLOW
+                | os.O_NONBLOCK
+                | os.O_CLOEXEC,
+                0o644,
+                dir_fd=dfd,
+            )
         finally:
             os.close(dfd)
         with os.fdopen(fd, "wb") as fh:
@@ -181,6 +207,7 @@ class Workspace:
         out = []
         for dirpath, _, files in os.walk(self.root):
             for f in files:
-                out.append(os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep,
-                                                                                       "/"))
+                out.append(
+                    os.path.relpath(os.path.join(dirpath, f), self.root).replace(os.sep, "/")
+                )
         return sorted(out)

@@ -31,10 +31,14 @@ class ToolCallSpace(spaces.Text):
     string up to the action size limit (the environment itself judges well-formedness).
     """
 
-    def __init__(self, sampler: Callable[[np.random.Generator], dict[str, Any]],
-                 seed: int | np.random.Generator | None = None) -> None:
-        super().__init__(max_length=MAX_ACTION_BYTES, min_length=2, charset=PRINTABLE_ASCII,
-                         seed=seed)
+    def __init__(
+        self,
+        sampler: Callable[[np.random.Generator], dict[str, Any]],
+        seed: int | np.random.Generator | None = None,
+    ) -> None:
+        super().__init__(
+            max_length=MAX_ACTION_BYTES, min_length=2, charset=PRINTABLE_ASCII, seed=seed
+        )
         self._sampler = sampler
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:

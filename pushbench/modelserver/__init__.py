@@ -15,5 +15,14 @@ from .app import build_app, running, serve
 from .core import Conversation, Decision, PolicyBackend, RequestProblem, find_first_observation
 from .notes import NotingBackend
 
-__all__ = ["Conversation", "Decision", "NotingBackend", "PolicyBackend", "RequestProblem",
-           "build_app", "find_first_observation", "running", "serve"]
+__all__ = [
+    "Conversation",
+    "Decision",
+    "NotingBackend",
+    "PolicyBackend",
+    "RequestProblem",
+    "build_app",
+    "find_first_observation",
+    "running",
+    "serve",
+]

@@ -17,10 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .core import Conversation, Decision, Step
 
-ERROR_TYPES = {"invalid_request": "invalid_request_error", "not_found": "not_found_error",
-               "too_large": "request_too_large", "internal": "api_error",
-               "method": "invalid_request_error",
-               "model_not_found": "not_found_error"}
+ERROR_TYPES = {
+    "invalid_request": "invalid_request_error",
+    "not_found": "not_found_error",
+    "too_large": "request_too_large",
+    "internal": "api_error",
+    "method": "invalid_request_error",
+    "model_not_found": "not_found_error",
+}
 
 
 class _Loose(BaseModel):
@@ -61,13 +65,15 @@ def _text_of(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(_text_of(b.content) if b.type == "tool_result" else (b.text or "")
-                     for b in content)
+    return "\n".join(
+        _text_of(b.content) if b.type == "tool_result" else (b.text or "") for b in content
+    )
 
 
 def conversation(req: MessagesRequest) -> Conversation:
-    conv = Conversation(api="anthropic", stream=req.stream, model=req.model,
-                        tools=[t.name for t in req.tools or ()])
+    conv = Conversation(
+        api="anthropic", stream=req.stream, model=req.model, tools=[t.name for t in req.tools or ()]
+    )
     if req.system:
         conv.texts.append(_text_of(req.system))
     by_id: dict[str, Step] = {}
@@ -91,8 +97,14 @@ def conversation(req: MessagesRequest) -> Conversation:
 
 def _content(d: Decision) -> tuple[list[dict], str]:
     if d.tool is not None:
-        return [{"type": "tool_use", "id": "toolu_" + d.call_id, "name": d.tool,
-                 "input": d.arguments or {}}], "tool_use"
+        return [
+            {
+                "type": "tool_use",
+                "id": "toolu_" + d.call_id,
+                "name": d.tool,
+                "input": d.arguments or {},
+            }
+        ], "tool_use"
     return [{"type": "text", "text": d.text or ""}], "end_turn"
 
 
@@ -103,9 +115,16 @@ def _usage(in_bytes: int, out: int) -> dict:
 
 def response(d: Decision, model: str, in_bytes: int) -> dict:
     content, stop = _content(d)
-    return {"id": "msg_" + d.call_id, "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": _usage(in_bytes, len(json.dumps(content)))}
+    return {
+        "id": "msg_" + d.call_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": _usage(in_bytes, len(json.dumps(content))),
+    }
 
 
 def _sse(event: str, data: dict) -> bytes:
@@ -116,32 +135,56 @@ def stream(d: Decision, model: str, in_bytes: int) -> list[bytes]:
     content, stop = _content(d)
     block = content[0]
     usage = _usage(in_bytes, len(json.dumps(content)))
-    out = [_sse("message_start", {"type": "message_start", "message": {
-        "id": "msg_" + d.call_id, "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})]
+    out = [
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_" + d.call_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1},
+                },
+            },
+        )
+    ]
     if block["type"] == "tool_use":
         start = {**block, "input": {}}
         delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
     else:
         start = {"type": "text", "text": ""}
         delta = {"type": "text_delta", "text": block["text"]}
-    out += [_sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                         "content_block": start}),
-            _sse("ping", {"type": "ping"}),
-            _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": delta}),
-            _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            _sse("message_delta", {"type": "message_delta",
-                                   "delta": {"stop_reason": stop, "stop_sequence": None},
-                                   "usage": {"output_tokens": usage["output_tokens"]}}),
-            _sse("message_stop", {"type": "message_stop"})]
+    out += [
+        _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": start},
+        ),
+        _sse("ping", {"type": "ping"}),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        ),
+        _sse("message_stop", {"type": "message_stop"}),
+    ]
     return out
 
 
 def error(kind: str, message: str) -> dict:
-    return {"type": "error", "error": {"type": ERROR_TYPES.get(kind, "api_error"),
-                                       "message": message}}
+    return {
+        "type": "error",
+        "error": {"type": ERROR_TYPES.get(kind, "api_error"), "message": message},
+    }
 
 
 def count_tokens(in_bytes: int) -> dict:

@@ -44,8 +44,14 @@ from .core import Backend, Conversation, RequestProblem
 
 log = logging.getLogger("pushbench.modelserver")
 MAX_BODY = 32 << 20  # bytes; a longer body is refused (413) without being read whole
-STATUS = {"invalid_request": 400, "not_found": 404, "too_large": 413, "internal": 500,
-          "method": 405, "model_not_found": 404}
+STATUS = {
+    "invalid_request": 400,
+    "not_found": 404,
+    "too_large": 413,
+    "internal": 500,
+    "method": 405,
+    "model_not_found": 404,
+}
 
 
 class RequestLog:
@@ -67,8 +73,13 @@ class RequestLog:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 with open(fd, "a", encoding="utf-8") as f:
                     f.write(json.dumps(entry, ensure_ascii=True, default=repr) + "\n")
-        log.info("%s %s -> %s in %.1f ms", entry.get("api"), entry.get("path"),
-                 entry.get("status"), entry.get("latency_ms", 0.0))
+        log.info(
+            "%s %s -> %s in %.1f ms",
+            entry.get("api"),
+            entry.get("path"),
+            entry.get("status"),
+            entry.get("latency_ms", 0.0),
+        )
 
 
 class _Gunzip:
@@ -86,8 +97,11 @@ class _Gunzip:
                 piece = self.d.decompress(data, self.cap - self.out + 1)
                 self.out += len(piece)
                 if self.out > self.cap:
-                    raise RequestProblem(f"the decompressed body exceeds the limit of "
-                                         f"{self.cap} bytes", "too_large", 413)
+                    raise RequestProblem(
+                        f"the decompressed body exceeds the limit of {self.cap} bytes",
+                        "too_large",
+                        413,
+                    )
                 parts.append(piece)
                 if self.d.eof:  # a gzip member ended; another may follow
                     data = self.d.unused_data
@@ -108,8 +122,11 @@ async def _read_body(request: Request) -> bytes:
     """The body, decompressed, within :data:`MAX_BODY`; :class:`RequestProblem` otherwise."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY:
-        raise RequestProblem(f"request body of {declared} bytes exceeds the limit of "
-                             f"{MAX_BODY} bytes", "too_large", 413)
+        raise RequestProblem(
+            f"request body of {declared} bytes exceeds the limit of {MAX_BODY} bytes",
+            "too_large",
+            413,
+        )
     enc = request.headers.get("content-encoding", "identity").strip().lower()
     if enc not in ("identity", "", "gzip"):
         raise RequestProblem(f"unsupported content-encoding {enc[:40]!r} (send identity or gzip)")
@@ -119,12 +136,14 @@ async def _read_body(request: Request) -> bytes:
         async for chunk in request.stream():
             size += len(chunk)
             if size > MAX_BODY:
-                raise RequestProblem(f"request body exceeds the limit of {MAX_BODY} bytes",
-                                     "too_large", 413)
+                raise RequestProblem(
+                    f"request body exceeds the limit of {MAX_BODY} bytes", "too_large", 413
+                )
             chunks.append(gunzip.feed(chunk) if gunzip else chunk)
     except ClientDisconnect:
-        raise RequestProblem(f"the request body was cut off after {size} bytes (the client "
-                             "disconnected)") from None
+        raise RequestProblem(
+            f"the request body was cut off after {size} bytes (the client disconnected)"
+        ) from None
     if gunzip:
         gunzip.finish()
     return b"".join(chunks)
@@ -132,9 +151,12 @@ async def _read_body(request: Request) -> bytes:
 
 def _check_model(backend: Backend, model: object) -> None:
     if model not in backend.models:
-        raise RequestProblem(f"model {str(model)[:100]!r} not found; this server serves "
-                             f"{', '.join(backend.models)} (GET /v1/models)",
-                             "model_not_found", 404)
+        raise RequestProblem(
+            f"model {str(model)[:100]!r} not found; this server serves "
+            f"{', '.join(backend.models)} (GET /v1/models)",
+            "model_not_found",
+            404,
+        )
 
 
 def _decode(body: bytes) -> dict:
@@ -164,8 +186,12 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
     def handler(api: str, parse: Callable, render: Callable, error: Callable):
         async def endpoint(request: Request) -> Response:
             t0 = time.perf_counter()
-            entry: dict = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "api": api, "path": request.url.path, "bytes_in": 0}
+            entry: dict = {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "api": api,
+                "path": request.url.path,
+                "bytes_in": 0,
+            }
             try:
                 body = await _read_body(request)
                 entry["bytes_in"] = len(body)
@@ -176,13 +202,15 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
                 except RecursionError:
                     raise RequestProblem("the request is nested too deeply") from None
                 _check_model(backend, conv.model)
-                entry.update(stream=conv.stream, client_tools=len(conv.tools),
-                             client_tool_names=conv.tools[:100],
-                             tool_results=sum(s.result is not None for s in conv.steps))
+                entry.update(
+                    stream=conv.stream,
+                    client_tools=len(conv.tools),
+                    client_tool_names=conv.tools[:100],
+                    tool_results=sum(s.result is not None for s in conv.steps),
+                )
                 decision = await run_in_threadpool(backend.decide, conv)
                 entry["decision"] = decision.as_log()
-                entry["pushbench_tools"] = sorted(
-                    t for t in conv.tools if backend.server_name in t)
+                entry["pushbench_tools"] = sorted(t for t in conv.tools if backend.server_name in t)
                 chunks = render(decision, conv, extra, len(body))
                 status = 200
             except RequestProblem as e:
@@ -191,8 +219,11 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
                 if "cut off" in str(e):  # one line, no traceback: the client went away
                     log.warning("%s %s: %s", api, request.url.path, e)
                 payload = json.dumps(error(e.kind, str(e))).encode()
-                entry.update(status=status, bytes_out=len(payload),
-                             latency_ms=round(1000 * (time.perf_counter() - t0), 3))
+                entry.update(
+                    status=status,
+                    bytes_out=len(payload),
+                    latency_ms=round(1000 * (time.perf_counter() - t0), 3),
+                )
                 rlog.write(entry)
                 return Response(payload, status_code=status, media_type="application/json")
             except Exception as e:  # a server bug: answer in the API's shape
@@ -201,16 +232,23 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
                 entry.update(status=500, error=f"internal: {e!r}"[:300])
                 rlog.write(entry)
                 return Response(err_text.encode(), status_code=500, media_type="application/json")
-            entry.update(status=status, bytes_out=sum(len(c) for c in chunks),
-                         latency_ms=round(1000 * (time.perf_counter() - t0), 3))
+            entry.update(
+                status=status,
+                bytes_out=sum(len(c) for c in chunks),
+                latency_ms=round(1000 * (time.perf_counter() - t0), 3),
+            )
             rlog.write(entry)
             if conv.stream:
+
                 async def gen():
                     for c in chunks:
                         yield c
-                return StreamingResponse(gen(), media_type="text/event-stream",
-                                         headers={"cache-control": "no-cache"})
+
+                return StreamingResponse(
+                    gen(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+                )
             return Response(chunks[0], media_type="application/json")
+
         return endpoint
 
     def parse_messages(obj):
@@ -248,18 +286,30 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
         return JSONResponse(anthropic_api.count_tokens(len(body)))
 
     def model_entry(name: str) -> dict:  # both APIs' fields: OpenAI's and Anthropic's
-        return {"id": name, "object": "model", "created": 0, "owned_by": "pushbench",
-                "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z"}
+        return {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "pushbench",
+            "type": "model",
+            "display_name": name,
+            "created_at": "1970-01-01T00:00:00Z",
+        }
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [model_entry(m) for m in backend.models],
-                             "has_more": False, "first_id": backend.models[0],
-                             "last_id": backend.models[-1]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [model_entry(m) for m in backend.models],
+                "has_more": False,
+                "first_id": backend.models[0],
+                "last_id": backend.models[-1],
+            }
+        )
 
     async def one_model(request: Request) -> Response:
         name = request.path_params["name"]
-        err = anthropic_api.error if "anthropic-version" in request.headers else \
-            openai_api.error
+        err = anthropic_api.error if "anthropic-version" in request.headers else openai_api.error
         try:
             _check_model(backend, name)
         except RequestProblem as e:
@@ -271,26 +321,44 @@ def build_app(backend: Backend, request_log: RequestLog | None = None) -> Starle
 
     async def not_found(request: Request, exc) -> Response:
         anthropic = "messages" in request.url.path
-        err = (anthropic_api.error if anthropic else openai_api.error)
+        err = anthropic_api.error if anthropic else openai_api.error
         code = getattr(exc, "status_code", 404)
         kind = "method" if code == 405 else "not_found"
-        msg = (f"{request.method} {request.url.path} is not served here; use POST /v1/messages, "
-               "/v1/responses or /v1/chat/completions")
-        rlog.write({"api": "anthropic" if anthropic else "openai", "path": request.url.path,
-                    "status": code, "error": msg, "bytes_in": 0, "latency_ms": 0.0})
+        msg = (
+            f"{request.method} {request.url.path} is not served here; use POST /v1/messages, "
+            "/v1/responses or /v1/chat/completions"
+        )
+        rlog.write(
+            {
+                "api": "anthropic" if anthropic else "openai",
+                "path": request.url.path,
+                "status": code,
+                "error": msg,
+                "bytes_in": 0,
+                "latency_ms": 0.0,
+            }
+        )
         return JSONResponse(err(kind, msg), status_code=code)
 
     routes = []
     for prefix in ("/v1", ""):
         routes += [
-            Route(f"{prefix}/messages", handler("anthropic", parse_messages, render_messages,
-                                                anthropic_api.error), methods=["POST"]),
+            Route(
+                f"{prefix}/messages",
+                handler("anthropic", parse_messages, render_messages, anthropic_api.error),
+                methods=["POST"],
+            ),
             Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
-            Route(f"{prefix}/responses", handler("responses", parse_responses,
-                                                 render_responses, openai_api.error),
-                  methods=["POST"]),
-            Route(f"{prefix}/chat/completions", handler("chat", parse_chat, render_chat,
-                                                        openai_api.error), methods=["POST"]),
+            Route(
+                f"{prefix}/responses",
+                handler("responses", parse_responses, render_responses, openai_api.error),
+                methods=["POST"],
+            ),
+            Route(
+                f"{prefix}/chat/completions",
+                handler("chat", parse_chat, render_chat, openai_api.error),
+                methods=["POST"],
+            ),
             Route(f"{prefix}/models", models, methods=["GET"]),
             Route(f"{prefix}/models/{{name:path}}", one_model, methods=["GET"]),
         ]
@@ -307,8 +375,10 @@ def check_loopback(host: str) -> str:
             return host
     except ValueError:
         pass
-    raise ValueError(f"--host {host!r} is not a loopback address; the model server serves "
-                     "this machine only (use 127.0.0.1 or ::1)")
+    raise ValueError(
+        f"--host {host!r} is not a loopback address; the model server serves "
+        "this machine only (use 127.0.0.1 or ::1)"
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -325,14 +395,20 @@ def bind(host: str, port: int) -> socket.socket:
 def _server(app, sock):
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_keep_alive=30)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30
+    )
     return uvicorn.Server(config)
 
 
-def serve(backend: Backend, host: str = "127.0.0.1", port: int = 0,
-          log_path: str | None = None, port_file: str | None = None,
-          on_ready: Callable[[str], None] | None = None) -> None:
+def serve(
+    backend: Backend,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: str | None = None,
+    port_file: str | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Serve in the foreground until interrupted."""
     sock = bind(host, port)
     url = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"

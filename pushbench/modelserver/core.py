@@ -39,8 +39,8 @@ class RequestProblem(ValueError):
 class Step:
     """One tool call the conversation holds and (once answered) its result text."""
 
-    name: str                       # the client's tool name (namespace joined with "__")
-    arguments: Any                  # decoded arguments (or the raw text if not JSON)
+    name: str  # the client's tool name (namespace joined with "__")
+    arguments: Any  # decoded arguments (or the raw text if not JSON)
     call_id: str = ""
     result: str | None = None
     is_error: bool = False
@@ -51,31 +51,36 @@ class Conversation:
     """What one request says, independent of the API: texts, tool names, tool calls."""
 
     api: str
-    texts: list[str] = field(default_factory=list)     # system/developer/user text, in order
-    tools: list[str] = field(default_factory=list)     # client tool names (namespaced: a__b)
+    texts: list[str] = field(default_factory=list)  # system/developer/user text, in order
+    tools: list[str] = field(default_factory=list)  # client tool names (namespaced: a__b)
     steps: list[Step] = field(default_factory=list)
     stream: bool = False
     model: str = "pushbench-policy"
-    last_user: str | None = None   # Chat Completions: the last user message (text-edit answers)
+    last_user: str | None = None  # Chat Completions: the last user message (text-edit answers)
 
 
 @dataclass
 class Decision:
     """The answer: a tool call (``tool`` set) or a final text."""
 
-    tool: str | None = None           # the client's tool name to call
-    namespace: str | None = None      # Responses API namespaced tools: the namespace part
-    bare_name: str | None = None      # ... and the name inside it
+    tool: str | None = None  # the client's tool name to call
+    namespace: str | None = None  # Responses API namespaced tools: the namespace part
+    bare_name: str | None = None  # ... and the name inside it
     arguments: dict | None = None
     text: str | None = None
     call_id: str = ""
-    step: int = 0                     # PushBench calls made before this one
+    step: int = 0  # PushBench calls made before this one
     ended_by: str | None = None
-    diverged_at: int | None = None    # first history call that differs from the policy's
+    diverged_at: int | None = None  # first history call that differs from the policy's
 
     def as_log(self) -> dict:
-        return {"tool": self.tool, "final": self.text is not None, "step": self.step,
-                "ended_by": self.ended_by, "diverged_at": self.diverged_at}
+        return {
+            "tool": self.tool,
+            "final": self.text is not None,
+            "step": self.step,
+            "ended_by": self.ended_by,
+            "diverged_at": self.diverged_at,
+        }
 
 
 def find_first_observation(texts: list[str]) -> str | None:
@@ -124,10 +129,17 @@ def observation_from_result(name: str, text: str | None, is_error: bool) -> str:
                 queue.append(obj["message"])
         elif isinstance(obj, str):
             queue.append(obj)
-    return json.dumps({"tool": name, "ok": False, "error_type": "harness",
-                       "error": f"the client returned no PushBench observation"
-                                f"{' (error)' if is_error else ''}: {(text or '')[:300]}"},
-                      ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {
+            "tool": name,
+            "ok": False,
+            "error_type": "harness",
+            "error": f"the client returned no PushBench observation"
+            f"{' (error)' if is_error else ''}: {(text or '')[:300]}",
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 class Backend(Protocol):
@@ -144,11 +156,19 @@ class Backend(Protocol):
 class PolicyBackend:
     """Answers conversations with the moves of offline policy ``name`` (seeded, stateless)."""
 
-    def __init__(self, name: str, params: dict | None = None, seed: int = 0,
-                 server_name: str = "pushbench", models: tuple[str, ...] = (MODEL,)) -> None:
+    def __init__(
+        self,
+        name: str,
+        params: dict | None = None,
+        seed: int = 0,
+        server_name: str = "pushbench",
+        models: tuple[str, ...] = (MODEL,),
+    ) -> None:
         if name not in OFFLINE_POLICIES:
-            raise ValueError(f"policy {name!r} is not an offline policy; choose one of "
-                             f"{', '.join(OFFLINE_POLICIES)}")
+            raise ValueError(
+                f"policy {name!r} is not an offline policy; choose one of "
+                f"{', '.join(OFFLINE_POLICIES)}"
+            )
         if not models or any(not isinstance(m, str) or not m or len(m) > 256 for m in models):
             raise ValueError("the served model names must be 1 to 256 characters each")
         self.name, self.seed, self.server_name = name, seed, server_name
@@ -156,8 +176,13 @@ class PolicyBackend:
         self.params = validate_params(name, params or {})
 
     def describe(self) -> dict:
-        return {"policy": self.name, "params": self.params, "seed": self.seed,
-                "server_name": self.server_name, "models": list(self.models)}
+        return {
+            "policy": self.name,
+            "params": self.params,
+            "seed": self.seed,
+            "server_name": self.server_name,
+            "models": list(self.models),
+        }
 
     # -- tool names ------------------------------------------------------------------------
     def match_tools(self, client_tools: list[str], env_tools: list[str]) -> dict[str, str]:
@@ -171,8 +196,9 @@ class PolicyBackend:
         found: dict[str, str] = {}
         for tool in env_tools:
             pat = re.compile(rf"^(?:mcp__)?{s}(?:__|\.|/|:){re.escape(tool)}$")
-            hits = [c for c in client_tools if pat.match(c)] or \
-                [c for c in client_tools if c == tool]
+            hits = [c for c in client_tools if pat.match(c)] or [
+                c for c in client_tools if c == tool
+            ]
             if hits:
                 found[tool] = hits[0]
         return found
@@ -190,22 +216,28 @@ class PolicyBackend:
             raise RequestProblem(
                 "the conversation holds no PushBench first observation (a JSON object "
                 '{"tool": "reset", ...}); give the agent the prompt that `pushbench mcp-prompt '
-                "CONDITION --task TASK --seed SEED` prints")
+                "CONDITION --task TASK --seed SEED` prints"
+            )
         result = json.loads(first)["result"]
-        env_tools = [t["function"]["name"] for t in result.get("tools") or ()
-                     if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+        env_tools = [
+            t["function"]["name"]
+            for t in result.get("tools") or ()
+            if isinstance(t, dict) and isinstance(t.get("function"), dict)
+        ]
         mapping = self.match_tools(conv.tools, env_tools)
         if not mapping:
             raise RequestProblem(
                 f"none of the client's {len(conv.tools)} tools is a PushBench tool of server "
                 f"{self.server_name!r} (looked for {', '.join(env_tools) or 'none'} as "
-                f"mcp__{self.server_name}__<tool>); is the MCP server configured and connected?")
+                f"mcp__{self.server_name}__<tool>); is the MCP server configured and connected?"
+            )
         pol = make_policy(self.name, seed=self.seed, **self.params)
         pol.reset(first)
         budget = int(result.get("budget") or 0)
         obs = first
-        history = [(s, t) for s in conv.steps
-                   if (t := self._pushbench_tool(s.name, mapping)) is not None]
+        history = [
+            (s, t) for s in conv.steps if (t := self._pushbench_tool(s.name, mapping)) is not None
+        ]
         decision = Decision()
         n = 0
         for s, tool in history:
@@ -231,8 +263,10 @@ class PolicyBackend:
                 action = {"tool": "?", "raw": action}
         action = dict(action) if isinstance(action, dict) else {"tool": "?", "raw": action}
         tool = str(action.pop("tool", "?"))
-        client = mapping.get(tool) or next(iter(mapping.values())).rsplit(
-            next(iter(mapping)), 1)[0] + tool  # same prefix as the known ones
+        client = (
+            mapping.get(tool)
+            or next(iter(mapping.values())).rsplit(next(iter(mapping)), 1)[0] + tool
+        )  # same prefix as the known ones
         decision.tool, decision.arguments, decision.step = client, action, n
         if "__" in client and client.startswith("mcp__"):
             ns, _, bare = client.rpartition("__")
@@ -242,10 +276,12 @@ class PolicyBackend:
 
     def _final(self, d: Decision, n: int, why: str) -> Decision:
         d.step, d.ended_by = n, why
-        d.text = {"final": "Done: I called `final`; the episode is over.",
-                  "ask_user": "I handed control back to the user; the episode is over.",
-                  "budget": "The step budget is used up; the episode is over.",
-                  "over": "The episode is over."}[why]
+        d.text = {
+            "final": "Done: I called `final`; the episode is over.",
+            "ask_user": "I handed control back to the user; the episode is over.",
+            "budget": "The step budget is used up; the episode is over.",
+            "over": "The episode is over.",
+        }[why]
         return d
 
     def call_id(self, conv: Conversation, n: int) -> str:

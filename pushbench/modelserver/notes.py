@@ -21,8 +21,16 @@ from ..blackbox.letta_agent import MEMORY_TOOLS
 from .core import Conversation, Decision, PolicyBackend, observation_from_result
 
 NOTE_TOOL, NOTE_BLOCK = "memory_insert", "progress"
-_COUNTERS = ("step", "steps_used", "budget", "budget_left", "verified", "valid_count",
-             "submitted", "remaining")
+_COUNTERS = (
+    "step",
+    "steps_used",
+    "budget",
+    "budget_left",
+    "verified",
+    "valid_count",
+    "submitted",
+    "remaining",
+)
 
 
 def note_text(n: int, tool: str, observation: str) -> str:
@@ -45,10 +53,15 @@ class NotingBackend(PolicyBackend):
         last = conv.steps[-1]
         if last.name in MEMORY_TOOLS or last.result is None:
             return move  # the note for this result is written: make the policy's move
-        note = note_text(move.step, last.name, observation_from_result(
-            last.name, last.result, last.is_error))
-        h = hashlib.sha256(f"note|{self.name}|{self.seed}|{move.step}|{len(conv.steps)}"
-                           .encode()).hexdigest()[:24]
-        return Decision(tool=NOTE_TOOL, arguments={"label": NOTE_BLOCK, "new_string": note,
-                                                   "insert_line": -1},
-                        call_id=h, step=move.step)
+        note = note_text(
+            move.step, last.name, observation_from_result(last.name, last.result, last.is_error)
+        )
+        h = hashlib.sha256(
+            f"note|{self.name}|{self.seed}|{move.step}|{len(conv.steps)}".encode()
+        ).hexdigest()[:24]
+        return Decision(
+            tool=NOTE_TOOL,
+            arguments={"label": NOTE_BLOCK, "new_string": note, "insert_line": -1},
+            call_id=h,
+            step=move.step,
+        )

@@ -21,10 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .core import Conversation, Decision, Step
 
-ERROR_TYPES = {"invalid_request": "invalid_request_error", "not_found": "not_found_error",
-               "too_large": "invalid_request_error", "internal": "server_error",
-               "method": "invalid_request_error",
-               "model_not_found": "invalid_request_error"}
+ERROR_TYPES = {
+    "invalid_request": "invalid_request_error",
+    "not_found": "not_found_error",
+    "too_large": "invalid_request_error",
+    "internal": "server_error",
+    "method": "invalid_request_error",
+    "model_not_found": "invalid_request_error",
+}
 
 
 class _Loose(BaseModel):
@@ -111,30 +115,52 @@ def responses_conversation(req: ResponsesRequest) -> tuple[Conversation, set[str
 
 def _item(d: Decision, namespaced: set[str]) -> dict:
     if d.tool is not None:
-        item = {"type": "function_call", "id": "fc_" + d.call_id, "call_id": "call_" + d.call_id,
-                "name": d.tool, "arguments": json.dumps(d.arguments or {}),
-                "status": "completed"}
+        item = {
+            "type": "function_call",
+            "id": "fc_" + d.call_id,
+            "call_id": "call_" + d.call_id,
+            "name": d.tool,
+            "arguments": json.dumps(d.arguments or {}),
+            "status": "completed",
+        }
         if d.tool in namespaced:
             ns, _, bare = d.tool.rpartition("__")
             item.update(name=bare, namespace=ns)
         return item
-    return {"type": "message", "id": "msg_" + d.call_id, "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": d.text or "", "annotations": []}]}
+    return {
+        "type": "message",
+        "id": "msg_" + d.call_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": d.text or "", "annotations": []}],
+    }
 
 
 def _rusage(in_bytes: int, out: int) -> dict:
     i, o = max(1, in_bytes // 4), max(1, out // 4)  # estimates: bytes / 4 (no tokenizer)
-    return {"input_tokens": i, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": i + o}
+    return {
+        "input_tokens": i,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": o,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": i + o,
+    }
 
 
 def _envelope(d: Decision, model: str, status: str, output: list, usage: dict | None) -> dict:
-    return {"id": "resp_" + d.call_id, "object": "response", "created_at": int(time.time()),
-            "status": status, "model": model, "output": output, "usage": usage,
-            "parallel_tool_calls": False, "tool_choice": "auto", "error": None,
-            "incomplete_details": None}
+    return {
+        "id": "resp_" + d.call_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": usage,
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "error": None,
+        "incomplete_details": None,
+    }
 
 
 def responses_response(d: Decision, model: str, in_bytes: int, namespaced: set[str]) -> dict:
@@ -149,33 +175,68 @@ def responses_stream(d: Decision, model: str, in_bytes: int, namespaced: set[str
 
     def ev(kind: str, **data) -> None:
         payload = {"type": kind, "sequence_number": next(seq), **data}
-        out.append(f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
-                   .encode())
+        out.append(f"event: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n".encode())
 
     ev("response.created", response=_envelope(d, model, "in_progress", [], None))
     ev("response.in_progress", response=_envelope(d, model, "in_progress", [], None))
     if item["type"] == "function_call":
-        ev("response.output_item.added", output_index=0,
-           item={**item, "arguments": "", "status": "in_progress"})
-        ev("response.function_call_arguments.delta", item_id=item["id"], output_index=0,
-           delta=item["arguments"])
-        ev("response.function_call_arguments.done", item_id=item["id"], output_index=0,
-           arguments=item["arguments"])
+        ev(
+            "response.output_item.added",
+            output_index=0,
+            item={**item, "arguments": "", "status": "in_progress"},
+        )
+        ev(
+            "response.function_call_arguments.delta",
+            item_id=item["id"],
+            output_index=0,
+            delta=item["arguments"],
+        )
+        ev(
+            "response.function_call_arguments.done",
+            item_id=item["id"],
+            output_index=0,
+            arguments=item["arguments"],
+        )
     else:
         text = item["content"][0]["text"]
-        ev("response.output_item.added", output_index=0,
-           item={**item, "content": [], "status": "in_progress"})
-        ev("response.content_part.added", item_id=item["id"], output_index=0, content_index=0,
-           part={"type": "output_text", "text": "", "annotations": []})
-        ev("response.output_text.delta", item_id=item["id"], output_index=0, content_index=0,
-           delta=text)
-        ev("response.output_text.done", item_id=item["id"], output_index=0, content_index=0,
-           text=text)
-        ev("response.content_part.done", item_id=item["id"], output_index=0, content_index=0,
-           part=item["content"][0])
+        ev(
+            "response.output_item.added",
+            output_index=0,
+            item={**item, "content": [], "status": "in_progress"},
+        )
+        ev(
+            "response.content_part.added",
+            item_id=item["id"],
+            output_index=0,
+            content_index=0,
+            part={"type": "output_text", "text": "", "annotations": []},
+        )
+        ev(
+            "response.output_text.delta",
+            item_id=item["id"],
+            output_index=0,
+            content_index=0,
+            delta=text,
+        )
+        ev(
+            "response.output_text.done",
+            item_id=item["id"],
+            output_index=0,
+            content_index=0,
+            text=text,
+        )
+        ev(
+            "response.content_part.done",
+            item_id=item["id"],
+            output_index=0,
+            content_index=0,
+            part=item["content"][0],
+        )
     ev("response.output_item.done", output_index=0, item=item)
-    ev("response.completed", response=_envelope(d, model, "completed", [item],
-                                                _rusage(in_bytes, len(json.dumps(item)))))
+    ev(
+        "response.completed",
+        response=_envelope(d, model, "completed", [item], _rusage(in_bytes, len(json.dumps(item)))),
+    )
     return out
 
 
@@ -205,14 +266,21 @@ class ChatRequest(_Loose):
 
 
 def chat_conversation(req: ChatRequest) -> Conversation:
-    conv = Conversation(api="chat", stream=req.stream, model=req.model,
-                        tools=[str(t.function.get("name", "")) for t in req.tools or ()])
+    conv = Conversation(
+        api="chat",
+        stream=req.stream,
+        model=req.model,
+        tools=[str(t.function.get("name", "")) for t in req.tools or ()],
+    )
     by_id: dict[str, Step] = {}
     for m in req.messages:
         if m.role == "assistant":
             for c in m.tool_calls or ():
-                step = Step(name=str(c.function.get("name", "")),
-                            arguments=_args(c.function.get("arguments")), call_id=c.id or "")
+                step = Step(
+                    name=str(c.function.get("name", "")),
+                    arguments=_args(c.function.get("arguments")),
+                    call_id=c.id or "",
+                )
                 conv.steps.append(step)
                 by_id[step.call_id] = step
         elif m.role == "tool":
@@ -229,33 +297,57 @@ def chat_response(d: Decision, model: str, in_bytes: int) -> dict:
     msg: dict = {"role": "assistant", "content": d.text}
     finish = "stop"
     if d.tool is not None:
-        msg["tool_calls"] = [{"id": "call_" + d.call_id, "type": "function", "function": {
-            "name": d.tool, "arguments": json.dumps(d.arguments or {})}}]
+        msg["tool_calls"] = [
+            {
+                "id": "call_" + d.call_id,
+                "type": "function",
+                "function": {"name": d.tool, "arguments": json.dumps(d.arguments or {})},
+            }
+        ]
         finish = "tool_calls"
     i, o = max(1, in_bytes // 4), max(1, len(json.dumps(msg)) // 4)
-    return {"id": "chatcmpl-" + d.call_id, "object": "chat.completion",
-            "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
-            "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}}
+    return {
+        "id": "chatcmpl-" + d.call_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+        "usage": {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o},
+    }
 
 
 def chat_stream(d: Decision, model: str, in_bytes: int) -> list[bytes]:
     full = chat_response(d, model, in_bytes)
     msg, finish = full["choices"][0]["message"], full["choices"][0]["finish_reason"]
-    base = {"id": full["id"], "object": "chat.completion.chunk", "created": full["created"],
-            "model": model}
+    base = {
+        "id": full["id"],
+        "object": "chat.completion.chunk",
+        "created": full["created"],
+        "model": model,
+    }
     delta: dict = {"role": "assistant", "content": msg["content"]}
     if "tool_calls" in msg:
         delta["tool_calls"] = [{"index": 0, **msg["tool_calls"][0]}]
-    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-              {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-               "usage": full["usage"]}]
-    return [f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode() for c in chunks] + \
-        [b"data: [DONE]\n\n"]
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {
+            **base,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+            "usage": full["usage"],
+        },
+    ]
+    return [f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode() for c in chunks] + [
+        b"data: [DONE]\n\n"
+    ]
 
 
 def error(kind: str, message: str) -> dict:
     model = kind == "model_not_found"  # OpenAI's own shape for an unknown model
-    return {"error": {"message": message, "type": ERROR_TYPES.get(kind, "server_error"),
-                      "param": "model" if model else None,
-                      "code": "model_not_found" if model else None}}
+    return {
+        "error": {
+            "message": message,
+            "type": ERROR_TYPES.get(kind, "server_error"),
+            "param": "model" if model else None,
+            "code": "model_not_found" if model else None,
+        }
+    }

@@ -36,11 +36,14 @@ NO_CHANGE = "No change: this request names no SWE-lite issue I know (oracle-edit
 
 def diff_block(path: str, search: str, replace: str) -> str:
     """One SEARCH/REPLACE block of Aider's ``diff`` edit format."""
+
     def body(text: str) -> str:
         return text if text.endswith("\n") else text + "\n"
 
-    return (f"{path}\n```python\n<<<<<<< SEARCH\n{body(search)}=======\n{body(replace)}"
-            f">>>>>>> REPLACE\n```\n")
+    return (
+        f"{path}\n```python\n<<<<<<< SEARCH\n{body(search)}=======\n{body(replace)}"
+        f">>>>>>> REPLACE\n```\n"
+    )
 
 
 def known_units(recipe: str | None = None) -> list[dict]:
@@ -66,9 +69,12 @@ class OracleEditBackend:
         self._units: list[dict] | None = None
 
     def describe(self) -> dict:
-        return {"policy": NAME, "oracle": True, "models": list(self.models),
-                "note": "answers with SWE-lite reference fixes; tests the harness, never a "
-                        "result"}
+        return {
+            "policy": NAME,
+            "oracle": True,
+            "models": list(self.models),
+            "note": "answers with SWE-lite reference fixes; tests the harness, never a result",
+        }
 
     def units(self) -> list[dict]:
         if self._units is None:
@@ -82,10 +88,16 @@ class OracleEditBackend:
         last = conv.last_user or conv.texts[-1]
         hits = [u for u in self.units() if u["issue"] and u["issue"] in last]
         if hits:
-            blocks = [diff_block(u["file"], u["mutated_func"], u["original_func"])
-                      for u in sorted(hits, key=lambda u: last.index(u["issue"]))]
-            return ("Reference fix (oracle-edit) of " + ", ".join(u["key"] for u in hits)
-                    + ":\n\n" + "\n".join(blocks)), "edit"
+            blocks = [
+                diff_block(u["file"], u["mutated_func"], u["original_func"])
+                for u in sorted(hits, key=lambda u: last.index(u["issue"]))
+            ]
+            return (
+                "Reference fix (oracle-edit) of "
+                + ", ".join(u["key"] for u in hits)
+                + ":\n\n"
+                + "\n".join(blocks)
+            ), "edit"
         if any("commit message" in t.lower() for t in conv.texts[:1]):
             return COMMIT_MESSAGE, "commit"
         return NO_CHANGE, "none"

@@ -40,8 +40,15 @@ POLICIES: dict[str, str] = {
 }
 
 # Policies that need no network or model and are deterministic per seed.
-OFFLINE_POLICIES: tuple[str, ...] = ("random", "diligent", "simulated-weak", "simulated-mid",
-                                     "simulated-strong", "exhaustive", "simulated-base")
+OFFLINE_POLICIES: tuple[str, ...] = (
+    "random",
+    "diligent",
+    "simulated-weak",
+    "simulated-mid",
+    "simulated-strong",
+    "exhaustive",
+    "simulated-base",
+)
 
 
 def policy_class(name: str) -> type[Policy]:
@@ -56,8 +63,10 @@ def policy_class(name: str) -> type[Policy]:
         return getattr(importlib.import_module(module), attr)
     except ImportError as e:
         extra = "langgraph" if "langgraph" in name else "llm"
-        raise PolicyParamsError(f"policy {name!r} needs an optional dependency ({e}); install "
-                                f"it with pip install 'pushbench[{extra}]'") from None
+        raise PolicyParamsError(
+            f"policy {name!r} needs an optional dependency ({e}); install "
+            f"it with pip install 'pushbench[{extra}]'"
+        ) from None
 
 
 def validate_params(policy_name: str, params: dict | None, families=None) -> dict:
@@ -83,8 +92,9 @@ def validate_params(policy_name: str, params: dict | None, families=None) -> dic
         try:
             cls.params_for(family).model_validate(params)
         except ValidationError as e:
-            raise PolicyParamsError(describe_validation(
-                policy_name, e, f"on {family} tasks")) from None
+            raise PolicyParamsError(
+                describe_validation(policy_name, e, f"on {family} tasks")
+            ) from None
     return model.model_dump(exclude_unset=True)
 
 
@@ -95,5 +105,14 @@ def make_policy(name: str, seed: int | None = None, **params) -> Policy:
     return policy_class(name)(seed=seed, **params)
 
 
-__all__ = ["Policy", "POLICIES", "OFFLINE_POLICIES", "PolicyParamsError", "UnsupportedFamily",
-           "make_policy", "parse_observation", "policy_class", "validate_params"]
+__all__ = [
+    "Policy",
+    "POLICIES",
+    "OFFLINE_POLICIES",
+    "PolicyParamsError",
+    "UnsupportedFamily",
+    "make_policy",
+    "parse_observation",
+    "policy_class",
+    "validate_params",
+]

@@ -41,8 +41,11 @@ def describe_validation(policy: str, err: ValidationError, where: str = "") -> s
         loc = ".".join(str(x) for x in e["loc"]) or "params"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
-            msg = f"no effect {where} (not a parameter of its agent there)" if where \
+            msg = (
+                f"no effect {where} (not a parameter of its agent there)"
+                if where
                 else "unknown parameter"
+            )
         parts.append(f"param {loc!r}: {msg}")
     return f"policy {policy!r}: {'; '.join(parts)}"
 
@@ -79,8 +82,9 @@ class Policy:
         try:
             type(self).params_for(family).model_validate(self.given_params())
         except ValidationError as e:
-            raise PolicyParamsError(describe_validation(
-                self.name, e, f"on {family} tasks")) from None
+            raise PolicyParamsError(
+                describe_validation(self.name, e, f"on {family} tasks")
+            ) from None
 
     def given_params(self) -> dict:
         """The parameters as the caller gave them (``params`` may add resolved defaults)."""
@@ -88,8 +92,12 @@ class Policy:
 
     def describe(self) -> dict:
         """What the episode record stores about this policy."""
-        return {"name": self.name, "simulated": self.simulated, "seed": self.seed,
-                "params": dict(self.params)}
+        return {
+            "name": self.name,
+            "simulated": self.simulated,
+            "seed": self.seed,
+            "params": dict(self.params),
+        }
 
     def reset(self, first_observation: str) -> None:
         """Start an episode from the environment's first observation (JSON text)."""

@@ -18,10 +18,19 @@ CONTEXT_KIND = "context_length"  # PolicyError.kind of a request over the model'
 # What servers say when a request does not fit the window: OpenAI and vLLM ("maximum context
 # length is N tokens"), llama-cpp-python (the same, code context_length_exceeded), llama.cpp's
 # server ("exceeds the available context size"), others ("context window", "n_ctx").
-_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error",
-                            "context_window_exceeded", "string_above_max_length"})
-_CONTEXT_TEXT = re.compile(r"context[ _-]?(length|window|size)|maximum context|n_ctx|"
-                           r"too many tokens|prompt is too long", re.IGNORECASE)
+_CONTEXT_CODES = frozenset(
+    {
+        "context_length_exceeded",
+        "exceed_context_size_error",
+        "context_window_exceeded",
+        "string_above_max_length",
+    }
+)
+_CONTEXT_TEXT = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|n_ctx|"
+    r"too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
 
 
 class PolicyError(RuntimeError):
@@ -32,14 +41,19 @@ class PolicyError(RuntimeError):
     ``retries`` how many transient failures were retried before giving up.
     """
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None,
-                 retries: int = 0) -> None:
+    def __init__(
+        self, kind: str, message: str, *, status: int | None = None, retries: int = 0
+    ) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind, self.message, self.status, self.retries = kind, message, status, retries
 
     def as_record(self) -> dict:
-        return {"type": self.kind, "message": self.message[:2000], "status": self.status,
-                "retries": self.retries}
+        return {
+            "type": self.kind,
+            "message": self.message[:2000],
+            "status": self.status,
+            "retries": self.retries,
+        }
 
 
 class ContextOverflow(PolicyError):
@@ -47,8 +61,14 @@ class ContextOverflow(PolicyError):
     (``kind`` :data:`CONTEXT_KIND`). ``window`` and ``prompt_tokens`` are the numbers the
     server's message gave (``None`` when it gave none): the policy trims and retries once."""
 
-    def __init__(self, message: str, *, status: int | None = None, window: int | None = None,
-                 prompt_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        window: int | None = None,
+        prompt_tokens: int | None = None,
+    ) -> None:
         super().__init__(CONTEXT_KIND, message, status=status)
         self.window, self.prompt_tokens = window, prompt_tokens
 

@@ -66,8 +66,7 @@ def derived_label(name: str, params: dict | None = None) -> str:
             shown.append(("context", params["context_tokens"] or "full"))
     else:
         defaults = json.loads(_defaults(name)) if params else {}
-        shown = sorted((k, v) for k, v in params.items()
-                       if k not in defaults or defaults[k] != v)
+        shown = sorted((k, v) for k, v in params.items() if k not in defaults or defaults[k] != v)
     if not shown:
         return name
     return f"{name}[{','.join(f'{k}={_value(v)}' for k, v in shown)}]"

@@ -56,25 +56,48 @@ BATCH_GRACE = 1800  # seconds past the episode timeout for the batch's start and
 # PushBench's prompt; measured 18,671 bytes on RepoScan-requests-docstring-N10 (docs/letta.md)
 PROMPT_FLOOR = 4000
 MAX_TRANSCRIPT = 2000  # Letta messages kept in the record (a message's text clipped to 2,000)
-_OFFLINE = Literal["random", "diligent", "simulated-weak", "simulated-mid", "simulated-strong",
-                   "exhaustive", "simulated-base"]
+_OFFLINE = Literal[
+    "random",
+    "diligent",
+    "simulated-weak",
+    "simulated-mid",
+    "simulated-strong",
+    "exhaustive",
+    "simulated-base",
+]
 
 
 class LettaParams(NoParams):
     model_server: _OFFLINE | None = Field(
-        None, description="serve this offline policy to Letta on loopback (a harness test: "
-        "the rows are simulated, never a result)")
-    base_url: str | None = Field(None, min_length=1, max_length=2048, description="a real "
-                                 "OpenAI-compatible endpoint (without /v1) instead")
-    model: str = Field("default", min_length=1, max_length=256, description="with base_url: "
-                       "the model name")
-    api_key_env: str | None = Field(None, min_length=1, max_length=128, description="with "
-                                    "base_url: the variable holding the endpoint's key")
+        None,
+        description="serve this offline policy to Letta on loopback (a harness test: "
+        "the rows are simulated, never a result)",
+    )
+    base_url: str | None = Field(
+        None,
+        min_length=1,
+        max_length=2048,
+        description="a real OpenAI-compatible endpoint (without /v1) instead",
+    )
+    model: str = Field(
+        "default", min_length=1, max_length=256, description="with base_url: the model name"
+    )
+    api_key_env: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        description="with base_url: the variable holding the endpoint's key",
+    )
     condition: Literal["default", "checklist"] = "default"
-    timeout: float = Field(3600.0, gt=0, le=10 * 86400, description="seconds per episode "
-                           "before the Letta client is stopped")
-    prices: dict[str, Price] | Price | None = Field(None, description="USD per million tokens "
-                                                    "(for --estimate), as the llm policies")
+    timeout: float = Field(
+        3600.0,
+        gt=0,
+        le=10 * 86400,
+        description="seconds per episode before the Letta client is stopped",
+    )
+    prices: dict[str, Price] | Price | None = Field(
+        None, description="USD per million tokens (for --estimate), as the llm policies"
+    )
 
     @model_validator(mode="after")
     def _one_endpoint(self):
@@ -102,8 +125,9 @@ class LettaPolicy(Policy):
     @classmethod
     def params_for(cls, family: str):
         if family not in FAMILIES:
-            raise UnsupportedFamily(f"policy 'letta' runs on RepoScan and DataOps tasks, not "
-                                    f"{family}")
+            raise UnsupportedFamily(
+                f"policy 'letta' runs on RepoScan and DataOps tasks, not {family}"
+            )
         return LettaParams
 
     @classmethod
@@ -113,15 +137,16 @@ class LettaPolicy(Policy):
         try:
             baselines.require("letta")
         except baselines.BaselineError as e:
-            raise baselines.BaselineError(f"policy 'letta' needs the Letta server: {e}") \
-                from None
+            raise baselines.BaselineError(f"policy 'letta' needs the Letta server: {e}") from None
 
     def describe(self) -> dict:
         out = super().describe()
         out["simulated"] = self.simulated
         if self.simulated:
-            out["note"] = ("an offline policy behind the model server drives Letta; tests the "
-                           "harness, never a result")
+            out["note"] = (
+                "an offline policy behind the model server drives Letta; tests the "
+                "harness, never a result"
+            )
         return out
 
     def reset(self, first_observation: str) -> None:
@@ -142,14 +167,32 @@ class LettaPolicy(Policy):
         self.preflight()
         u = env.unwrapped
         task, seed = u.task.task_id, u.seed_used
-        controller = (env.get_wrapper_attr("episode_record")().get("controller") or {}) \
-            .get("name", "none")
+        controller = (env.get_wrapper_attr("episode_record")().get("controller") or {}).get(
+            "name", "none"
+        )
         work = Path(tempfile.mkdtemp(prefix="pushbench-letta-"))
         try:
-            argv = [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent",
-                    "letta", "--tasks", task, "--seeds", str(seed), "--condition",
-                    self.p.condition, "--controller", controller, "--timeout",
-                    str(self.p.timeout), "--out", str(work / "out")]
+            argv = [
+                sys.executable,
+                "-m",
+                "pushbench.cli",
+                "blackbox",
+                "run",
+                "--agent",
+                "letta",
+                "--tasks",
+                task,
+                "--seeds",
+                str(seed),
+                "--condition",
+                self.p.condition,
+                "--controller",
+                controller,
+                "--timeout",
+                str(self.p.timeout),
+                "--out",
+                str(work / "out"),
+            ]
             if u.task.budget != get_task(task).budget:  # the runner's budget override
                 argv += ["--budget", str(u.task.budget)]
             if self.simulated:
@@ -170,38 +213,62 @@ class LettaPolicy(Policy):
         letta = _json(ep / "letta.json")
         if client is None:
             tail = (proc.stderr or proc.stdout or "").strip().splitlines()
-            raise PolicyError("letta_error", f"the Letta episode did not start (exit "
-                              f"{proc.returncode}): {(tail or ['no output'])[-1][:300]}")
+            raise PolicyError(
+                "letta_error",
+                f"the Letta episode did not start (exit "
+                f"{proc.returncode}): {(tail or ['no output'])[-1][:300]}",
+            )
         requests = [json.loads(x) for x in _lines(ep / "model-server.jsonl")]
-        self.info = {"version": client.get("client_version"),
-                     "endpoint": "model-server" if self.simulated else self.p.base_url,
-                     "model": None if self.simulated else self.p.model,
-                     "condition": self.p.condition, "client_rc": client.get("rc"),
-                     "timed_out": client.get("timed_out"), "seconds": client.get("seconds"),
-                     "memory_calls": client.get("memory_calls"),
-                     "memory_errors": client.get("memory_errors"),
-                     "memory_tools_used": (letta or {}).get("memory_tools_used"),
-                     "pushbench_calls": (letta or {}).get("pushbench_calls"),
-                     "turns": client.get("letta_turns"),
-                     "stop_reasons": client.get("letta_stop_reasons"),
-                     "error": client.get("letta_error"),
-                     "model_requests": len(requests) if self.simulated else None,
-                     "server": _json(ep.parents[2] / "server" / "server.json")}
+        self.info = {
+            "version": client.get("client_version"),
+            "endpoint": "model-server" if self.simulated else self.p.base_url,
+            "model": None if self.simulated else self.p.model,
+            "condition": self.p.condition,
+            "client_rc": client.get("rc"),
+            "timed_out": client.get("timed_out"),
+            "seconds": client.get("seconds"),
+            "memory_calls": client.get("memory_calls"),
+            "memory_errors": client.get("memory_errors"),
+            "memory_tools_used": (letta or {}).get("memory_tools_used"),
+            "pushbench_calls": (letta or {}).get("pushbench_calls"),
+            "turns": client.get("letta_turns"),
+            "stop_reasons": client.get("letta_stop_reasons"),
+            "error": client.get("letta_error"),
+            "model_requests": len(requests) if self.simulated else None,
+            "server": _json(ep.parents[2] / "server" / "server.json"),
+        }
         for line in _lines(ep / "letta-trace.jsonl")[:MAX_TRANSCRIPT]:
             m = json.loads(line)
-            self.transcript.append({k: (v[:2000] if isinstance(v, str) else v)
-                                    for k, v in m.items() if k in (
-                                        "turn", "message_type", "name", "tool_call",
-                                        "tool_calls", "tool_return", "status", "content",
-                                        "stop_reason", "usage")})
+            self.transcript.append(
+                {
+                    k: (v[:2000] if isinstance(v, str) else v)
+                    for k, v in m.items()
+                    if k
+                    in (
+                        "turn",
+                        "message_type",
+                        "name",
+                        "tool_call",
+                        "tool_calls",
+                        "tool_return",
+                        "status",
+                        "content",
+                        "stop_reason",
+                        "usage",
+                    )
+                }
+            )
 
     def _replay(self, env, ep: Path) -> None:
         """Step ``env`` with the trace's PushBench calls; every observation must be the one
         the agent got through ``pushbench mcp``."""
         prompt = (ep / "prompt.txt").read_text() if (ep / "prompt.txt").exists() else ""
         if self.first_text not in prompt:
-            raise PolicyError("letta_replay", "the black-box episode started from another "
-                              "first observation than the runner's (instance or options differ)")
+            raise PolicyError(
+                "letta_replay",
+                "the black-box episode started from another "
+                "first observation than the runner's (instance or options differ)",
+            )
         done = False
         for i, line in enumerate(_lines(ep / "run" / "trace.jsonl"), 1):
             t = json.loads(line)
@@ -209,30 +276,42 @@ class LettaPolicy(Policy):
                 continue  # a call after the episode's end: nothing ran
             proposed = t.get("proposed") or {}
             if done or proposed.get("oversized") or t.get("out_of_band_edits"):
-                raise PolicyError("letta_replay", f"trace line {i} cannot be replayed in "
-                                  "process (a call after the end, an oversized call or a "
-                                  "workspace edit)")
+                raise PolicyError(
+                    "letta_replay",
+                    f"trace line {i} cannot be replayed in "
+                    "process (a call after the end, an oversized call or a "
+                    "workspace edit)",
+                )
             action = {"tool": proposed.get("tool")}
             for k, v in (proposed.get("arguments") or {}).items():
                 action["tool (argument)" if k == "tool" else k] = v
             obs, _, terminated, truncated, _ = env.step(action)
             if obs != t.get("observation"):
-                raise PolicyError("letta_replay", f"call {i}: the runner's environment "
-                                  "answered differently than pushbench mcp did")
+                raise PolicyError(
+                    "letta_replay",
+                    f"call {i}: the runner's environment "
+                    "answered differently than pushbench mcp did",
+                )
             done = terminated or truncated
         if not done:
-            why = self.info.get("error") or ("the episode timeout fired"
-                                             if self.info.get("timed_out") else
-                                             "the agent stopped before the episode ended")
+            why = self.info.get("error") or (
+                "the episode timeout fired"
+                if self.info.get("timed_out")
+                else "the agent stopped before the episode ended"
+            )
             kind = "letta_timeout" if self.info.get("timed_out") else "letta_error"
             raise PolicyError(kind, f"the Letta episode is unfinished: {why}"[:500])
 
     def episode_extras(self) -> dict:
         # record["memory"] in the shape the in-process memory baselines give it
         # (policies.llm.memory), so the memory rows compare field for field
-        memory = {"backend": "letta", "calls": self.info.get("memory_calls"),
-                  "by_tool": dict(sorted((self.info.get("memory_tools_used") or {}).items())),
-                  "errors": self.info.get("memory_errors"), "charged_to_env": 0}
+        memory = {
+            "backend": "letta",
+            "calls": self.info.get("memory_calls"),
+            "by_tool": dict(sorted((self.info.get("memory_tools_used") or {}).items())),
+            "errors": self.info.get("memory_errors"),
+            "charged_to_env": 0,
+        }
         return {"letta": self.info, "memory": memory, "transcript": self.transcript}
 
 
@@ -241,8 +320,15 @@ def _run_batch(argv: list[str], cwd: Path, timeout: float) -> subprocess.Complet
     start-up) come first; past ``timeout`` (a hung start or evaluation) it gets SIGINT, so its
     cleanup stops Letta and Postgres (their own process groups, which a kill of the child
     would leave running), and SIGKILL only after :data:`BATCH_GRACE` more seconds."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -252,8 +338,9 @@ def _run_batch(argv: list[str], cwd: Path, timeout: float) -> subprocess.Complet
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-        raise PolicyError("letta_timeout", f"the Letta batch did not end within {timeout:g} s")\
-            from None
+        raise PolicyError(
+            "letta_timeout", f"the Letta batch did not end within {timeout:g} s"
+        ) from None
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 

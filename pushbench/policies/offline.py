@@ -29,7 +29,8 @@ from .swelite import agents as swelite_agents
 NO_SWELITE_FLOOR = (
     "exhaustive has no SWE-lite variant: every SWE-lite unit is validated to fail its "
     "tests on the mutated code, so an agent that does not read and repair code gets no "
-    "unit accepted (its floor is 0 by construction); run it on RepoScan or DataOps")
+    "unit accepted (its floor is 0 by construction); run it on RepoScan or DataOps"
+)
 
 # (policy, family) -> factory(rng, **params) of the agent that plays the episode there.
 AGENTS: dict[tuple[str, str], Callable[..., Any]] = {
@@ -132,8 +133,9 @@ class ExhaustivePolicy(_PerFamily, exhaustive.ExhaustivePolicy):
     @classmethod
     def params_for(cls, family: str):
         if family == "swelite":
-            raise UnsupportedFamily(f"policy {cls.name!r} has no agent for {family} tasks: "
-                                    + NO_SWELITE_FLOOR)
+            raise UnsupportedFamily(
+                f"policy {cls.name!r} has no agent for {family} tasks: " + NO_SWELITE_FLOOR
+            )
         return cls.Params
 
     def reset(self, first_observation: str) -> None:
@@ -161,8 +163,9 @@ class DiligentOraclePolicy(Policy):
 
     def describe(self) -> dict:
         out = super().describe()
-        out.update(oracle=True, simulated=True,
-                   note="knows the reference fixes; proves solvability only")
+        out.update(
+            oracle=True, simulated=True, note="knows the reference fixes; proves solvability only"
+        )
         return out
 
     def reset(self, first_observation: str) -> None:
@@ -171,8 +174,9 @@ class DiligentOraclePolicy(Policy):
         if family != "swelite":
             # Other families have no reference fixes: behave exactly like ``diligent`` there
             # (the rows stay flagged oracle/simulated all the same).
-            self._agent: DiligentPolicy | swelite_agents.SWELiteOracle = \
-                DiligentPolicy(seed=self.seed)
+            self._agent: DiligentPolicy | swelite_agents.SWELiteOracle = DiligentPolicy(
+                seed=self.seed
+            )
             self._agent.rng = self.rng
         else:
             self._agent = swelite_agents.SWELiteOracle(self.rng, **self.params)

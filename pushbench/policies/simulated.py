@@ -14,5 +14,11 @@ from .mechanisms.policy import SimulatedMid, SimulatedPolicy, SimulatedStrong, S
 
 PRESETS = FAMILY_PRESETS["reposcan"]  # the RepoScan presets (DataOps: FAMILY_PRESETS["dataops"])
 
-__all__ = ["PRESETS", "FAMILY_PRESETS", "SimulatedMid", "SimulatedPolicy", "SimulatedStrong",
-           "SimulatedWeak"]
+__all__ = [
+    "PRESETS",
+    "FAMILY_PRESETS",
+    "SimulatedMid",
+    "SimulatedPolicy",
+    "SimulatedStrong",
+    "SimulatedWeak",
+]

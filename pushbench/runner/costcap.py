@@ -37,8 +37,9 @@ def line_cost(line: dict | None) -> float:
     return float(usage.get("cost_usd") or 0.0)
 
 
-def worst_cases(specs: Iterable[EpisodeSpec], allow_unpriced: bool,
-                planner: Planner | None = None) -> dict[str, float]:
+def worst_cases(
+    specs: Iterable[EpisodeSpec], allow_unpriced: bool, planner: Planner | None = None
+) -> dict[str, float]:
     """Each spec's reserved worst case in USD (key -> USD); raise :class:`ExperimentError`
     for a model without a price (unless ``allow_unpriced``: it is reserved and counted at $0)
     or an unbounded worst case (``context_tokens: null`` without ``max_episode_tokens``)."""
@@ -53,8 +54,10 @@ def worst_cases(specs: Iterable[EpisodeSpec], allow_unpriced: bool,
             continue
         if cfg.price() is None:
             if not allow_unpriced:
-                unpriced.add(f"{policy_label(spec.policy, spec.policy_params, spec.policy_label)}"
-                              f" (model {cfg.model!r})")
+                unpriced.add(
+                    f"{policy_label(spec.policy, spec.policy_params, spec.policy_label)}"
+                    f" (model {cfg.model!r})"
+                )
             out[spec.key] = 0.0
             continue
         high = planner.bounds(spec).cost_high
@@ -64,13 +67,17 @@ def worst_cases(specs: Iterable[EpisodeSpec], allow_unpriced: bool,
         out[spec.key] = high
     problems = []
     if unpriced:
-        problems.append(f"a cost cap needs a price for every model; no `prices` entry for "
-                        f"{', '.join(sorted(unpriced))}. Add one (docs/llm.md) or pass "
-                        "--allow-unpriced to run them uncounted ($0)")
+        problems.append(
+            f"a cost cap needs a price for every model; no `prices` entry for "
+            f"{', '.join(sorted(unpriced))}. Add one (docs/llm.md) or pass "
+            "--allow-unpriced to run them uncounted ($0)"
+        )
     if unbounded:
-        problems.append(f"{', '.join(sorted(unbounded))} run(s) with context_tokens: null, whose "
-                        "worst case has no bound: set max_episode_tokens in the experiment file "
-                        "to run them under a cost cap")
+        problems.append(
+            f"{', '.join(sorted(unbounded))} run(s) with context_tokens: null, whose "
+            "worst case has no bound: set max_episode_tokens in the experiment file "
+            "to run them under a cost cap"
+        )
     if problems:
         raise ExperimentError("; ".join(problems))
     return out
@@ -81,7 +88,7 @@ class CostGate:
 
     def __init__(self, cap_usd: float, spent_usd: float, worst: dict[str, float]) -> None:
         self.cap_usd = float(cap_usd)
-        self.spent_usd = float(spent_usd)   # recorded spend (before and during this sweep)
+        self.spent_usd = float(spent_usd)  # recorded spend (before and during this sweep)
         self.worst = worst
         self.reserved: dict[str, float] = {}
         self.stopped_at: str | None = None  # key of the first episode refused

@@ -28,9 +28,15 @@ from ..policies.errors import PolicyError, mark_policy_error
 from ..policies.identity import policy_key_id, policy_label
 
 
-def episode_key(task_id: str, controller: str, policy: str, seed: int | None,
-                instance: str | None = None, params: dict | None = None,
-                label: str | None = None) -> str:
+def episode_key(
+    task_id: str,
+    controller: str,
+    policy: str,
+    seed: int | None,
+    instance: str | None = None,
+    params: dict | None = None,
+    label: str | None = None,
+) -> str:
     """Stable id of an episode: what resume uses to skip finished work.
 
     ``policy`` is the policy's name; with ``params`` and ``label`` (an experiment entry) its
@@ -47,8 +53,11 @@ def _make_env(task_id: str, controller: str, budget: int | None):
 
 
 def _make_policy(policy: str | Policy, seed: int, policy_params: dict | None) -> Policy:
-    return policy if isinstance(policy, Policy) else make_policy(
-        policy, seed=seed, **(policy_params or {}))
+    return (
+        policy
+        if isinstance(policy, Policy)
+        else make_policy(policy, seed=seed, **(policy_params or {}))
+    )
 
 
 def _step(env, action) -> tuple[str, bool]:
@@ -56,10 +65,17 @@ def _step(env, action) -> tuple[str, bool]:
     return obs, terminated or truncated
 
 
-def run_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
-                instance: str | None = None, budget: int | None = None,
-                policy_params: dict | None = None, label: str | None = None,
-                max_episode_tokens: int | None = None) -> dict:
+def run_episode(
+    task_id: str,
+    controller: str,
+    policy: str | Policy,
+    seed: int,
+    instance: str | None = None,
+    budget: int | None = None,
+    policy_params: dict | None = None,
+    label: str | None = None,
+    max_episode_tokens: int | None = None,
+) -> dict:
     """Run ``policy`` on ``task_id`` under ``controller`` with ``seed``; return the record.
 
     ``max_episode_tokens`` caps the model tokens of the episode (:mod:`pushbench.spend`; an
@@ -89,8 +105,17 @@ def run_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
         record = env.get_wrapper_attr("episode_record")()
     finally:
         env.close()
-    finish_record(record, pol, task_id, controller, seed, instance, label, failure,
-                  None if isinstance(policy, Policy) else policy_params)
+    finish_record(
+        record,
+        pol,
+        task_id,
+        controller,
+        seed,
+        instance,
+        label,
+        failure,
+        None if isinstance(policy, Policy) else policy_params,
+    )
     return record
 
 
@@ -103,10 +128,17 @@ def serialised(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed: int,
-                       instance: str | None = None, budget: int | None = None,
-                       policy_params: dict | None = None, label: str | None = None,
-                       max_episode_tokens: int | None = None) -> dict:
+async def arun_episode(
+    task_id: str,
+    controller: str,
+    policy: str | Policy,
+    seed: int,
+    instance: str | None = None,
+    budget: int | None = None,
+    policy_params: dict | None = None,
+    label: str | None = None,
+    max_episode_tokens: int | None = None,
+) -> dict:
     """:func:`run_episode` without blocking the event loop (same record, same key).
 
     Uses the policy's ``adrive`` (a policy owning its loop) or ``aact`` when it has them, else
@@ -118,8 +150,9 @@ async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed
     try:
         pol = _make_policy(policy, seed, policy_params)
         # The first reset of an instance loads its index (tens of ms): keep it off the loop.
-        obs, _ = await asyncio.to_thread(serialised, env.reset, seed=seed,
-                                         options=env.unwrapped.reset_options(instance))
+        obs, _ = await asyncio.to_thread(
+            serialised, env.reset, seed=seed, options=env.unwrapped.reset_options(instance)
+        )
         pol.reset(obs)
         try:
             with spend.episode_limits(max_episode_tokens):  # this task's own context
@@ -129,8 +162,9 @@ async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed
                     aact = getattr(pol, "aact", None)
                     done = False
                     while not done:
-                        obs, done = _step(env, await aact(obs) if aact is not None
-                                          else pol.act(obs))
+                        obs, done = _step(
+                            env, await aact(obs) if aact is not None else pol.act(obs)
+                        )
         except PolicyError as e:
             failure = e
         record = env.get_wrapper_attr("episode_record")()
@@ -138,13 +172,23 @@ async def arun_episode(task_id: str, controller: str, policy: str | Policy, seed
         env.close()
         if pol is not None and hasattr(pol, "aclose"):
             await pol.aclose()
-    finish_record(record, pol, task_id, controller, seed, instance, label, failure,
-                  None if isinstance(policy, Policy) else policy_params)
+    finish_record(
+        record,
+        pol,
+        task_id,
+        controller,
+        seed,
+        instance,
+        label,
+        failure,
+        None if isinstance(policy, Policy) else policy_params,
+    )
     return record
 
 
-async def run_many(episodes: Iterable[dict[str, Any]], concurrency: int = 8
-                   ) -> AsyncIterator[tuple[int, dict | BaseException]]:
+async def run_many(
+    episodes: Iterable[dict[str, Any]], concurrency: int = 8
+) -> AsyncIterator[tuple[int, dict | BaseException]]:
     """Run ``arun_episode(**kwargs)`` for each kwargs dict, at most ``concurrency`` at once.
 
     Yields ``(index, record)`` or ``(index, exception)`` in completion order.
@@ -167,9 +211,17 @@ async def run_many(episodes: Iterable[dict[str, Any]], concurrency: int = 8
             t.cancel()
 
 
-def finish_record(record: dict, pol: Policy, task_id: str, controller: str, seed: int,
-                  instance: str | None, label: str | None, failure: PolicyError | None,
-                  requested_params: dict | None) -> None:
+def finish_record(
+    record: dict,
+    pol: Policy,
+    task_id: str,
+    controller: str,
+    seed: int,
+    instance: str | None,
+    label: str | None,
+    failure: PolicyError | None,
+    requested_params: dict | None,
+) -> None:
     """Add the policy's description (with its label), extras, failure mark and key to
     ``record``: one place for the sync and the async episode loop.
 
@@ -184,5 +236,6 @@ def finish_record(record: dict, pol: Policy, task_id: str, controller: str, seed
     if failure is not None:  # terminated_by "error", record["error"], metrics["error"]
         mark_policy_error(record, failure)
     record["simulated"] = bool(pol.simulated)
-    record["key"] = episode_key(task_id, controller, pol.name, seed, instance,
-                                params=requested_params, label=label)
+    record["key"] = episode_key(
+        task_id, controller, pol.name, seed, instance, params=requested_params, label=label
+    )

@@ -37,9 +37,13 @@ from typing import Any
 from .spec import EpisodeSpec
 
 COMPLETION_EXPECTED = 150  # tokens per call: the high end measured on the local model
-COMPLETION_LOW = 30        # tokens per call: the low end of the same table (docs/llm.md)
-LLM_CONFIGS = {"llm": "LLMConfig", "llm-langgraph": "LangGraphConfig",
-               "llm-langgraph-memory": "LangGraphConfig", "llm-memgpt": "MemGPTConfig"}
+COMPLETION_LOW = 30  # tokens per call: the low end of the same table (docs/llm.md)
+LLM_CONFIGS = {
+    "llm": "LLMConfig",
+    "llm-langgraph": "LangGraphConfig",
+    "llm-langgraph-memory": "LangGraphConfig",
+    "llm-memgpt": "MemGPTConfig",
+}
 MEMORY_TOOLS = {"llm-langgraph-memory": "StoreMemory", "llm-memgpt": "MemGPTMemory"}
 ASSUMPTIONS = (
     "steps = the step budget B (low: the target T, one step per unit); model calls = steps "
@@ -100,8 +104,15 @@ class Planner:
 
     def facts(self, spec: EpisodeSpec, cfg) -> tuple[int, int, int, int]:
         """``(budget, target, pinned_tokens, tool_tokens)`` of ``spec``'s episode start."""
-        key = (spec.task_id, spec.instance, spec.controller, spec.budget, spec.policy,
-               spec.seed if spec.instance is None else None, cfg.system_prompt)
+        key = (
+            spec.task_id,
+            spec.instance,
+            spec.controller,
+            spec.budget,
+            spec.policy,
+            spec.seed if spec.instance is None else None,
+            cfg.system_prompt,
+        )
         if key not in self._facts:
             from ..policies.llm.context import estimate_tokens, view_tokens
             from ..policies.llm.core import AgentCore
@@ -109,16 +120,21 @@ class Planner:
 
             env = _make_env(spec.task_id, spec.controller, spec.budget)
             try:
-                obs, _ = env.reset(seed=spec.seed,
-                                   options=env.unwrapped.reset_options(spec.instance))
+                obs, _ = env.reset(
+                    seed=spec.seed, options=env.unwrapped.reset_options(spec.instance)
+                )
             finally:
                 env.close()
             core = AgentCore(cfg)
             pinned = view_tokens(core.start(obs))
             tools = core.env_tools + _memory_tools(spec.policy)
             first = json.loads(obs).get("result") or {}
-            self._facts[key] = (int(first.get("budget") or 0), int(first.get("target") or 0),
-                                pinned, estimate_tokens(json.dumps(tools)) if tools else 0)
+            self._facts[key] = (
+                int(first.get("budget") or 0),
+                int(first.get("target") or 0),
+                pinned,
+                estimate_tokens(json.dumps(tools)) if tools else 0,
+            )
         return self._facts[key]
 
     def bounds(self, spec: EpisodeSpec) -> Bounds:
@@ -138,8 +154,11 @@ class Planner:
         per_call = math.inf if cfg.context_tokens is None else cfg.context_tokens + tools
         prompt: Triple = (steps_lo * (pinned + tools), budget * per_call, calls_hi * per_call)
         completion: Triple
-        completion = (steps_lo * min(c, COMPLETION_LOW), budget * min(c, COMPLETION_EXPECTED),
-                      calls_hi * c)
+        completion = (
+            steps_lo * min(c, COMPLETION_LOW),
+            budget * min(c, COMPLETION_EXPECTED),
+            calls_hi * c,
+        )
         cap = spec.max_episode_tokens
         if cap is not None:
             prompt = _triple(min(x, cap) for x in prompt)
@@ -147,8 +166,10 @@ class Planner:
         price = cfg.price()
         cost: Triple | None = None
         if price is not None:
-            cost = _triple(_cost(p, q, price.input_per_mtok, price.output_per_mtok)
-                           for p, q in zip(prompt, completion, strict=True))
+            cost = _triple(
+                _cost(p, q, price.input_per_mtok, price.output_per_mtok)
+                for p, q in zip(prompt, completion, strict=True)
+            )
             if cap is not None:
                 worst = cap * max(price.input_per_mtok, price.output_per_mtok) / 1e6
                 cost = (min(cost[0], worst), min(cost[1], worst), min(cost[2], worst))
@@ -174,8 +195,12 @@ def aider_bounds(spec: EpisodeSpec) -> Bounds:
     context = int(params.get("context", 32768))
     steps = (float(min(task.target, budget)), float(budget), float(budget))
     requests = (1.0, float(min(task.target, budget)), float(budget))
-    return Bounds(steps, _triple(r * context for r in requests),
-                  _triple(r * AIDER_OUTPUT_TOKENS for r in requests), None)
+    return Bounds(
+        steps,
+        _triple(r * context for r in requests),
+        _triple(r * AIDER_OUTPUT_TOKENS for r in requests),
+        None,
+    )
 
 
 def _triple(values: Iterable[float]) -> Triple:
@@ -203,15 +228,25 @@ def letta_bounds(spec: EpisodeSpec) -> Bounds:
     budget = int(spec.budget or task.budget)
     steps = (float(min(task.target, budget)), float(budget), float(budget))
     requests = (steps[0], 2.0 * budget, float(L.MAX_TURNS * L.STEPS_PER_TURN))
-    prompt = (requests[0] * L.PROMPT_FLOOR, requests[1] * L.CONTEXT_WINDOW,
-              requests[2] * L.CONTEXT_WINDOW)
-    completion = (requests[0] * min(L.MAX_TOKENS, COMPLETION_LOW),
-                  requests[1] * min(L.MAX_TOKENS, COMPLETION_EXPECTED),
-                  requests[2] * L.MAX_TOKENS)
+    prompt = (
+        requests[0] * L.PROMPT_FLOOR,
+        requests[1] * L.CONTEXT_WINDOW,
+        requests[2] * L.CONTEXT_WINDOW,
+    )
+    completion = (
+        requests[0] * min(L.MAX_TOKENS, COMPLETION_LOW),
+        requests[1] * min(L.MAX_TOKENS, COMPLETION_EXPECTED),
+        requests[2] * L.MAX_TOKENS,
+    )
     price = params.price()
-    cost = None if price is None else _triple(
-        _cost(p, q, price.input_per_mtok, price.output_per_mtok)
-        for p, q in zip(prompt, completion, strict=True))
+    cost = (
+        None
+        if price is None
+        else _triple(
+            _cost(p, q, price.input_per_mtok, price.output_per_mtok)
+            for p, q in zip(prompt, completion, strict=True)
+        )
+    )
     return Bounds(steps, prompt, completion, cost)
 
 
@@ -232,29 +267,45 @@ def pilot_bounds(base: Bounds, spec: EpisodeSpec, lines: list[dict]) -> Bounds:
     budget = base.steps[1]
     share = [int(x["steps_used"]) / int(x["budget"]) for x in runs]
     usage = [x.get("usage") or {} for x in runs]
-    tp = [int(u.get("prompt_tokens") or 0) / int(x["steps_used"])
-          for u, x in zip(usage, runs, strict=True)]
-    tc = [int(u.get("completion_tokens") or 0) / int(x["steps_used"])
-          for u, x in zip(usage, runs, strict=True)]
+    tp = [
+        int(u.get("prompt_tokens") or 0) / int(x["steps_used"])
+        for u, x in zip(usage, runs, strict=True)
+    ]
+    tc = [
+        int(u.get("completion_tokens") or 0) / int(x["steps_used"])
+        for u, x in zip(usage, runs, strict=True)
+    ]
     steps = (budget * min(share), budget * sum(share) / len(share), budget * max(share))
     prompt = (steps[0] * min(tp), steps[1] * sum(tp) / len(tp), steps[2] * max(tp))
     completion = (steps[0] * min(tc), steps[1] * sum(tc) / len(tc), steps[2] * max(tc))
     price = cfg.price()
-    cost = None if price is None else _triple(
-        _cost(p, q, price.input_per_mtok, price.output_per_mtok)
-        for p, q in zip(prompt, completion, strict=True))
+    cost = (
+        None
+        if price is None
+        else _triple(
+            _cost(p, q, price.input_per_mtok, price.output_per_mtok)
+            for p, q in zip(prompt, completion, strict=True)
+        )
+    )
     return replace(base, steps=steps, prompt=prompt, completion=completion, cost=cost)
 
 
 def finished_bounds(line: dict) -> Bounds:
     """A finished episode's own figures (low = expected = high)."""
     u = line.get("usage") or {}
-    s, p, c = (float(line.get("steps_used") or 0), float(u.get("prompt_tokens") or 0),
-               float(u.get("completion_tokens") or 0))
+    s, p, c = (
+        float(line.get("steps_used") or 0),
+        float(u.get("prompt_tokens") or 0),
+        float(u.get("completion_tokens") or 0),
+    )
     cost = u.get("cost_usd")
-    return Bounds((s, s, s), (p, p, p), (c, c, c),
-                  None if cost is None and line.get("usage") else
-                  (float(cost or 0),) * 3, llm=bool(line.get("usage")))
+    return Bounds(
+        (s, s, s),
+        (p, p, p),
+        (c, c, c),
+        None if cost is None and line.get("usage") else (float(cost or 0),) * 3,
+        llm=bool(line.get("usage")),
+    )
 
 
 def _add(a, b):
@@ -263,8 +314,12 @@ def _add(a, b):
     return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
-def estimate_rows(specs: list[EpisodeSpec], done: dict[str, dict], pilot: bool = False,
-                  planner: Planner | None = None) -> list[dict]:
+def estimate_rows(
+    specs: list[EpisodeSpec],
+    done: dict[str, dict],
+    pilot: bool = False,
+    planner: Planner | None = None,
+) -> list[dict]:
     """One row per policy label (expansion order) plus a ``TOTAL`` row.
 
     Row keys: ``label``, ``planned``, ``finished``, ``basis`` (``assumptions`` or ``pilot (n
@@ -283,8 +338,7 @@ def estimate_rows(specs: list[EpisodeSpec], done: dict[str, dict], pilot: bool =
     zero = (0.0, 0.0, 0.0)
     for label, group in labels.items():
         finished = [done[s.key] for s in group if s.key in done]
-        agg = {"steps": zero, "prompt_tokens": zero, "completion_tokens": zero,
-               "cost_usd": zero}
+        agg = {"steps": zero, "prompt_tokens": zero, "completion_tokens": zero, "cost_usd": zero}
         for s in group:
             if s.key in done:
                 b = finished_bounds(done[s.key])
@@ -292,14 +346,29 @@ def estimate_rows(specs: list[EpisodeSpec], done: dict[str, dict], pilot: bool =
                 b = planner.bounds(s)
                 if pilot and b.llm:
                     b = pilot_bounds(b, s, finished)
-            for name, part in (("steps", b.steps), ("prompt_tokens", b.prompt),
-                               ("completion_tokens", b.completion), ("cost_usd", b.cost)):
+            for name, part in (
+                ("steps", b.steps),
+                ("prompt_tokens", b.prompt),
+                ("completion_tokens", b.completion),
+                ("cost_usd", b.cost),
+            ):
                 agg[name] = _add(agg[name], part)
         basis = f"pilot ({len(finished)} episodes)" if pilot and finished else "assumptions"
-        rows.append({"label": label, "planned": len(group), "finished": len(finished),
-                     "basis": basis, **agg})
-    total = {"label": "TOTAL", "planned": len(specs),
-             "finished": sum(r["finished"] for r in rows), "basis": ""}
+        rows.append(
+            {
+                "label": label,
+                "planned": len(group),
+                "finished": len(finished),
+                "basis": basis,
+                **agg,
+            }
+        )
+    total = {
+        "label": "TOTAL",
+        "planned": len(specs),
+        "finished": sum(r["finished"] for r in rows),
+        "basis": "",
+    }
     for name in ("steps", "prompt_tokens", "completion_tokens", "cost_usd"):
         acc = zero
         for r in rows:
@@ -328,8 +397,12 @@ def pilot_keys(specs: list[EpisodeSpec], k: int) -> set[str]:
     return keys
 
 
-_FIGURES = (("steps", "steps", False), ("prompt tokens", "prompt_tokens", False),
-            ("completion tokens", "completion_tokens", False), ("cost USD", "cost_usd", True))
+_FIGURES = (
+    ("steps", "steps", False),
+    ("prompt tokens", "prompt_tokens", False),
+    ("completion tokens", "completion_tokens", False),
+    ("cost USD", "cost_usd", True),
+)
 
 
 def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = None) -> None:
@@ -344,12 +417,16 @@ def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = N
 
     from .. import terminal
 
-    console.print(Text("cost estimate" + (" from the pilot" if pilot else ", no model called"),
-                       style="bold"))
+    console.print(
+        Text("cost estimate" + (" from the pilot" if pilot else ", no model called"), style="bold")
+    )
     for r in rows:
         head = Text(r["label"], style="bold")
-        head.append(f"  {r['planned']} episodes, {r['finished']} finished"
-                    + (f"; basis: {r['basis']}" if r["basis"] else ""), style="")
+        head.append(
+            f"  {r['planned']} episodes, {r['finished']} finished"
+            + (f"; basis: {r['basis']}" if r["basis"] else ""),
+            style="",
+        )
         console.print(head, soft_wrap=False, overflow="fold")
         table = terminal.table()
         table.add_column("", no_wrap=True)
@@ -361,16 +438,23 @@ def print_estimate(rows: list[dict], console, pilot: bool, cap: float | None = N
             table.add_row(escape(name), *cells)
         console.print(table)
     if pilot:
-        console.print("Finished episodes count with their recorded usage; the rest are "
-                      "extrapolated per label from its finished episodes: steps scale with each "
-                      "task's budget as steps_used/budget did, tokens per step as measured "
-                      "(expected: mean, range: min-max).", highlight=False)
+        console.print(
+            "Finished episodes count with their recorded usage; the rest are "
+            "extrapolated per label from its finished episodes: steps scale with each "
+            "task's budget as steps_used/budget did, tokens per step as measured "
+            "(expected: mean, range: min-max).",
+            highlight=False,
+        )
     else:
         console.print("Assumptions (no model was called):", highlight=False)
         for a in ASSUMPTIONS:
             console.print(f"  - {a}", highlight=False)
     total = rows[-1]["cost_usd"] if rows else None
     if cap is not None and total is not None:
-        console.print(f"cost cap ${cap:,.2f}: the expected total is {total[1] / cap:.0%} of it, "
-                      f"the worst case {total[2] / cap:.0%}" if not math.isinf(total[2]) else
-                      f"cost cap ${cap:,.2f}: the worst case is unbounded", highlight=False)
+        console.print(
+            f"cost cap ${cap:,.2f}: the expected total is {total[1] / cap:.0%} of it, "
+            f"the worst case {total[2] / cap:.0%}"
+            if not math.isinf(total[2])
+            else f"cost cap ${cap:,.2f}: the worst case is unbounded",
+            highlight=False,
+        )

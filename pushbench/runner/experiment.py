@@ -65,11 +65,11 @@ from .yamlfile import Refused, strict_yaml
 
 EXPERIMENT_SCHEMA_VERSION: Literal[1] = 1
 _GLOB_CHARS = "*?["
-MAX_SEEDS = 10_000              # seeds per experiment
-MAX_SEED = 2**63 - 1            # seeds are non-negative (numpy and Gymnasium refuse others)
-MAX_EPISODES = 250_000          # planned episodes per experiment (seeds x cells x policies x ctl)
+MAX_SEEDS = 10_000  # seeds per experiment
+MAX_SEED = 2**63 - 1  # seeds are non-negative (numpy and Gymnasium refuse others)
+MAX_EPISODES = 250_000  # planned episodes per experiment (seeds x cells x policies x ctl)
 MAX_WORKERS = 512
-MAX_COST_USD = 1e7              # a cap above this is a typo, not a budget
+MAX_COST_USD = 1e7  # a cap above this is a typo, not a budget
 MAX_EPISODE_TOKENS = 10**10
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
@@ -94,8 +94,9 @@ class PolicySpec(_Strict):
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = Field(default=None, min_length=1, max_length=120,
-                              pattern=r"^[^\s\x00-\x1f]+$")
+    label: str | None = Field(
+        default=None, min_length=1, max_length=120, pattern=r"^[^\s\x00-\x1f]+$"
+    )
 
     @property
     def report_label(self) -> str:
@@ -182,29 +183,42 @@ class Experiment(_Strict):
         known_ctl = list(catalogue())
         for c in self.controllers:
             if c not in known_ctl:
-                problems.append(f"unknown controller {c!r}.{_close(c, known_ctl)} "
-                                f"Known: {', '.join(known_ctl)}")
+                problems.append(
+                    f"unknown controller {c!r}.{_close(c, known_ctl)} Known: {', '.join(known_ctl)}"
+                )
         families = sorted({_family(t) for t, _ in cells})
         for c in dict.fromkeys(self.controllers):  # a component that would do nothing: refused
             if c in known_ctl:
                 comp = catalogue()[c]
-                problems += [prob for f in families if (prob := scope_problem(
-                    c, comp.components, f, comp.family_independent is not None))]
+                problems += [
+                    prob
+                    for f in families
+                    if (
+                        prob := scope_problem(
+                            c, comp.components, f, comp.family_independent is not None
+                        )
+                    )
+                ]
         for p in self.policies:
             if p.name not in POLICIES:
-                problems.append(f"unknown policy {p.name!r}.{_close(p.name, list(POLICIES))} "
-                                f"Known: {', '.join(POLICIES)}")
+                problems.append(
+                    f"unknown policy {p.name!r}.{_close(p.name, list(POLICIES))} "
+                    f"Known: {', '.join(POLICIES)}"
+                )
                 continue
             try:  # the policy's own schema, and every param must act on every family run
                 validate_params(p.name, p.params, families)
             except PolicyParamsError as e:
                 problems.append(str(e))
-        planned = len(set(self.seeds)) * len(set(cells)) * len(self.policies) \
-            * len(set(self.controllers))
+        planned = (
+            len(set(self.seeds)) * len(set(cells)) * len(self.policies) * len(set(self.controllers))
+        )
         if planned > MAX_EPISODES:
-            problems.append(f"the experiment plans {planned} episodes (seeds x tasks x policies "
-                            f"x controllers); the limit is {MAX_EPISODES}: split it into "
-                            "several experiments")
+            problems.append(
+                f"the experiment plans {planned} episodes (seeds x tasks x policies "
+                f"x controllers); the limit is {MAX_EPISODES}: split it into "
+                "several experiments"
+            )
         ids = [p.key_id for p in self.policies]
         if len(set(ids)) != len(ids):
             twice = sorted({x for x in ids if ids.count(x) > 1})
@@ -213,12 +227,15 @@ class Experiment(_Strict):
             labels = [p.report_label for p in self.policies]
             twice = sorted({x for x in labels if labels.count(x) > 1})
             if twice:
-                problems.append(f"policy entries share the label(s) {twice} (reports would pool "
-                                "them): give each entry a distinct `label:`")
+                problems.append(
+                    f"policy entries share the label(s) {twice} (reports would pool "
+                    "them): give each entry a distinct `label:`"
+                )
         if self.executor != "auto" and self.executor not in EXECUTORS:
             hint = _close(self.executor, list(EXECUTORS))
-            problems.append(f"unknown executor {self.executor!r}.{hint}"
-                            f" Known: auto, {', '.join(EXECUTORS)}")
+            problems.append(
+                f"unknown executor {self.executor!r}.{hint} Known: auto, {', '.join(EXECUTORS)}"
+            )
         problems += _executor_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
@@ -234,18 +251,32 @@ class Experiment(_Strict):
         """
         d = self.model_dump(mode="json")
         # an entry without an explicit label dumps as before labels existed (resume compares)
-        d["policies"] = [{k: v for k, v in p.items() if k != "label" or v is not None}
-                         for p in d["policies"]]
-        out = {k: d[k] for k in ("schema_version", "name", "tasks", "controllers", "policies",
-                                 "seeds", "budget")}
+        d["policies"] = [
+            {k: v for k, v in p.items() if k != "label" or v is not None} for p in d["policies"]
+        ]
+        out = {
+            k: d[k]
+            for k in (
+                "schema_version",
+                "name",
+                "tasks",
+                "controllers",
+                "policies",
+                "seeds",
+                "budget",
+            )
+        }
         if self.max_episode_tokens is not None:
             out["max_episode_tokens"] = self.max_episode_tokens
         return out
 
     def options_for_executor(self) -> dict[str, Any]:
         """The ``executor_options`` entry of the executor this experiment runs on."""
-        name = self.executor if self.executor != "auto" else (
-            "process" if self.workers > 1 else "inprocess")
+        name = (
+            self.executor
+            if self.executor != "auto"
+            else ("process" if self.workers > 1 else "inprocess")
+        )
         return dict(self.executor_options.get(name, {}))
 
 
@@ -257,17 +288,21 @@ def _executor_problems(exp: Experiment) -> list[str]:
     from .. import limits
     from .registry import EXECUTORS
 
-    name = exp.executor if exp.executor != "auto" else (
-        "process" if exp.workers > 1 else "inprocess")
+    name = (
+        exp.executor if exp.executor != "auto" else ("process" if exp.workers > 1 else "inprocess")
+    )
     if name not in EXECUTORS:  # reported by the caller
         return []
-    problems = [f"max_inflight_per_endpoint: {p}"
-                for p in limits.check_caps(exp.max_inflight_per_endpoint)]
+    problems = [
+        f"max_inflight_per_endpoint: {p}" for p in limits.check_caps(exp.max_inflight_per_endpoint)
+    ]
     unknown = sorted(set(exp.executor_options) - set(EXECUTORS))
     if unknown:
-        problems.append(f"executor_options: {unknown} are not executors (options are given per "
-                        f"executor name, e.g. {{ray: {{address: auto}}}}); known: "
-                        f"{', '.join(EXECUTORS)}")
+        problems.append(
+            f"executor_options: {unknown} are not executors (options are given per "
+            f"executor name, e.g. {{ray: {{address: auto}}}}); known: "
+            f"{', '.join(EXECUTORS)}"
+        )
     params = inspect.signature(EXECUTORS[name].__init__).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         bad = sorted(set(exp.executor_options.get(name, {})) - set(params) - {"self", "workers"})
@@ -296,15 +331,19 @@ def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
         except KeyError as e:
             raise ValueError(str(e)) from None
         if not spec.is_suite:
-            raise ValueError(f"{entry.suite!r} is a single-instance task, not a suite; list it "
-                             "as a plain task id (suites look like RepoScan-N10)")
+            raise ValueError(
+                f"{entry.suite!r} is a single-instance task, not a suite; list it "
+                "as a plain task id (suites look like RepoScan-N10)"
+            )
         if entry.instances == "all":
             return [(spec.task_id, inst) for inst in spec.instances]
         bad = [i for i in entry.instances if i not in spec.instances]
         if bad:
             hint = _close(bad[0], list(spec.instances))
-            raise ValueError(f"suite {spec.task_id} has no instance(s) {bad}.{hint}"
-                             f" Known: {', '.join(spec.instances)}")
+            raise ValueError(
+                f"suite {spec.task_id} has no instance(s) {bad}.{hint}"
+                f" Known: {', '.join(spec.instances)}"
+            )
         return [(spec.task_id, inst) for inst in entry.instances]
     if any(ch in entry for ch in _GLOB_CHARS):
         # Built-in ids first, so adding own or synthetic tasks never changes what an existing
@@ -316,8 +355,10 @@ def _resolve_task(entry: str | SuiteTasks) -> list[tuple[str, str | None]]:
             hits = fnmatch.filter(ids, entry)
         if not hits:
             stem = "".join(ch for ch in entry if ch not in _GLOB_CHARS + "]")
-            raise ValueError(f"task pattern {entry!r} matches no task id.{_close(stem, ids)} "
-                             "(`pushbench tasks` lists them all)")
+            raise ValueError(
+                f"task pattern {entry!r} matches no task id.{_close(stem, ids)} "
+                "(`pushbench tasks` lists them all)"
+            )
         return [(t, None) for t in hits]
     try:
         return [(get_task(entry).task_id, None)]
@@ -336,16 +377,26 @@ def expand(experiment: Experiment, limit: int | None = None) -> list[EpisodeSpec
         for task_id, instance in cells:
             for pol in experiment.policies:
                 for ctl in experiment.controllers:
-                    key = episode_key(task_id, ctl, pol.name, seed, instance, params=pol.params,
-                                      label=pol.label)
+                    key = episode_key(
+                        task_id, ctl, pol.name, seed, instance, params=pol.params, label=pol.label
+                    )
                     if key in seen:
                         continue
                     seen.add(key)
-                    specs.append(EpisodeSpec(task_id=task_id, instance=instance, controller=ctl,
-                                             policy=pol.name, policy_params=dict(pol.params),
-                                             policy_label=pol.label, seed=seed,
-                                             budget=experiment.budget, key=key,
-                                             max_episode_tokens=experiment.max_episode_tokens))
+                    specs.append(
+                        EpisodeSpec(
+                            task_id=task_id,
+                            instance=instance,
+                            controller=ctl,
+                            policy=pol.name,
+                            policy_params=dict(pol.params),
+                            policy_label=pol.label,
+                            seed=seed,
+                            budget=experiment.budget,
+                            key=key,
+                            max_episode_tokens=experiment.max_episode_tokens,
+                        )
+                    )
                     if limit is not None and len(specs) >= limit:
                         return specs
     return specs
@@ -363,20 +414,22 @@ def _describe(err: ValidationError) -> str:
 def validate(data: dict, source: str = "experiment") -> Experiment:
     """Validate a raw mapping; errors become one :class:`ExperimentError` listing each problem."""
     if not isinstance(data, dict):
-        raise ExperimentError(f"{source}: expected a mapping at top level, "
-                              f"got {type(data).__name__}")
+        raise ExperimentError(
+            f"{source}: expected a mapping at top level, got {type(data).__name__}"
+        )
     _check_size(data, source)
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
         text = _describe(e)
         sep = " " if text.count("\n") == 0 else "\n"
-        raise ExperimentError(f"{source} is not a valid experiment:{sep}"
-                              f"{text.strip() if sep == ' ' else text}") from None
+        raise ExperimentError(
+            f"{source} is not a valid experiment:{sep}{text.strip() if sep == ' ' else text}"
+        ) from None
 
 
 MAX_FILE_BYTES = 1 << 20  # an experiment file is a page of YAML
-MAX_NODES = 100_000       # values in the loaded document, aliases counted each time they appear
+MAX_NODES = 100_000  # values in the loaded document, aliases counted each time they appear
 
 
 def _check_size(data: Any, source: str) -> None:
@@ -386,8 +439,10 @@ def _check_size(data: Any, source: str) -> None:
         v = stack.pop()
         seen += 1
         if seen > MAX_NODES:
-            raise ExperimentError(f"{source}: the document holds more than {MAX_NODES} values "
-                                  "(YAML aliases included); an experiment is much smaller")
+            raise ExperimentError(
+                f"{source}: the document holds more than {MAX_NODES} values "
+                "(YAML aliases included); an experiment is much smaller"
+            )
         if isinstance(v, dict):
             stack.extend(v.keys())
             stack.extend(v.values())
@@ -399,22 +454,27 @@ def read_experiment_file(path: Path) -> Any:
     """The YAML document in ``path``; every way it can fail is an :class:`ExperimentError`
     (including a key given twice and an integer too long to be a seed, count or budget)."""
     if path.is_dir():
-        raise ExperimentError(f"experiment file {str(path)!r} is a directory; give a YAML file "
-                              "(e.g. experiments/smoke.yaml)")
+        raise ExperimentError(
+            f"experiment file {str(path)!r} is a directory; give a YAML file "
+            "(e.g. experiments/smoke.yaml)"
+        )
     if not path.exists():
         raise ExperimentError(f"experiment file {str(path)!r} not found")
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise ExperimentError(f"{path}: {path.stat().st_size} bytes is too large for an "
-                                  f"experiment file (limit {MAX_FILE_BYTES})")
+            raise ExperimentError(
+                f"{path}: {path.stat().st_size} bytes is too large for an "
+                f"experiment file (limit {MAX_FILE_BYTES})"
+            )
         raw = path.read_bytes()
     except OSError as e:
         raise ExperimentError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ExperimentError(f"{path}: not a text file (byte {e.start} is not UTF-8); give a "
-                              "YAML experiment file") from None
+        raise ExperimentError(
+            f"{path}: not a text file (byte {e.start} is not UTF-8); give a YAML experiment file"
+        ) from None
     try:
         return strict_yaml(text)
     except Refused as e:
@@ -456,13 +516,16 @@ def parse_seeds(text: str) -> list[int]:
             continue
         m = re.fullmatch(r"([0-9]{1,19})(?:\s*-\s*([0-9]{1,19}))?", part)
         if not m:
-            raise ExperimentError(f"bad seeds {text!r}: {part!r} is not a seed or a range like "
-                                  "0-4 (seeds are whole numbers >= 0)")
+            raise ExperimentError(
+                f"bad seeds {text!r}: {part!r} is not a seed or a range like "
+                "0-4 (seeds are whole numbers >= 0)"
+            )
         a = int(m.group(1))
         b = int(m.group(2)) if m.group(2) is not None else a
         if b < a:
-            raise ExperimentError(f"bad seeds {text!r}: the range {part!r} runs backwards "
-                                  f"(write {b}-{a})")
+            raise ExperimentError(
+                f"bad seeds {text!r}: the range {part!r} runs backwards (write {b}-{a})"
+            )
         if len(seeds) + (b - a + 1) > MAX_SEEDS:
             raise ExperimentError(f"bad seeds {text!r}: more than {MAX_SEEDS} seeds")
         seeds += range(a, b + 1)

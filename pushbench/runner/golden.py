@@ -74,8 +74,12 @@ class Episode:
 def episodes(family: str) -> list[Episode]:
     """The golden episodes of ``family``, in a fixed order."""
     p = PLANS[family]
-    return [Episode(family, p.task, c, pol, s, p.max_steps)
-            for c in ("standard", p.controller) for pol in p.policies for s in SEEDS]
+    return [
+        Episode(family, p.task, c, pol, s, p.max_steps)
+        for c in ("standard", p.controller)
+        for pol in p.policies
+        for s in SEEDS
+    ]
 
 
 def golden_dir(family: str, version: int | None = None, root: Path = ROOT) -> Path:
@@ -123,15 +127,17 @@ def write(family: str, root: Path = ROOT, force: bool = False) -> Path:
         raise GoldenExistsError(
             f"golden traces of {family} v{tasks.family_version(family)} exist ({out}); an "
             f"observation change needs a new version: bump FAMILY_VERSIONS[{family!r}] in "
-            "pushbench/tasks.py first (or pass --force to overwrite a version not yet released)")
+            "pushbench/tasks.py first (or pass --force to overwrite a version not yet released)"
+        )
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     (tmp / "tools.json").write_text(tools_text(family), encoding="ascii")
     for ep in episodes(family):
         observations, _ = run(ep)
-        (tmp / f"{ep.name}.txt").write_text("".join(o + "\n" for o in observations),
-                                            encoding="ascii")
+        (tmp / f"{ep.name}.txt").write_text(
+            "".join(o + "\n" for o in observations), encoding="ascii"
+        )
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -139,22 +145,28 @@ def write(family: str, root: Path = ROOT, force: bool = False) -> Path:
 
 def _bump(family: str) -> str:
     v = tasks.family_version(family)
-    return (f"If the change is intended, bump FAMILY_VERSIONS[{family!r}] in pushbench/tasks.py "
-            f"({v} -> {v + 1}), add it to the version history in docs/concepts.md, then run "
-            f"`{WRITER}` to record the goldens of version {v + 1}. If it is not intended, "
-            "undo it: results of the two behaviours must not be compared under one version.")
+    return (
+        f"If the change is intended, bump FAMILY_VERSIONS[{family!r}] in pushbench/tasks.py "
+        f"({v} -> {v + 1}), add it to the version history in docs/concepts.md, then run "
+        f"`{WRITER}` to record the goldens of version {v + 1}. If it is not intended, "
+        "undo it: results of the two behaviours must not be compared under one version."
+    )
 
 
 def _snippet(text: str, at: int) -> str:
     lo = max(0, at - SNIPPET // 2)
-    return ("..." if lo else "") + text[lo:lo + SNIPPET] + ("..." if lo + SNIPPET < len(text)
-                                                            else "")
+    return (
+        ("..." if lo else "")
+        + text[lo : lo + SNIPPET]
+        + ("..." if lo + SNIPPET < len(text) else "")
+    )
 
 
 def _first_diff(a: str, b: str) -> int:
     # strict=False: a prefix of the other differs at the shorter length
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
-                min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 def compare(family: str, root: Path = ROOT) -> str | None:
@@ -164,17 +176,24 @@ def compare(family: str, root: Path = ROOT) -> str | None:
     v = tasks.family_version(family)
     folder = golden_dir(family, root=root)
     if not folder.is_dir():
-        return (f"no golden traces of {family} v{v} ({folder}): run `{WRITER}` to record them "
-                "(and add the version to the version history in docs/concepts.md)")
+        return (
+            f"no golden traces of {family} v{v} ({folder}): run `{WRITER}` to record them "
+            "(and add the version to the version history in docs/concepts.md)"
+        )
     head = f"golden traces of {family} v{v} differ from the current observations: "
-    stored_tools = (folder / "tools.json").read_text(encoding="ascii") \
-        if (folder / "tools.json").is_file() else ""
+    stored_tools = (
+        (folder / "tools.json").read_text(encoding="ascii")
+        if (folder / "tools.json").is_file()
+        else ""
+    )
     now_tools = tools_text(family)
     if stored_tools != now_tools:
         at = _first_diff(stored_tools, now_tools)
-        return (f"{head}the tool schemas (tools.json) differ at character {at}:\n"
-                f"  golden : {_snippet(stored_tools, at)}\n  current: {_snippet(now_tools, at)}"
-                f"\n{_bump(family)}")
+        return (
+            f"{head}the tool schemas (tools.json) differ at character {at}:\n"
+            f"  golden : {_snippet(stored_tools, at)}\n  current: {_snippet(now_tools, at)}"
+            f"\n{_bump(family)}"
+        )
     for ep in episodes(family):
         file = folder / f"{ep.name}.txt"
         if not file.is_file():
@@ -186,12 +205,16 @@ def compare(family: str, root: Path = ROOT) -> str | None:
             if old != new:
                 at = _first_diff(old, new)
                 after = "the reset" if i == 0 else f"action {json.dumps(actions[i])}"
-                return (f"{head}episode {ep.name} ({ep.task}, controller {ep.controller}, "
-                        f"policy {ep.policy}, seed {ep.seed}): observation {i} (after {after}) "
-                        f"differs at character {at}:\n  golden : {_snippet(old, at)}\n"
-                        f"  current: {_snippet(new, at)}\n{_bump(family)}")
+                return (
+                    f"{head}episode {ep.name} ({ep.task}, controller {ep.controller}, "
+                    f"policy {ep.policy}, seed {ep.seed}): observation {i} (after {after}) "
+                    f"differs at character {at}:\n  golden : {_snippet(old, at)}\n"
+                    f"  current: {_snippet(new, at)}\n{_bump(family)}"
+                )
         if len(stored) != len(observations):
-            return (f"{head}episode {ep.name} ({ep.task}, controller {ep.controller}, policy "
-                    f"{ep.policy}, seed {ep.seed}) has {len(observations)} observations, the "
-                    f"golden {len(stored)} (every shared one is equal).\n{_bump(family)}")
+            return (
+                f"{head}episode {ep.name} ({ep.task}, controller {ep.controller}, policy "
+                f"{ep.policy}, seed {ep.seed}) has {len(observations)} observations, the "
+                f"golden {len(stored)} (every shared one is equal).\n{_bump(family)}"
+            )
     return None

@@ -33,13 +33,25 @@ from ..records import git_revision, package_versions
 
 MANIFEST = "manifest.json"
 WRITERS = ("run", "evaluate", "verify")
-COMMANDS = {"run": "pushbench run", "evaluate": "pushbench evaluate",
-            "verify": "pushbench verify"}
+COMMANDS = {"run": "pushbench run", "evaluate": "pushbench evaluate", "verify": "pushbench verify"}
 # Every file and folder some writer creates in an output folder (the report's figures too).
-OUTPUT_FILES = (MANIFEST, "episodes.jsonl", "errors.jsonl", "capped.jsonl", "summary.csv",
-                "paired_deltas.csv", "report.md", "context_deltas.csv", "condition_deltas.csv",
-                "verification.json", "target_scaling.png", "duplicate_rate.png",
-                "anytime_progress.png", "component_ablation.png", "verifier_recoveries.png")
+OUTPUT_FILES = (
+    MANIFEST,
+    "episodes.jsonl",
+    "errors.jsonl",
+    "capped.jsonl",
+    "summary.csv",
+    "paired_deltas.csv",
+    "report.md",
+    "context_deltas.csv",
+    "condition_deltas.csv",
+    "verification.json",
+    "target_scaling.png",
+    "duplicate_rate.png",
+    "anytime_progress.png",
+    "component_ablation.png",
+    "verifier_recoveries.png",
+)
 OUTPUT_DIRS = ("traces",)
 SCHEMA_VERSION = 1
 
@@ -57,8 +69,9 @@ def present(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_dir():
         return []
-    return [n for n in (*OUTPUT_FILES, *OUTPUT_DIRS) if (path / n).exists()
-            or (path / n).is_symlink()]
+    return [
+        n for n in (*OUTPUT_FILES, *OUTPUT_DIRS) if (path / n).exists() or (path / n).is_symlink()
+    ]
 
 
 def read_manifest(path: str | Path) -> dict | None:
@@ -70,11 +83,15 @@ def read_manifest(path: str | Path) -> dict | None:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (ValueError, OSError) as e:
-        raise OutputDirError(f"{file} is unreadable ({e}); move it away, or --overwrite to "
-                             "discard the folder's outputs") from None
+        raise OutputDirError(
+            f"{file} is unreadable ({e}); move it away, or --overwrite to "
+            "discard the folder's outputs"
+        ) from None
     if not isinstance(data, dict):
-        raise OutputDirError(f"{file} is not a PushBench manifest (not a JSON object); move it "
-                             "away, or --overwrite to discard the folder's outputs")
+        raise OutputDirError(
+            f"{file} is not a PushBench manifest (not a JSON object); move it "
+            "away, or --overwrite to discard the folder's outputs"
+        )
     return data
 
 
@@ -94,8 +111,12 @@ def _name(manifest: dict) -> str:
     return f" (experiment {name!r})" if isinstance(name, str) and name else ""
 
 
-def check(path: str | Path, writer: str, same: Callable[[dict], str | None] | None = None,
-          overwrite: bool = False) -> dict | None:
+def check(
+    path: str | Path,
+    writer: str,
+    same: Callable[[dict], str | None] | None = None,
+    overwrite: bool = False,
+) -> dict | None:
     """May ``writer`` write into ``path``? The old manifest if it is its own, else ``None``.
 
     ``same(old_manifest)`` returns why the folder's experiment is another one (``None``: the
@@ -108,23 +129,30 @@ def check(path: str | Path, writer: str, same: Callable[[dict], str | None] | No
     if not found or overwrite:
         return None
     old = read_manifest(path)
-    fix = ("use another --out folder, or --overwrite to discard what is there (only the files "
-           "PushBench writes are removed)")
+    fix = (
+        "use another --out folder, or --overwrite to discard what is there (only the files "
+        "PushBench writes are removed)"
+    )
     if old is None:
-        raise OutputDirError(f"{path} holds {', '.join(found[:4])} but no {MANIFEST} saying "
-                             f"what wrote them; `{COMMANDS[writer]}` never replaces files it "
-                             f"did not create: {fix}")
+        raise OutputDirError(
+            f"{path} holds {', '.join(found[:4])} but no {MANIFEST} saying "
+            f"what wrote them; `{COMMANDS[writer]}` never replaces files it "
+            f"did not create: {fix}"
+        )
     other = writer_of(old)
     if other is None:
         raise OutputDirError(f"{path}/{MANIFEST} is not a PushBench output manifest; {fix}")
     if other != writer:
-        raise OutputDirError(f"{path} was written by `{COMMANDS[other]}`{_name(old)}; "
-                             f"`{COMMANDS[writer]}` never writes into another command's folder: "
-                             f"{fix}")
+        raise OutputDirError(
+            f"{path} was written by `{COMMANDS[other]}`{_name(old)}; "
+            f"`{COMMANDS[writer]}` never writes into another command's folder: "
+            f"{fix}"
+        )
     why = same(old) if same is not None else None
     if why:
-        raise OutputDirError(f"{path} holds the output of `{COMMANDS[writer]}` for another "
-                             f"experiment ({why}); {fix}")
+        raise OutputDirError(
+            f"{path} holds the output of `{COMMANDS[writer]}` for another experiment ({why}); {fix}"
+        )
     return old
 
 
@@ -144,27 +172,46 @@ def discard(path: str | Path, keep: tuple[str, ...] = ()) -> list[str]:
     return gone
 
 
-def new_manifest(writer: str, experiment: dict, arguments: dict | None = None,
-                 old: dict | None = None, **extra) -> dict:
+def new_manifest(
+    writer: str, experiment: dict, arguments: dict | None = None, old: dict | None = None, **extra
+) -> dict:
     """The manifest of an output folder: writer, experiment, versions, one entry per
     invocation (the only place wall-clock time lives); ``extra`` keys are added as given."""
-    invocation = {"started": now(), "arguments": arguments or {}, "argv": list(sys.argv),
-                  "packages": package_versions(), "git": git_revision()}
-    return {"schema_version": SCHEMA_VERSION, "writer": writer,
-            "created": (old or {}).get("created") or invocation["started"],
-            "packages": invocation["packages"], "git": invocation["git"],
-            "experiment": experiment, "arguments": invocation["arguments"],
-            "invocations": [*(old or {}).get("invocations", []), invocation], **extra}
+    invocation = {
+        "started": now(),
+        "arguments": arguments or {},
+        "argv": list(sys.argv),
+        "packages": package_versions(),
+        "git": git_revision(),
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "writer": writer,
+        "created": (old or {}).get("created") or invocation["started"],
+        "packages": invocation["packages"],
+        "git": invocation["git"],
+        "experiment": experiment,
+        "arguments": invocation["arguments"],
+        "invocations": [*(old or {}).get("invocations", []), invocation],
+        **extra,
+    }
 
 
 def write_manifest(path: str | Path, manifest: dict) -> None:
-    paths.write_private(Path(path) / MANIFEST,
-                        (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    paths.write_private(
+        Path(path) / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    )
 
 
-def replace_outputs(path: str | Path, writer: str, experiment: dict,
-                    same: Callable[[dict], str | None] | None = None, overwrite: bool = False,
-                    arguments: dict | None = None, **extra) -> dict:
+def replace_outputs(
+    path: str | Path,
+    writer: str,
+    experiment: dict,
+    same: Callable[[dict], str | None] | None = None,
+    overwrite: bool = False,
+    arguments: dict | None = None,
+    **extra,
+) -> dict:
     """For writers that rewrite their folder wholesale (``evaluate``, ``verify``): check,
     discard the previous outputs (their own, or anything with ``overwrite``), create the
     folder (0700) and write the new manifest; return it."""

@@ -51,10 +51,10 @@ class Dose(_Strict):
     def _one_form(self):
         forms = [f for f in ("uniform", "int_uniform", "off_or_uniform") if getattr(self, f)]
         if len(forms) != 1:
-            raise ValueError(f"give exactly one of uniform, int_uniform, off_or_uniform "
-                             f"(got {forms or 'none'})")
-        pair = (self.off_or_uniform[1:] if self.off_or_uniform
-                else self.uniform or self.int_uniform)
+            raise ValueError(
+                f"give exactly one of uniform, int_uniform, off_or_uniform (got {forms or 'none'})"
+            )
+        pair = self.off_or_uniform[1:] if self.off_or_uniform else self.uniform or self.int_uniform
         assert pair is not None  # exactly one form is set (checked above)
         lo, hi = pair
         if not lo <= hi:
@@ -125,26 +125,31 @@ def draw_agents(prior: Prior, family: str) -> list[dict]:
     """The population of ``family``: experiment policy entries (see the module docstring)."""
     fp = _family_prior(prior, family)
     # keyed by the family's name, not its place in the file: reordering families keeps draws
-    rng = np.random.default_rng(np.random.SeedSequence(prior.seed,
-                                                       spawn_key=(zlib.crc32(family.encode()),)))
+    rng = np.random.default_rng(
+        np.random.SeedSequence(prior.seed, spawn_key=(zlib.crc32(family.encode()),))
+    )
     agents = []
     for i in range(prior.agents_per_family):
         params = {name: dose.draw(rng) for name, dose in fp.prior.items()}
-        agents.append({"name": "simulated-base", "params": params,
-                       "label": f"pop-{family}-{i:02d}"})
+        agents.append(
+            {"name": "simulated-base", "params": params, "label": f"pop-{family}-{i:02d}"}
+        )
     return agents
-
-
 
 
 def population_experiment(prior: Prior, family: str, workers: int | None = None) -> Experiment:
     """The experiment of ``family``'s population (validated like any experiment file)."""
     fp = _family_prior(prior, family)
-    data = {"schema_version": 1, "name": f"mechanism_population_{family}",
-            "description": f"SIMULATED agents: {prior.agents_per_family} agents drawn from the "
-                           f"dose prior (seed {prior.seed}) x {', '.join(fp.controllers)}",
-            "tasks": list(fp.tasks), "controllers": list(fp.controllers),
-            "policies": draw_agents(prior, family), "seeds": list(fp.seeds)}
+    data = {
+        "schema_version": 1,
+        "name": f"mechanism_population_{family}",
+        "description": f"SIMULATED agents: {prior.agents_per_family} agents drawn from the "
+        f"dose prior (seed {prior.seed}) x {', '.join(fp.controllers)}",
+        "tasks": list(fp.tasks),
+        "controllers": list(fp.controllers),
+        "policies": draw_agents(prior, family),
+        "seeds": list(fp.seeds),
+    }
     if workers:
         data["workers"] = workers
     return validate(data, source=f"population prior ({family})")

@@ -51,11 +51,28 @@ from ..tasks import get_task
 from .replay_steps import Edit, Step, Steps
 
 # Fields of a ledger entry compared with the replay (everything metrics and reports read).
-CALL_FIELDS = ("step", "tool", "ok", "error_type", "args", "unclipped", "verdicts", "check",
-               "reward", "valid_count")
+CALL_FIELDS = (
+    "step",
+    "tool",
+    "ok",
+    "error_type",
+    "args",
+    "unclipped",
+    "verdicts",
+    "check",
+    "reward",
+    "valid_count",
+)
 STAND_IN_FIELDS = ("step", "ok", "verdicts", "check", "reward", "valid_count")
-SUMMARY_FIELDS = ("schema_version", "steps_used", "terminated_by", "reported_count",
-                  "valid_count", "success", "progress")
+SUMMARY_FIELDS = (
+    "schema_version",
+    "steps_used",
+    "terminated_by",
+    "reported_count",
+    "valid_count",
+    "success",
+    "progress",
+)
 CONFIG_FIELDS = ("family", "instance", "target", "budget")
 MAX_REASONS = 5
 
@@ -85,12 +102,14 @@ def _walk(root: str, parts: list[str]) -> int:
     try:
         for name in parts[:-1]:
             try:
-                nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                              dir_fd=fd)
+                nfd = os.open(
+                    name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                )
             except FileNotFoundError:
                 os.mkdir(name, 0o755, dir_fd=fd)
-                nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                              dir_fd=fd)
+                nfd = os.open(
+                    name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                )
             os.close(fd)
             fd = nfd
         return fd
@@ -106,8 +125,13 @@ def apply_edit(root: str, edit: Edit) -> str | None:
     may be a symlink; only regular files and links are replaced or removed.
     """
     parts = [p for p in edit.path.split("/") if p not in ("", ".")]
-    if (not parts or edit.path.startswith(("/", "~")) or ".." in parts
-            or any("\x00" in p or "\\" in p for p in parts) or len(edit.path) > 1000):
+    if (
+        not parts
+        or edit.path.startswith(("/", "~"))
+        or ".." in parts
+        or any("\x00" in p or "\\" in p for p in parts)
+        or len(edit.path) > 1000
+    ):
         return f"out-of-band edit path {edit.path[:60]!r} is not a plain relative path"
     try:
         dfd = _walk(root, parts)
@@ -124,13 +148,20 @@ def apply_edit(root: str, edit: Edit) -> str | None:
         if st is not None:
             os.unlink(name, dir_fd=dfd)
         if edit.kind == "deleted":
-            return None if st is not None else f"out-of-band deletion of {edit.path[:60]}: " \
-                                                "no such file in the replay"
+            return (
+                None
+                if st is not None
+                else f"out-of-band deletion of {edit.path[:60]}: no such file in the replay"
+            )
         if edit.link is not None:
             os.symlink(edit.link, name, dir_fd=dfd)
             return None
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644, dir_fd=dfd)
+        fd = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dfd,
+        )
         with os.fdopen(fd, "wb") as fh:
             fh.write(edit.data or b"")
         return None
@@ -150,8 +181,15 @@ def _make(task_id: str, controller: str | None, budget: int | None):
     return make(task_id, controller=controller, **kwargs), True
 
 
-def replay(task_id: str, controller: str | None, seed: int | None, steps: Sequence[Step], *,
-           instance: str | None = None, budget: int | None = None) -> Replay:
+def replay(
+    task_id: str,
+    controller: str | None,
+    seed: int | None,
+    steps: Sequence[Step],
+    *,
+    instance: str | None = None,
+    budget: int | None = None,
+) -> Replay:
     """Rebuild the episode of ``steps`` through a fresh environment (see the module contract)."""
     out = Replay(record={})
     try:
@@ -166,14 +204,16 @@ def replay(task_id: str, controller: str | None, seed: int | None, steps: Sequen
         base = env.unwrapped
         for i, step in enumerate(steps, 1):
             if base.terminated_by is not None:
-                out.problems.append(f"{len(steps) - i + 1} call(s) after the episode ended "
-                                    f"at step {i - 1}")
+                out.problems.append(
+                    f"{len(steps) - i + 1} call(s) after the episode ended at step {i - 1}"
+                )
                 break
             if step.edits:
                 ws = getattr(getattr(base, "_ws", None), "root", None)
                 if ws is None:
-                    out.problems.append(f"step {i}: out-of-band edits for a family without "
-                                        "a workspace")
+                    out.problems.append(
+                        f"step {i}: out-of-band edits for a family without a workspace"
+                    )
                 else:
                     for edit in step.edits:
                         why = apply_edit(ws, edit)
@@ -183,11 +223,14 @@ def replay(task_id: str, controller: str | None, seed: int | None, steps: Sequen
             out.observations.append(obs)
     except Exception as e:  # noqa: BLE001 - a harness failure (a snapshot or test venv missing
         # here, a test run that crashed) is a finding about this replay, not a crash
-        out.problems.append(f"the replay failed at step {len(out.observations) + 1}: "
-                            f"{type(e).__name__}: {str(e)[:80]}")
+        out.problems.append(
+            f"the replay failed at step {len(out.observations) + 1}: "
+            f"{type(e).__name__}: {str(e)[:80]}"
+        )
     try:
-        out.record = env.get_wrapper_attr("episode_record")() if wrapped \
-            else env.unwrapped.episode_record()
+        out.record = (
+            env.get_wrapper_attr("episode_record")() if wrapped else env.unwrapped.episode_record()
+        )
     except Exception as e:  # noqa: BLE001 - reset itself failed (e.g. a bad instance pin)
         out.problems.append(f"no replayed record: {type(e).__name__}: {str(e)[:80]}")
     finally:
@@ -210,10 +253,16 @@ def config_reasons(record: dict, task_id: str, budget: int | None = None) -> lis
     instance is checked against the replay (:func:`check_episode`), which chose it.
     """
     spec = get_task(task_id)
-    want = {"family": spec.family, "target": spec.target,
-            "budget": budget if budget is not None else spec.budget}
-    return [f"{k} {_short(record.get(k))} differs from the registry's {_short(v)}"
-            for k, v in want.items() if record.get(k) != v or type(record.get(k)) is bool]
+    want = {
+        "family": spec.family,
+        "target": spec.target,
+        "budget": budget if budget is not None else spec.budget,
+    }
+    return [
+        f"{k} {_short(record.get(k))} differs from the registry's {_short(v)}"
+        for k, v in want.items()
+        if record.get(k) != v or type(record.get(k)) is bool
+    ]
 
 
 def call_reasons(stored: Any, replayed: list[dict], steps: Sequence[Step]) -> list[str]:
@@ -238,11 +287,16 @@ def call_reasons(stored: Any, replayed: list[dict], steps: Sequence[Step]) -> li
 
 def summary_reasons(record: dict, replayed: dict) -> list[str]:
     """Stored summary fields, metrics and controller steps that differ from the replay."""
-    out = [f"stored {k} {_short(record.get(k))}, replay {_short(replayed.get(k))}"
-           for k in SUMMARY_FIELDS if k in record and record[k] != replayed.get(k)]
+    out = [
+        f"stored {k} {_short(record.get(k))}, replay {_short(replayed.get(k))}"
+        for k in SUMMARY_FIELDS
+        if k in record and record[k] != replayed.get(k)
+    ]
     stored_m = record.get("metrics")
-    if stored_m is not None and (not isinstance(stored_m, dict) or any(
-            stored_m.get(k) != v for k, v in replayed["metrics"].items())):
+    if stored_m is not None and (
+        not isinstance(stored_m, dict)
+        or any(stored_m.get(k) != v for k, v in replayed["metrics"].items())
+    ):
         out.append("stored metrics differ from the replay")
     ctl, rctl = record.get("controller"), replayed.get("controller") or {}
     if isinstance(ctl, dict) and "steps" in ctl and ctl.get("steps") != rctl.get("steps"):
@@ -255,17 +309,31 @@ def _label_stand_ins(stored: Any, replayed: list[dict], steps: Sequence[Step]) -
     entry takes the stored tool and error type (labels no number depends on)."""
     for i, r in enumerate(replayed):
         s = stored[i] if isinstance(stored, list) and i < len(stored) else None
-        if i < len(steps) and steps[i].stand_in and isinstance(s, dict) and not r.get("ok") \
-                and s.get("ok") is False:
+        if (
+            i < len(steps)
+            and steps[i].stand_in
+            and isinstance(s, dict)
+            and not r.get("ok")
+            and s.get("ok") is False
+        ):
             if isinstance(s.get("error_type"), str):
                 r["error_type"] = s["error_type"][:40]
             if s.get("tool") is None or isinstance(s.get("tool"), str):
                 r["tool"] = s.get("tool") if s.get("tool") is None else s["tool"][:40]
 
 
-def check_episode(record: dict, steps: Steps, *, task_id: str, controller: str | None,
-                  seed: int | None, instance: str | None = None, budget: int | None = None,
-                  tail_dropped: int = 0, observations: Sequence[Any] | None = None) -> Checked:
+def check_episode(
+    record: dict,
+    steps: Steps,
+    *,
+    task_id: str,
+    controller: str | None,
+    seed: int | None,
+    instance: str | None = None,
+    budget: int | None = None,
+    tail_dropped: int = 0,
+    observations: Sequence[Any] | None = None,
+) -> Checked:
     """Replay ``steps`` with the registry's configuration and compare ``record`` with it.
 
     ``tail_dropped``: calls at the end of the record that the steps do not cover and that do
@@ -294,11 +362,13 @@ def check_episode(record: dict, steps: Steps, *, task_id: str, controller: str |
         rep.record["terminated_by"] = ended
         rep.record["metrics"] = {**metrics.episode_metrics(rep.record), "error": True}
     if record.get("instance") != rep.record.get("instance"):
-        checked.reasons.append(f"instance {_short(record.get('instance'))} differs from the "
-                               f"replay's {_short(rep.record.get('instance'))}")
+        checked.reasons.append(
+            f"instance {_short(record.get('instance'))} differs from the "
+            f"replay's {_short(rep.record.get('instance'))}"
+        )
     calls = record.get("calls")
     if tail_dropped and isinstance(calls, list) and len(calls) >= tail_dropped:
-        calls = calls[:len(calls) - tail_dropped]
+        calls = calls[: len(calls) - tail_dropped]
     checked.reasons += call_reasons(calls, rep.record["calls"], steps.steps)
     _label_stand_ins(calls, rep.record["calls"], steps.steps)
     # strict=False: a shorter side (dropped tail) is reported by call_reasons
@@ -311,8 +381,14 @@ def check_episode(record: dict, steps: Steps, *, task_id: str, controller: str |
     return checked
 
 
-CLAIM_FIELDS = ("valid_count", "success", "steps_used", "terminated_by", "reported_count",
-                "metrics")
+CLAIM_FIELDS = (
+    "valid_count",
+    "success",
+    "steps_used",
+    "terminated_by",
+    "reported_count",
+    "metrics",
+)
 
 
 def adopt(record: dict, checked: Checked) -> dict:
@@ -328,18 +404,35 @@ def adopt(record: dict, checked: Checked) -> dict:
         out["claimed"] = {k: record.get(k) for k in CLAIM_FIELDS if k in record}
     if not rep:
         empty: dict[str, Any]
-        empty = {"calls": [], "target": record.get("target"), "budget": record.get("budget"),
-                 "terminated_by": None}
+        empty = {
+            "calls": [],
+            "target": record.get("target"),
+            "budget": record.get("budget"),
+            "terminated_by": None,
+        }
         try:
             m = metrics.episode_metrics(empty)
         except (TypeError, ValueError, KeyError):
             m = metrics.episode_metrics({**empty, "target": 1, "budget": 1})
-        out.update(calls=[], progress=[], metrics=m, valid_count=0, success=False,
-                   steps_used=0)
+        out.update(calls=[], progress=[], metrics=m, valid_count=0, success=False, steps_used=0)
         return out
-    for k in ("schema_version", "family", "task_id", "instance", "target", "budget",
-              "steps_used", "terminated_by", "valid_count", "success", "reported_count",
-              "final_message", "calls", "progress", "metrics"):
+    for k in (
+        "schema_version",
+        "family",
+        "task_id",
+        "instance",
+        "target",
+        "budget",
+        "steps_used",
+        "terminated_by",
+        "valid_count",
+        "success",
+        "reported_count",
+        "final_message",
+        "calls",
+        "progress",
+        "metrics",
+    ):
         out[k] = rep.get(k)
     ctl = got if isinstance(got := out.get("controller"), dict) else {}
     out["controller"] = {**ctl, **rep["controller"]}

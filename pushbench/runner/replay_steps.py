@@ -31,14 +31,14 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_EDIT_BYTES = 256 * 1024       # one file's new bytes kept in a trace line
+MAX_EDIT_BYTES = 256 * 1024  # one file's new bytes kept in a trace line
 MAX_EDITS_BYTES = 2 * 1024 * 1024  # all new bytes kept for one call's out-of-band edits
-MAX_EDITS_PER_CALL = 500          # edits kept per call (the count stays exact)
+MAX_EDITS_PER_CALL = 500  # edits kept per call (the count stays exact)
 EDIT_KINDS = ("created", "modified", "deleted")
 # Refused by the action decoder (raw control character) before any tool or component runs.
 STAND_IN = "\x01"
 _CLIPPED_ARG = re.compile(r"\.\.\.\[\d+ chars\]\Z")  # envs/backlog.py's ledger clip
-_PREVIEW_LIMIT = 2000                                # controllers/wrapper.py's proposed clip
+_PREVIEW_LIMIT = 2000  # controllers/wrapper.py's proposed clip
 # Text the action decoder refuses with the same observation as an unreadable wire line (a
 # number_too_large message names the digit count, which the trace does not keep: a stand-in).
 _UNREADABLE = {"too_deep": "[" * 40 + "]" * 40}
@@ -111,8 +111,11 @@ def record_edit(root: str, rel: str, kind: str, room: int = MAX_EDIT_BYTES) -> d
     if len(data) > cap:
         entry["unrecorded"] = f"grew past the {cap}-byte cap while it was read"
         return entry
-    entry.update(size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                 b64=base64.b64encode(data).decode("ascii"))
+    entry.update(
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        b64=base64.b64encode(data).decode("ascii"),
+    )
     return entry
 
 
@@ -163,7 +166,7 @@ def trace_action(proposed: Any) -> tuple[Any, bool]:
         return (text, True) if text else (STAND_IN, False)
     args = proposed.get("arguments")
     call: dict[str, Any] = {"tool": proposed.get("tool")}
-    for k, v in (args.items() if isinstance(args, dict) else ()):
+    for k, v in args.items() if isinstance(args, dict) else ():
         call["tool (argument)" if k == "tool" else k] = v
     return call, True
 
@@ -185,7 +188,7 @@ def steps_from_trace(lines: list[dict]) -> Steps:
             if not isinstance(listed, list):
                 out.unverifiable.append(f"trace line {i}: out_of_band_edits is not a list")
             else:
-                for obj in listed[:MAX_EDITS_PER_CALL + 1]:
+                for obj in listed[: MAX_EDITS_PER_CALL + 1]:
                     edit, why = decode_edit(obj)
                     if edit is None:
                         out.unverifiable.append(f"trace line {i}: {why}")
@@ -193,11 +196,14 @@ def steps_from_trace(lines: list[dict]) -> Steps:
                         pending.append(edit)
         count = line.get("out_of_band_count")
         if isinstance(count, int) and not isinstance(listed, list) and count > 0:
-            out.unverifiable.append(f"trace line {i}: {count} out-of-band edit(s) without "
-                                    "their content (written before edits were recorded)")
+            out.unverifiable.append(
+                f"trace line {i}: {count} out-of-band edit(s) without "
+                "their content (written before edits were recorded)"
+            )
         elif isinstance(count, int) and isinstance(listed, list) and count != len(listed):
-            out.unverifiable.append(f"trace line {i}: {count} out-of-band edits, "
-                                    f"{len(listed)} recorded")
+            out.unverifiable.append(
+                f"trace line {i}: {count} out-of-band edits, {len(listed)} recorded"
+            )
         if line.get("step") is None:
             continue
         action, exact = trace_action(line.get("proposed"))
@@ -253,8 +259,9 @@ def steps_from_record(record: dict) -> Steps:
         return out
     ctl = record.get("controller")
     kept = ctl.get("steps") if isinstance(ctl, dict) else None
-    changed = {s.get("step"): s for s in kept if isinstance(s, dict)} \
-        if isinstance(kept, list) else {}
+    changed = (
+        {s.get("step"): s for s in kept if isinstance(s, dict)} if isinstance(kept, list) else {}
+    )
     for pos, c in enumerate(calls, 1):
         c = c if isinstance(c, dict) else {}
         step = changed.get(pos)
@@ -263,8 +270,9 @@ def steps_from_record(record: dict) -> Steps:
             if isinstance(prop, str) and len(prop) == _PREVIEW_LIMIT + 3 and prop.endswith("..."):
                 whole = _whole_submit(prop, step.get("proposed_ids"))
                 if whole is None:
-                    out.unverifiable.append(f"step {pos}: the proposed call is clipped in the "
-                                            "record")
+                    out.unverifiable.append(
+                        f"step {pos}: the proposed call is clipped in the record"
+                    )
                 else:
                     prop = whole
             if isinstance(prop, str) and prop.startswith("<") and prop.endswith(">"):
@@ -277,8 +285,9 @@ def steps_from_record(record: dict) -> Steps:
             args = {**args, **c["unclipped"]}  # the ledger's shortened arguments in full
         if isinstance(args, dict) and isinstance(tool, str):
             if _clipped(args):
-                out.unverifiable.append(f"step {pos}: an argument of {tool[:20]} is clipped "
-                                        "in the record")
+                out.unverifiable.append(
+                    f"step {pos}: an argument of {tool[:20]} is clipped in the record"
+                )
             out.steps.append(Step({"tool": tool, **args}))
         else:
             out.steps.append(Step(STAND_IN, stand_in=True))

@@ -62,11 +62,21 @@ RunDirError = errors.RunDirError  # the run directory cannot be used as asked
 
 def error_line(spec: EpisodeSpec, error: str) -> dict:
     """The ``errors.jsonl`` line for an episode whose run raised."""
-    return {"schema_version": LINE_SCHEMA_VERSION, "key": spec.key, "task_id": spec.task_id,
-            "instance": spec.instance, "controller": {"name": spec.controller},
-            "policy": {"name": spec.policy, "params": dict(spec.policy_params),
-                       "label": policy_label(spec.policy, spec.policy_params, spec.policy_label)},
-            "seed": spec.seed, "terminated_by": "error", "error": error}
+    return {
+        "schema_version": LINE_SCHEMA_VERSION,
+        "key": spec.key,
+        "task_id": spec.task_id,
+        "instance": spec.instance,
+        "controller": {"name": spec.controller},
+        "policy": {
+            "name": spec.policy,
+            "params": dict(spec.policy_params),
+            "label": policy_label(spec.policy, spec.policy_params, spec.policy_label),
+        },
+        "seed": spec.seed,
+        "terminated_by": "error",
+        "error": error,
+    }
 
 
 def _append(fd: int, data: bytes, sync: bool = True) -> None:
@@ -123,8 +133,14 @@ class RunDir:
         self._last_sync = time.monotonic()
 
     # ----- opening and resume ---------------------------------------------------------
-    def open(self, experiment: dict, result_fields: dict, arguments: dict | None = None,
-             force: bool = False, overwrite: bool = False) -> RunDir:
+    def open(
+        self,
+        experiment: dict,
+        result_fields: dict,
+        arguments: dict | None = None,
+        force: bool = False,
+        overwrite: bool = False,
+    ) -> RunDir:
         """Lock DIR, repair a torn last line, load finished keys, write/update the manifest.
 
         If DIR already holds a run of a *different* experiment (``result_fields`` differ),
@@ -144,9 +160,11 @@ class RunDir:
             old = self._read_manifest()
             if old is not None and old.get("result_fields") != result_fields:
                 diff = _diff(old.get("result_fields") or {}, result_fields)
-                msg = (f"{self.path} holds a run of a different experiment ({diff}). "
-                       "Use another --out directory, or --force to append anyway "
-                       "(episode keys do not include every field, so records may mix).")
+                msg = (
+                    f"{self.path} holds a run of a different experiment ({diff}). "
+                    "Use another --out directory, or --force to append anyway "
+                    "(episode keys do not include every field, so records may mix)."
+                )
                 if not force:
                     raise RunDirError(msg)
                 warnings.warn(msg, stacklevel=2)
@@ -154,16 +172,20 @@ class RunDir:
             for line in lines:
                 key = line.get("key")
                 if key in self.done:
-                    warnings.warn(f"{self.episodes_path}: duplicate key {key} (kept the first)",
-                                  stacklevel=2)
+                    warnings.warn(
+                        f"{self.episodes_path}: duplicate key {key} (kept the first)", stacklevel=2
+                    )
                     continue
                 if key is not None:
                     self.done[key] = line
             missing = [k for k in self.done if not (self.traces / f"{k}.json.gz").exists()]
             if missing:
-                warnings.warn(f"{len(missing)} finished episode(s) in {self.path} have no trace "
-                              f"file (e.g. {missing[0]}), probably after an OS crash; their "
-                              "lines and metrics are kept", stacklevel=2)
+                warnings.warn(
+                    f"{len(missing)} finished episode(s) in {self.path} have no trace "
+                    f"file (e.g. {missing[0]}), probably after an OS crash; their "
+                    "lines and metrics are kept",
+                    stacklevel=2,
+                )
             self.manifest = self._new_manifest(old, experiment, result_fields, arguments)
             self.write_manifest()
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
@@ -187,8 +209,9 @@ class RunDir:
         except OSError:
             os.close(self._lock_fd)
             self._lock_fd = None
-            raise RunDirError(f"another sweep is writing to {self.path} "
-                              f"(it holds {self.path}/.lock)") from None
+            raise RunDirError(
+                f"another sweep is writing to {self.path} (it holds {self.path}/.lock)"
+            ) from None
 
     def _read_manifest(self) -> dict | None:
         if not self.manifest_path.exists():
@@ -196,15 +219,22 @@ class RunDir:
         try:
             return json.loads(self.manifest_path.read_text())
         except ValueError as e:
-            raise RunDirError(f"{self.manifest_path} is unreadable ({e}); move it away to continue"
-                              ) from None
+            raise RunDirError(
+                f"{self.manifest_path} is unreadable ({e}); move it away to continue"
+            ) from None
 
-    def _new_manifest(self, old: dict | None, experiment: dict, result_fields: dict,
-                      arguments: dict | None) -> dict:
-        invocation = {"started": _now(), "arguments": arguments or {}, "argv": list(sys.argv),
-                      "packages": package_versions(), "git": git_revision(),
-                      "family_versions": dict(tasks.FAMILY_VERSIONS),
-                      "resumed_with": len(self.done)}
+    def _new_manifest(
+        self, old: dict | None, experiment: dict, result_fields: dict, arguments: dict | None
+    ) -> dict:
+        invocation = {
+            "started": _now(),
+            "arguments": arguments or {},
+            "argv": list(sys.argv),
+            "packages": package_versions(),
+            "git": git_revision(),
+            "family_versions": dict(tasks.FAMILY_VERSIONS),
+            "resumed_with": len(self.done),
+        }
         return {
             "schema_version": MANIFEST_SCHEMA_VERSION,
             "writer": "run",
@@ -218,8 +248,10 @@ class RunDir:
         }
 
     def write_manifest(self) -> None:
-        paths.write_private(self.manifest_path,
-                            (json.dumps(self.manifest, indent=2, sort_keys=True) + "\n").encode())
+        paths.write_private(
+            self.manifest_path,
+            (json.dumps(self.manifest, indent=2, sort_keys=True) + "\n").encode(),
+        )
 
     def finish(self, summary: dict) -> None:
         """Record the end of this invocation (timing lives here, never in episode lines)."""
@@ -234,13 +266,15 @@ class RunDir:
         if fd is None or err_fd is None or cap_fd is None:  # open() sets all three
             raise RunDirError("RunDir.write before open()")
         if result.error is not None:  # not result.ok
-            _append(err_fd, _dumps(error_line(result.spec, result.error)),
-                    sync=self.sync_interval <= 0)
+            _append(
+                err_fd, _dumps(error_line(result.spec, result.error)), sync=self.sync_interval <= 0
+            )
             return False
         line, trace_gz = result.line, result.trace_gz
         if line is None or trace_gz is None:
-            raise RunDirError(f"the result of {result.spec.key} has no error, so it needs a "
-                              "line and a trace")
+            raise RunDirError(
+                f"the result of {result.spec.key} has no error, so it needs a line and a trace"
+            )
         key = result.spec.key
         if key in self.done:
             return False

@@ -27,10 +27,17 @@ def _planned(experiment: dict) -> tuple[list[dict] | None, str | None]:
         specs = expand(exp, limit=experiment.get("limit"))
     except (ExperimentError, ValueError, KeyError) as e:
         return None, str(e).splitlines()[0]
-    return [{"key": s.key, "task_id": s.task_id, "instance": s.instance,
-             "controller": s.controller, "seed": s.seed,
-             "policy": policy_label(s.policy, s.policy_params, s.policy_label)}
-            for s in specs], None
+    return [
+        {
+            "key": s.key,
+            "task_id": s.task_id,
+            "instance": s.instance,
+            "controller": s.controller,
+            "seed": s.seed,
+            "policy": policy_label(s.policy, s.policy_params, s.policy_label),
+        }
+        for s in specs
+    ], None
 
 
 def _distinct(items) -> list:
@@ -76,11 +83,16 @@ def run_info(run_dir: str | Path) -> dict | None:
     first = invocations[0] if invocations else {}
     git = first.get("git", manifest.get("git"))
     commit = (git or {}).get("commit")
-    others = sorted({c for inv in invocations[1:]
-                     if (c := (inv.get("git") or {}).get("commit")) is not None} - {commit})
+    others = sorted(
+        {c for inv in invocations[1:] if (c := (inv.get("git") or {}).get("commit")) is not None}
+        - {commit}
+    )
     versions = first.get("family_versions")
-    other_versions = [v for v in _distinct(inv.get("family_versions") for inv in invocations[1:])
-                      if v is not None and v != versions]
+    other_versions = [
+        v
+        for v in _distinct(inv.get("family_versions") for inv in invocations[1:])
+        if v is not None and v != versions
+    ]
     planned, problem = _planned(exp) if exp else (None, "manifest has no experiment")
     raised: dict[str, dict] = {}
     for line in read_lines(path / ERRORS):
@@ -88,12 +100,15 @@ def run_info(run_dir: str | Path) -> dict | None:
             raised[line["key"]] = line
     capped = read_lines(path / CAPPED)
     last = invocations[-1] if invocations else {}
-    cap = (last.get("summary") or {}).get("cap_usd", (last.get("arguments") or {}).get(
-        "max_cost_usd"))
+    cap = (last.get("summary") or {}).get(
+        "cap_usd", (last.get("arguments") or {}).get("max_cost_usd")
+    )
     return {
-        "cost": {"cap_usd": cap if cap is not None else exp.get("max_cost_usd"),
-                 "capped_episodes": len(capped),
-                 "capped_cost_usd": round(sum(line_cost(x) for x in capped), 8)},
+        "cost": {
+            "cap_usd": cap if cap is not None else exp.get("max_cost_usd"),
+            "capped_episodes": len(capped),
+            "capped_cost_usd": round(sum(line_cost(x) for x in capped), 8),
+        },
         "experiment": {"name": exp.get("name"), "description": exp.get("description", "")},
         "packages": first.get("packages", manifest.get("packages")) or {},
         "git": git,

@@ -79,12 +79,21 @@ class _Tally:
         return f"{self.successes / self.finished:.1%}" if self.finished else "-"
 
 
-def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Executor | None = None,
-                   progress: bool = True, limit: int | None = None, force: bool = False,
-                   arguments: dict | None = None, console: Console | None = None,
-                   sync_interval: float = 0.5, max_cost_usd: float | None = None,
-                   allow_unpriced: bool = False, keys: set[str] | None = None,
-                   overwrite: bool = False) -> dict:
+def run_experiment(
+    experiment: Experiment,
+    out_dir: str | Path,
+    executor: Executor | None = None,
+    progress: bool = True,
+    limit: int | None = None,
+    force: bool = False,
+    arguments: dict | None = None,
+    console: Console | None = None,
+    sync_interval: float = 0.5,
+    max_cost_usd: float | None = None,
+    allow_unpriced: bool = False,
+    keys: set[str] | None = None,
+    overwrite: bool = False,
+) -> dict:
     """Run every unfinished episode of ``experiment`` into ``out_dir``; return a summary dict.
 
     ``executor`` defaults to the experiment's own (``executor``/``workers`` fields).
@@ -104,22 +113,26 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     console = console or Console(stderr=True)
     described = {**experiment.model_dump(mode="json"), "limit": limit, "episodes": len(specs)}
     run = RunDir(out_dir, sync_interval=sync_interval).open(
-        described, experiment.result_fields(), arguments, force=force, overwrite=overwrite)
+        described, experiment.result_fields(), arguments, force=force, overwrite=overwrite
+    )
     own_executor = executor is None
     cap = max_cost_usd if max_cost_usd is not None else experiment.max_cost_usd
-    todo: list[EpisodeSpec] = [s for s in specs if s.key not in run.done
-                               and (keys is None or s.key in keys)]
+    todo: list[EpisodeSpec] = [
+        s for s in specs if s.key not in run.done and (keys is None or s.key in keys)
+    ]
     gate: CostGate | None = None
     try:
         if cap is not None:  # refuses unpriced models and unbounded worst cases up front
             prior = _recorded_spend(run)
             gate = CostGate(cap, prior, worst_cases(todo, allow_unpriced))
-        executor = executor or make_executor(experiment.executor, experiment.workers,
-                                             **experiment.options_for_executor())
+        executor = executor or make_executor(
+            experiment.executor, experiment.workers, **experiment.options_for_executor()
+        )
         uncap = executor.enforce_caps(experiment.max_inflight_per_endpoint)
         executor.gate = gate
-        unmeter = executor.install_meter(spend.Meter(cap, gate.spent_usd)
-                                         if gate and cap is not None else None)
+        unmeter = executor.install_meter(
+            spend.Meter(cap, gate.spent_usd) if gate and cap is not None else None
+        )
     except BaseException:
         if own_executor and executor is not None:
             executor.shutdown()
@@ -129,29 +142,41 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
     tally = _Tally(len(specs), [line for k, line in run.done.items() if k in wanted])
     start = time.perf_counter()
     interrupted = False
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("success {task.fields[rate]}"),
-                   TextColumn("errors {task.fields[err]}"),
-                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                   console=console, disable=not progress, transient=False)
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("success {task.fields[rate]}"),
+        TextColumn("errors {task.fields[err]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not progress,
+        transient=False,
+    )
 
     def consume(results, task_id) -> None:
         for result in results:
             tally.add(result, run.write(result))
-            bar.update(task_id, completed=tally.finished + tally.errors, rate=tally.rate,
-                       err=tally.errors)
+            bar.update(
+                task_id, completed=tally.finished + tally.errors, rate=tally.rate, err=tally.errors
+            )
 
     try:
         with bar:
-            tid = bar.add_task(experiment.name, total=len(specs), completed=tally.finished,
-                               rate=tally.rate, err=0)
+            tid = bar.add_task(
+                experiment.name, total=len(specs), completed=tally.finished, rate=tally.rate, err=0
+            )
             try:
                 consume(executor.run(todo), tid)
             except KeyboardInterrupt:
                 interrupted = True
                 if executor.in_flight:
-                    console.print(f"[yellow]interrupted: no new episodes; waiting for "
-                                  f"{executor.in_flight} running (Ctrl-C again to abandon them)[/]")
+                    console.print(
+                        f"[yellow]interrupted: no new episodes; waiting for "
+                        f"{executor.in_flight} running (Ctrl-C again to abandon them)[/]"
+                    )
                     try:
                         consume(executor.drain(), tid)
                     except KeyboardInterrupt:
@@ -165,18 +190,27 @@ def run_experiment(experiment: Experiment, out_dir: str | Path, executor: Execut
         not_run = [s for s in todo if s.key not in run.done]
         seconds = time.perf_counter() - start
         summary = {
-            "out_dir": str(out_dir), "total": tally.total, "skipped": tally.skipped,
-            "ran": tally.ran, "errors": tally.errors, "error_keys": tally.error_keys,
+            "out_dir": str(out_dir),
+            "total": tally.total,
+            "skipped": tally.skipped,
+            "ran": tally.ran,
+            "errors": tally.errors,
+            "error_keys": tally.error_keys,
             "finished": tally.finished,
             "success_rate": tally.successes / tally.finished if tally.finished else None,
-            "steps": tally.steps, "seconds": round(seconds, 3),
+            "steps": tally.steps,
+            "seconds": round(seconds, 3),
             "episodes_per_s": round(tally.ran / seconds, 3) if seconds > 0 else None,
             "steps_per_s": round(tally.steps / seconds, 1) if seconds > 0 else None,
-            "interrupted": interrupted, "executor": executor.name, "workers": executor.workers,
-            "spent_usd": round(_recorded_spend(run), 8), "cap_usd": cap,
-            "capped": tally.capped, "not_run": len(not_run),
-            "stopped_by_cap": gate is not None and (gate.stopped_at is not None
-                                                    or tally.capped > 0),
+            "interrupted": interrupted,
+            "executor": executor.name,
+            "workers": executor.workers,
+            "spent_usd": round(_recorded_spend(run), 8),
+            "cap_usd": cap,
+            "capped": tally.capped,
+            "not_run": len(not_run),
+            "stopped_by_cap": gate is not None
+            and (gate.stopped_at is not None or tally.capped > 0),
             "resume_cap_usd": gate.resume_cap(not_run) if gate is not None and not_run else None,
         }
         run.finish(summary)
@@ -191,9 +225,15 @@ def _recorded_spend(run: RunDir) -> float:
     return sum(line_cost(x) for x in run.done.values()) + sum(line_cost(x) for x in run.capped)
 
 
-def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
-                    console: Console | None = None, out: Console | None = None,
-                    seed: int = 0, n_resamples: int = 9999) -> list[Path]:
+def report_and_plot(
+    out_dir: str | Path,
+    report: bool = True,
+    plot: bool = True,
+    console: Console | None = None,
+    out: Console | None = None,
+    seed: int = 0,
+    n_resamples: int = 9999,
+) -> list[Path]:
     """After a sweep, in order of value, each stage on its own: write ``summary.csv``,
     ``paired_deltas.csv`` and ``report.md`` and print the tables; then draw each figure (one
     that cannot be drawn is skipped with one line saying why); then rewrite ``report.md`` to
@@ -219,12 +259,22 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
     frames, failed = None, None
     if report:
         try:
-            frames = write_and_print_report(episodes, out_dir, out_dir, console=console, out=out,
-                                            seed=seed, n_resamples=n_resamples, outcomes=False)
+            frames = write_and_print_report(
+                episodes,
+                out_dir,
+                out_dir,
+                console=console,
+                out=out,
+                seed=seed,
+                n_resamples=n_resamples,
+                outcomes=False,
+            )
         except Exception as e:  # noqa: BLE001 - raised after the figures (they do not need it)
             failed = e
-            console.print(f"[bold red]report not written[/]: {type(e).__name__}: "
-                          f"{escape(str(e))}", highlight=False)
+            console.print(
+                f"[bold red]report not written[/]: {type(e).__name__}: {escape(str(e))}",
+                highlight=False,
+            )
     figures: list[Path] = []
     skipped: list[tuple[str, str]] = []
     if plot:
@@ -239,17 +289,25 @@ def report_and_plot(out_dir: str | Path, report: bool = True, plot: bool = True,
         from ..analysis.report_md import FIGURES
 
         drawn = {p.name for p in figures}
-        write_report_md(frames, out_dir, info, seed=seed, n_resamples=n_resamples,
-                        run_dir=out_dir, figures=[n for n, _ in FIGURES if n in drawn],
-                        skipped_figures=skipped)
+        write_report_md(
+            frames,
+            out_dir,
+            info,
+            seed=seed,
+            n_resamples=n_resamples,
+            run_dir=out_dir,
+            figures=[n for n, _ in FIGURES if n in drawn],
+            skipped_figures=skipped,
+        )
     _print_outcomes(episodes, info, console)
     if failed is not None:
         raise failed
     return figures
 
 
-def _draw_figures(episodes: list[dict], out_dir, console: Console,
-                  skipped: list[tuple[str, str]]) -> list[Path]:
+def _draw_figures(
+    episodes: list[dict], out_dir, console: Console, skipped: list[tuple[str, str]]
+) -> list[Path]:
     """Every applicable figure, each isolated; one line per figure skipped (and why)."""
     try:
         from ..analysis import plots
@@ -278,10 +336,17 @@ def _print_outcomes(episodes: list[dict], info: dict | None, console: Console) -
         console.print(Text(line, style="bold yellow"), highlight=False)
 
 
-def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: str | Path,
-                           console: Console, out: Console, seed: int = 0,
-                           n_resamples: int = 9999, ci_method: str | None = None,
-                           outcomes: bool = True) -> dict:
+def write_and_print_report(
+    episodes: list[dict],
+    run_dir: str | Path,
+    out_dir: str | Path,
+    console: Console,
+    out: Console,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    ci_method: str | None = None,
+    outcomes: bool = True,
+) -> dict:
     """Write the report files for ``episodes`` of ``run_dir`` into ``out_dir``, print the
     tables, and say what was written, how many planned episodes are missing and (with
     ``outcomes``) what ended the episodes that are not agent outcomes."""
@@ -291,17 +356,26 @@ def write_and_print_report(episodes: list[dict], run_dir: str | Path, out_dir: s
 
     info = run_info(run_dir)
     method: dict[str, Any] = {"ci_method": ci_method} if ci_method else {}
-    frames = rep.write_report(episodes, out_dir, seed=seed, n_resamples=n_resamples, info=info,
-                              run_dir=run_dir if Path(run_dir).is_dir() else Path(run_dir).parent,
-                              **method)
+    frames = rep.write_report(
+        episodes,
+        out_dir,
+        seed=seed,
+        n_resamples=n_resamples,
+        info=info,
+        run_dir=run_dir if Path(run_dir).is_dir() else Path(run_dir).parent,
+        **method,
+    )
     rep.print_report(frames, console=out)
     from ..analysis.bill import print_bill
 
     if frames.get("bill") is not None:
         print_bill(frames["bill"], out, (info or {}).get("cost"))
     out_dir = Path(out_dir)
-    console.print(f"wrote {out_dir / 'summary.csv'}, {out_dir / 'paired_deltas.csv'} and "
-                  f"{out_dir / 'report.md'} ({len(episodes)} episodes)", highlight=False)
+    console.print(
+        f"wrote {out_dir / 'summary.csv'}, {out_dir / 'paired_deltas.csv'} and "
+        f"{out_dir / 'report.md'} ({len(episodes)} episodes)",
+        highlight=False,
+    )
     note = version_note(frames["episodes"])
     if note:
         console.print(f"[bold yellow]family versions[/]: {escape(note)}", highlight=False)
@@ -319,12 +393,16 @@ def missing_lines(info: dict | None, finished: set) -> list[str]:
         return ["[yellow]no manifest.json[/]: planned and missing episodes are unknown"]
     planned = info.get("planned_episodes")
     if planned is None:
-        return [f"[yellow]could not list the planned episodes[/] ({info.get('plan_problem')}); "
-                f"the manifest planned {info.get('planned')}"]
+        return [
+            f"[yellow]could not list the planned episodes[/] ({info.get('plan_problem')}); "
+            f"the manifest planned {info.get('planned')}"
+        ]
     missing = [p for p in planned if p["key"] not in finished]
     raised = [r for r in info.get("raised", []) if r.get("key") not in finished]
     if not missing:
         return [f"all {len(planned)} planned episodes are finished"]
-    return [f"[bold yellow]{len(missing)} of {len(planned)} planned episodes are missing[/]"
-            + (f" ({len(raised)} raised: see errors.jsonl)" if raised else "")
-            + "; re-run the same `pushbench run` command to resume (listed in report.md)"]
+    return [
+        f"[bold yellow]{len(missing)} of {len(planned)} planned episodes are missing[/]"
+        + (f" ({len(raised)} raised: see errors.jsonl)" if raised else "")
+        + "; re-run the same `pushbench run` command to resume (listed in report.md)"
+    ]

@@ -40,16 +40,20 @@ class StrictLoader(yaml.SafeLoader):
                 except TypeError:
                     continue  # an unhashable key: the base loader reports it
                 if first is not None:
-                    raise Refused(f"duplicate key {str(key)[:60]!r} at lines {first} and "
-                                  f"{line} (YAML would keep only the last; remove one)")
+                    raise Refused(
+                        f"duplicate key {str(key)[:60]!r} at lines {first} and "
+                        f"{line} (YAML would keep only the last; remove one)"
+                    )
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node):
         digits = sum(ch.isdigit() for ch in str(node.value))
         if digits > MAX_INT_DIGITS:
-            raise Refused(f"line {node.start_mark.line + 1}: an integer of {digits} digits; "
-                          f"numbers here (seeds, counts, budgets) have at most "
-                          f"{MAX_INT_DIGITS - 1}")
+            raise Refused(
+                f"line {node.start_mark.line + 1}: an integer of {digits} digits; "
+                f"numbers here (seeds, counts, budgets) have at most "
+                f"{MAX_INT_DIGITS - 1}"
+            )
         return super().construct_yaml_int(node)
 
 

@@ -70,14 +70,22 @@ from .batch import PushBenchSyncVectorEnv
 from .workers import PushBenchAsyncVectorEnv
 
 MODES = ("sync", "async")
-AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
-                   "disabled": AutoresetMode.DISABLED}
+AUTORESET_MODES = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
 
 
-def make_vec(task_id: str, num_envs: int, controller: str | None = None,
-             vectorization_mode: str = "sync", budget: int | None = None,
-             autoreset_mode: str | AutoresetMode = "next_step",
-             **vector_kwargs: Any) -> gym.vector.VectorEnv:
+def make_vec(
+    task_id: str,
+    num_envs: int,
+    controller: str | None = None,
+    vectorization_mode: str = "sync",
+    budget: int | None = None,
+    autoreset_mode: str | AutoresetMode = "next_step",
+    **vector_kwargs: Any,
+) -> gym.vector.VectorEnv:
     """``num_envs`` copies of ``pushbench.make(task_id, controller=controller, budget=budget)``.
 
     ``vectorization_mode`` is ``"sync"`` (one process) or ``"async"`` (``num_workers`` slices,
@@ -114,8 +122,7 @@ class ControllerInfoAsText(gym.Wrapper):
 
 
 def _make_copy(task_id: str, controller: str | None, budget: int | None) -> gym.Env:
-    env = make(task_id, controller=controller, **({"budget": budget} if budget is not None
-                                                    else {}))
+    env = make(task_id, controller=controller, **({"budget": budget} if budget is not None else {}))
     return env if controller is None else ControllerInfoAsText(env)
 
 
@@ -127,5 +134,10 @@ def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
     return AUTORESET_MODES[mode]
 
 
-__all__ = ["make_vec", "MODES", "AUTORESET_MODES", "PushBenchSyncVectorEnv",
-           "PushBenchAsyncVectorEnv"]
+__all__ = [
+    "make_vec",
+    "MODES",
+    "AUTORESET_MODES",
+    "PushBenchSyncVectorEnv",
+    "PushBenchAsyncVectorEnv",
+]

@@ -20,8 +20,9 @@ class _BatchInfo(VectorEnv):
 
     num_envs: int
 
-    def _add_info(self, vector_infos: dict[str, Any], env_info: dict[str, Any],
-                  env_num: int) -> dict[str, Any]:
+    def _add_info(
+        self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int
+    ) -> dict[str, Any]:
         n = self.num_envs
         for key, value in env_info.items():
             if key == "final_obs":  # same_step mode only: Gymnasium's own path
@@ -65,8 +66,9 @@ def _uniform(infos: list[dict[str, Any]]) -> bool:
     return "final_obs" not in keys and all(i.keys() == keys for i in infos)
 
 
-def _batch_uniform(env: _BatchInfo, infos: list[dict[str, Any]],
-                   out: dict[str, Any]) -> dict[str, Any]:
+def _batch_uniform(
+    env: _BatchInfo, infos: list[dict[str, Any]], out: dict[str, Any]
+) -> dict[str, Any]:
     """``_batch_infos`` for infos with the same keys (``_uniform``): per key, one array when
     every copy's value has one exact type Gymnasium types the same way (``_FAST_KINDS``: its
     dtype rule gives int64, float64, bool or object); any other key goes copy by copy."""
@@ -150,9 +152,12 @@ def place_batch(dst: dict[str, Any], src: dict[str, Any], offset: int, n: int) -
             continue
         arr = dst.get(key)
         if arr is None:
-            arr = (np.full((n, *value.shape[1:]), None, dtype=object) if value.dtype == object
-                   else np.zeros((n, *value.shape[1:]), dtype=value.dtype))
+            arr = (
+                np.full((n, *value.shape[1:]), None, dtype=object)
+                if value.dtype == object
+                else np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+            )
             dst[key] = arr
         elif value.dtype == object and arr.dtype != object:  # mixed kinds across slices
             arr = dst[key] = arr.astype(object)
-        arr[offset:offset + len(value)] = value
+        arr[offset : offset + len(value)] = value

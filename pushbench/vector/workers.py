@@ -38,11 +38,15 @@ from .batch import PushBenchSyncVectorEnv, _BatchInfo, place_batch
 
 def _ops(envs: PushBenchSyncVectorEnv, mode: AutoresetMode) -> dict[str, Callable]:
     """What a slice answers: the commands the parent sends, on the slice's sync env."""
-    return {"step": envs.step if mode == AutoresetMode.SAME_STEP else functools.partial(
-                _raw_step, envs),
-            "reset": lambda kw: envs.reset(**kw),
-            "call": lambda d: envs.call(d[0], *d[1], **d[2]),
-            "get_attr": envs.get_attr, "set_attr": lambda d: envs.set_attr(*d)}
+    return {
+        "step": envs.step
+        if mode == AutoresetMode.SAME_STEP
+        else functools.partial(_raw_step, envs),
+        "reset": lambda kw: envs.reset(**kw),
+        "call": lambda d: envs.call(d[0], *d[1], **d[2]),
+        "get_attr": envs.get_attr,
+        "set_attr": lambda d: envs.set_attr(*d),
+    }
 
 
 def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
@@ -161,18 +165,25 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
     docstring). ``num_workers=num_envs, caller_slice=False`` is Gymnasium's one process per
     copy."""
 
-    def __init__(self, env_fns: list[Callable], autoreset_mode: AutoresetMode =
-                 AutoresetMode.NEXT_STEP, num_workers: int | None = None,
-                 context: str | None = None, shared_memory: bool = False,
-                 caller_slice: bool = True) -> None:
+    def __init__(
+        self,
+        env_fns: list[Callable],
+        autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
+        num_workers: int | None = None,
+        context: str | None = None,
+        shared_memory: bool = False,
+        caller_slice: bool = True,
+    ) -> None:
         if shared_memory:
-            raise ValueError("shared_memory is not supported: observations are text and go "
-                             "through pipes")
+            raise ValueError(
+                "shared_memory is not supported: observations are text and go through pipes"
+            )
         self.num_envs = n = len(env_fns)
         workers = num_workers if num_workers is not None else min(n, os.cpu_count() or 1)
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= n:
-            raise ValueError(f"num_workers must be a whole number from 1 to {n}, got "
-                             f"{num_workers!r}")
+            raise ValueError(
+                f"num_workers must be a whole number from 1 to {n}, got {num_workers!r}"
+            )
         probe = env_fns[0]()
         self.single_observation_space = probe.observation_space
         self.single_action_space = probe.action_space
@@ -196,8 +207,11 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
                 parent, child = ctx.Pipe()
                 # Every concrete context has Process; typeshed types get_context(str) as the base.
                 proc = ctx.Process(  # type: ignore[attr-defined]
-                    target=_worker, args=(child, env_fns[start:stop], autoreset_mode),
-                    name=f"pushbench-vector-{start}-{stop - 1}", daemon=True)
+                    target=_worker,
+                    args=(child, env_fns[start:stop], autoreset_mode),
+                    name=f"pushbench-vector-{start}-{stop - 1}",
+                    daemon=True,
+                )
                 proc.start()
                 child.close()
                 self._pipes[w], self._procs[w] = _Pipe(parent), proc
@@ -234,8 +248,10 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
     def _dead(self, w: int) -> RuntimeError:
         start, stop = self._slices[w]
         proc = self._procs[w]
-        return RuntimeError(f"vector env worker {w} (copies {start}..{stop - 1}) died "
-                            f"(exit code {proc.exitcode if proc is not None else None})")
+        return RuntimeError(
+            f"vector env worker {w} (copies {start}..{stop - 1}) died "
+            f"(exit code {proc.exitcode if proc is not None else None})"
+        )
 
     def _check_open(self) -> None:
         if self.closed:
@@ -252,23 +268,37 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         return tuple(self._obs), infos
 
     # ----- the VectorEnv API --------------------------------------------------------------
-    def reset(self, *, seed: int | list[int | None] | None = None,
-              options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ):
         """Reset every copy (or those of ``options["reset_mask"]``); an int seed gives copy i
         ``seed + i``, as Gymnasium's vector envs do. Returns (observations, batched infos)."""
         self._check_open()
         n = self.num_envs
-        seeds = ([None] * n if seed is None else [seed + i for i in range(n)]
-                 if isinstance(seed, int) else list(seed))
+        seeds = (
+            [None] * n
+            if seed is None
+            else [seed + i for i in range(n)]
+            if isinstance(seed, int)
+            else list(seed)
+        )
         if len(seeds) != n:
-            raise ValueError(f"If seeds are passed as a list the length must match "
-                             f"num_envs={n} but got length={len(seeds)}.")
+            raise ValueError(
+                f"If seeds are passed as a list the length must match "
+                f"num_envs={n} but got length={len(seeds)}."
+            )
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
-        if mask is not None and (not isinstance(mask, np.ndarray) or mask.shape != (n,)
-                                 or mask.dtype != np.bool_ or not mask.any()):
-            raise ValueError(f"options['reset_mask'] must be a bool numpy array of shape ({n},) "
-                             f"with at least one True, got {mask!r}")
+        if mask is not None and (
+            not isinstance(mask, np.ndarray)
+            or mask.shape != (n,)
+            or mask.dtype != np.bool_
+            or not mask.any()
+        ):
+            raise ValueError(
+                f"options['reset_mask'] must be a bool numpy array of shape ({n},) "
+                f"with at least one True, got {mask!r}"
+            )
         active = [w for w, (a, b) in enumerate(self._slices) if mask is None or mask[a:b].any()]
         for w in active:
             a, b = self._slices[w]
@@ -305,14 +335,21 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
                 self._obs[start:stop] = part[0]
                 env_infos += part[4]
             infos = self._batch_infos(env_infos)
-            return (tuple(self._obs),
-                    np.array([r for p in parts for r in p[1]], dtype=np.float64),
-                    np.array([t for p in parts for t in p[2]], dtype=np.bool_),
-                    np.array([t for p in parts for t in p[3]], dtype=np.bool_), infos)
+            return (
+                tuple(self._obs),
+                np.array([r for p in parts for r in p[1]], dtype=np.float64),
+                np.array([t for p in parts for t in p[2]], dtype=np.bool_),
+                np.array([t for p in parts for t in p[3]], dtype=np.bool_),
+                infos,
+            )
         obs, infos = self._gather(parts)
-        return (obs, np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),
-                infos)
+        return (
+            obs,
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts]),
+            infos,
+        )
 
     def step(self, actions: Any):
         """:meth:`step_async` then :meth:`step_wait`."""

@@ -32,8 +32,10 @@ def headless_chromium() -> Iterator[object]:
     """A Playwright ``Browser`` on the system Chromium; ``RuntimeError`` saying what is missing."""
     path = chromium_path()
     if path is None:
-        raise RuntimeError("no Chromium executable: install Debian's `chromium` package "
-                           "(apt-get install -y chromium) or set PUSHBENCH_CHROMIUM")
+        raise RuntimeError(
+            "no Chromium executable: install Debian's `chromium` package "
+            "(apt-get install -y chromium) or set PUSHBENCH_CHROMIUM"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as e:

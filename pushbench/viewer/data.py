@@ -32,9 +32,27 @@ from ..runner.runinfo import run_info
 
 MAX_LISTED = 500  # missing / raised episodes listed one by one on the overview
 PAIR_KEY = ("policy", "task_id", "instance", "target", "seed")  # analysis.deltas.MATCH + label
-LIST_COLUMNS = ("key", "file", "family", "policy", "simulated", "controller", "target",
-                "task_id", "instance", "seed", "outcome", "valid_count", "steps_used", "budget",
-                "duplicates", "interventions", "reported_count", "terminated_by", "pair")
+LIST_COLUMNS = (
+    "key",
+    "file",
+    "family",
+    "policy",
+    "simulated",
+    "controller",
+    "target",
+    "task_id",
+    "instance",
+    "seed",
+    "outcome",
+    "valid_count",
+    "steps_used",
+    "budget",
+    "duplicates",
+    "interventions",
+    "reported_count",
+    "terminated_by",
+    "pair",
+)
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -72,8 +90,10 @@ def outcome(row) -> str:
 
 
 def _table(df: pd.DataFrame) -> dict:
-    return {"columns": [str(c) for c in df.columns],
-            "rows": [plain(list(r)) for r in df.itertuples(index=False, name=None)]}
+    return {
+        "columns": [str(c) for c in df.columns],
+        "rows": [plain(list(r)) for r in df.itertuples(index=False, name=None)],
+    }
 
 
 def _fresh_csv(run_dir: Path, name: str) -> pd.DataFrame | None:
@@ -98,8 +118,10 @@ def _summary_and_deltas(run_dir: Path, df: pd.DataFrame) -> tuple[dict, dict]:
 
         summary = summary_table(df, steps_reference=False)
         deltas = paired_deltas(df)
-        src = ("computed by the viewer from episodes.jsonl (no up-to-date summary.csv; "
-               "steps_ratio needs `pushbench report`)")
+        src = (
+            "computed by the viewer from episodes.jsonl (no up-to-date summary.csv; "
+            "steps_ratio needs `pushbench report`)"
+        )
     return {**_table(summary), "source": src}, {**_table(deltas), "source": src}
 
 
@@ -117,23 +139,52 @@ def gather(run_dir: str | Path) -> tuple[dict, dict, list[dict], pd.DataFrame]:
     outcomes = [outcome(r) for _, r in df.iterrows()]
     df = df.assign(outcome=outcomes)
     groups: dict[tuple, int] = {}
-    pair_ids = [groups.setdefault(tuple(plain(r[c]) for c in PAIR_KEY), len(groups))
-                for _, r in df[list(PAIR_KEY)].iterrows()]
+    pair_ids = [
+        groups.setdefault(tuple(plain(r[c]) for c in PAIR_KEY), len(groups))
+        for _, r in df[list(PAIR_KEY)].iterrows()
+    ]
     df = df.assign(pair=pair_ids)
     rows = []
     for r, pid in zip(df.itertuples(index=False), pair_ids, strict=True):
         rate, subs = r.duplicate_submit_rate, r.submissions
         dup = None if pd.isna(rate) or pd.isna(subs) else int(round(rate * subs))
-        rows.append(plain([r.key, file_stem(r.key), r.family, r.policy, r.simulated,
-                           r.controller, r.target, r.task_id, r.instance, r.seed, r.outcome,
-                           r.valid_count, r.steps_used, r.budget, dup, r.interventions_total,
-                           r.reported_count, r.terminated_by, pid]))
+        rows.append(
+            plain(
+                [
+                    r.key,
+                    file_stem(r.key),
+                    r.family,
+                    r.policy,
+                    r.simulated,
+                    r.controller,
+                    r.target,
+                    r.task_id,
+                    r.instance,
+                    r.seed,
+                    r.outcome,
+                    r.valid_count,
+                    r.steps_used,
+                    r.budget,
+                    dup,
+                    r.interventions_total,
+                    r.reported_count,
+                    r.terminated_by,
+                    pid,
+                ]
+            )
+        )
     episode_list = {"columns": list(LIST_COLUMNS), "rows": rows}
     overview = _overview(run_dir, df, ordered)
     overview["summary"], overview["deltas"] = _summary_and_deltas(run_dir, df)
     cond = _fresh_csv(run_dir, "condition_deltas.csv")  # evaluate: checklist - default
-    overview["condition_deltas"] = None if cond is None else {
-        **_table(cond), "source": "condition_deltas.csv of the run folder (pushbench evaluate)"}
+    overview["condition_deltas"] = (
+        None
+        if cond is None
+        else {
+            **_table(cond),
+            "source": "condition_deltas.csv of the run folder (pushbench evaluate)",
+        }
+    )
     return overview, episode_list, ordered, df
 
 
@@ -141,13 +192,26 @@ def _overview(run_dir: Path, df: pd.DataFrame, lines: list[dict]) -> dict:
     info = run_info(run_dir)
     finished = set(df["key"])
     classes = df["outcome"].value_counts()
-    tampered = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
-                 "reasons": ln.get("tamper_reasons") or []}
-                for k, ln in zip(df["key"], lines, strict=True) if ln.get("tampered")]
-    backend = [{"key": k, "file": file_stem(k), "task_id": ln.get("task_id"),
-                "error": _error_text(ln.get("error"))}
-               for k, t, ln in zip(df["key"], df["terminated_by"], lines, strict=True)
-               if t == "error"]
+    tampered = [
+        {
+            "key": k,
+            "file": file_stem(k),
+            "task_id": ln.get("task_id"),
+            "reasons": ln.get("tamper_reasons") or [],
+        }
+        for k, ln in zip(df["key"], lines, strict=True)
+        if ln.get("tampered")
+    ]
+    backend = [
+        {
+            "key": k,
+            "file": file_stem(k),
+            "task_id": ln.get("task_id"),
+            "error": _error_text(ln.get("error")),
+        }
+        for k, t, ln in zip(df["key"], df["terminated_by"], lines, strict=True)
+        if t == "error"
+    ]
     out: dict = {
         "run_dir": str(run_dir.resolve()),
         "n_episodes": len(df),
@@ -157,27 +221,42 @@ def _overview(run_dir: Path, df: pd.DataFrame, lines: list[dict]) -> dict:
         "n_backend_errors": len(backend),
         "n_incomplete": int(df["incomplete"].sum()),
         "simulated_policies": sorted(set(df.loc[df["simulated"], "policy"])),
-        "figures": [{"file": name, "title": title} for name, title in FIGURES
-                    if (run_dir / name).is_file()],
+        "figures": [
+            {"file": name, "title": title} for name, title in FIGURES if (run_dir / name).is_file()
+        ],
         "info": None,
     }
     if info is not None:
         planned = info.get("planned_episodes")
         missing = [p for p in planned if p["key"] not in finished] if planned is not None else None
-        raised = [{"key": r.get("key"), "task_id": r.get("task_id"),
-                   "controller": (r.get("controller") or {}).get("name"),
-                   "policy": (r.get("policy") or {}).get("label")
-                   or (r.get("policy") or {}).get("name"), "seed": r.get("seed"),
-                   "error": _last_line(r.get("error"))}
-                  for r in info.get("raised", []) if r.get("key") not in finished]
-        out["info"] = plain({
-            "experiment": info["experiment"], "packages": info.get("packages"),
-            "git": info.get("git"), "other_revisions": info.get("other_revisions"),
-            "invocations": info.get("invocations"), "planned": info.get("planned"),
-            "plan_problem": info.get("plan_problem"),
-            "missing": missing[:MAX_LISTED] if missing is not None else None,
-            "n_missing": len(missing) if missing is not None else None,
-            "raised": raised[:MAX_LISTED], "n_raised": len(raised)})
+        raised = [
+            {
+                "key": r.get("key"),
+                "task_id": r.get("task_id"),
+                "controller": (r.get("controller") or {}).get("name"),
+                "policy": (r.get("policy") or {}).get("label")
+                or (r.get("policy") or {}).get("name"),
+                "seed": r.get("seed"),
+                "error": _last_line(r.get("error")),
+            }
+            for r in info.get("raised", [])
+            if r.get("key") not in finished
+        ]
+        out["info"] = plain(
+            {
+                "experiment": info["experiment"],
+                "packages": info.get("packages"),
+                "git": info.get("git"),
+                "other_revisions": info.get("other_revisions"),
+                "invocations": info.get("invocations"),
+                "planned": info.get("planned"),
+                "plan_problem": info.get("plan_problem"),
+                "missing": missing[:MAX_LISTED] if missing is not None else None,
+                "n_missing": len(missing) if missing is not None else None,
+                "raised": raised[:MAX_LISTED],
+                "n_raised": len(raised),
+            }
+        )
     return out
 
 

@@ -22,6 +22,7 @@ LOOPBACK = "127.0.0.1"
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a page's few files share one connection
+
     def log_message(self, format, *args):  # the stdlib's signature
         pass  # quiet: the command prints the URL once
 
@@ -54,14 +55,19 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 def make_server(site: str | Path, port: int = 8765) -> http.server.ThreadingHTTPServer:
     """A server for ``site`` on ``127.0.0.1:port`` (``port=0``: any free port), not started."""
     root = Path(site)
-    allowed = frozenset(Path(d, f).relative_to(root).as_posix()
-                        for d, _, files in os.walk(root) for f in files)
+    allowed = frozenset(
+        Path(d, f).relative_to(root).as_posix() for d, _, files in os.walk(root) for f in files
+    )
     handler = functools.partial(_Handler, directory=str(root), allowed=allowed)
     return http.server.ThreadingHTTPServer((LOOPBACK, port), handler)
 
 
-def serve(site: str | Path, port: int = 8765, ready: Callable[[str], None] | None = None,
-          stop: threading.Event | None = None) -> None:
+def serve(
+    site: str | Path,
+    port: int = 8765,
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Serve ``site`` until interrupted (or ``stop`` is set); ``ready(url)`` once listening."""
     server = make_server(site, port)
     url = f"http://{LOOPBACK}:{server.server_address[1]}/index.html"

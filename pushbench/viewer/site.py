@@ -69,8 +69,9 @@ def install_assets(out: Path) -> Path:
     return assets
 
 
-def build_site(run_dir: str | Path, out: str | Path | None = None,
-               log: Callable[[str], None] | None = None) -> Path:
+def build_site(
+    run_dir: str | Path, out: str | Path | None = None, log: Callable[[str], None] | None = None
+) -> Path:
     """Build the viewer for ``run_dir`` into ``out`` (default ``run_dir/view``); return ``out``.
 
     Raises ``FileNotFoundError`` when ``run_dir`` has no ``episodes.jsonl``, :class:`OutDirError`
@@ -84,8 +85,10 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
         run_dir = run_dir.parent
     out = Path(out) if out is not None else run_dir / "view"
     if (out / "episodes.jsonl").exists() or (out / TRACES).exists():
-        raise OutDirError(f"{out} holds a run folder; give the viewer its own --out directory "
-                          f"(default {run_dir / 'view'})")
+        raise OutDirError(
+            f"{out} holds a run folder; give the viewer its own --out directory "
+            f"(default {run_dir / 'view'})"
+        )
     say = log or (lambda _m: None)
     overview, episode_list, lines, df = gather(run_dir)
     paths.private_dir(out, tighten=False)
@@ -99,8 +102,10 @@ def build_site(run_dir: str | Path, out: str | Path | None = None,
     data = paths.private_dir(out / "data")
     paths.write_private(data / "overview.js", js_payload("overview", overview))
     paths.write_private(data / "episodes.js", js_payload("episodes", episode_list))
-    paths.write_private(data / "files.js", js_payload("files", sorted(
-        {file_stem(line.get("key", "")) for line in lines})))
+    paths.write_private(
+        data / "files.js",
+        js_payload("files", sorted({file_stem(line.get("key", "")) for line in lines})),
+    )
     _write_episodes(run_dir, paths.private_dir(data / "ep"), lines, df, say)
     paths.write_private(out / "index.html", _static("index.html"))
     say(f"wrote {len(lines)} episode pages")
@@ -115,8 +120,9 @@ def _rank(controller: str) -> list:
 def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> None:
     siblings: dict[int, list[dict]] = {}
     for key, ctrl, pid in zip(df["key"], df["controller"], df["pair"], strict=True):
-        siblings.setdefault(int(pid), []).append({"key": key, "file": file_stem(key),
-                                                  "controller": ctrl, "rank": _rank(ctrl)})
+        siblings.setdefault(int(pid), []).append(
+            {"key": key, "file": file_stem(key), "controller": ctrl, "rank": _rank(ctrl)}
+        )
     traces = run_dir / TRACES
     for i, (line, row) in enumerate(zip(lines, df.itertuples(index=False), strict=True), 1):
         # A key that is not a plain file name never becomes a path (no reading outside traces/).
@@ -124,15 +130,26 @@ def _write_episodes(run_dir: Path, dest: Path, lines: list[dict], df, say) -> No
         has_trace = safe and (traces / f"{row.key}.json.gz").is_file()
         try:
             record = load_trace(run_dir, row.key) if has_trace else line
-            problem = None if has_trace else (
-                "no trace file: the page shows the episode line only" if safe else
-                "the key is not a plain file name, so no trace is read: "
-                "the episode line only")
+            problem = (
+                None
+                if has_trace
+                else (
+                    "no trace file: the page shows the episode line only"
+                    if safe
+                    else "the key is not a plain file name, so no trace is read: "
+                    "the episode line only"
+                )
+            )
         except (OSError, ValueError, EOFError) as e:  # gzip raises EOFError when truncated
             record, problem = line, f"trace file unreadable ({e}): the episode line only"
-        page = {"key": row.key, "outcome": row.outcome, "record": record, "problem": problem,
-                "rank": _rank(row.controller),
-                "siblings": [s for s in siblings[int(row.pair)] if s["key"] != row.key]}
+        page = {
+            "key": row.key,
+            "outcome": row.outcome,
+            "record": record,
+            "problem": problem,
+            "rank": _rank(row.controller),
+            "siblings": [s for s in siblings[int(row.pair)] if s["key"] != row.key],
+        }
         stem = file_stem(row.key)
         paths.write_private(dest / f"{stem}.js", js_payload("ep:" + stem, page))
         if i % 2000 == 0:

@@ -39,10 +39,12 @@ ITEM = re.compile(r"[A-Za-z0-9._-]+")
 _SPLIT = re.compile(r"[,\s]+")
 
 FORMS = {
-    "list": ('items separated by commas (spaces do not matter), each item made of letters, '
-             'digits, ".", "_" or "-", e.g. "4,17,102" or "ACC-104,ACC-377"; "none" for an '
-             'empty list. A JSON array of strings or integers is read the same way, e.g. '
-             '["4", "17", "102"] or [4, 17, 102]'),
+    "list": (
+        "items separated by commas (spaces do not matter), each item made of letters, "
+        'digits, ".", "_" or "-", e.g. "4,17,102" or "ACC-104,ACC-377"; "none" for an '
+        "empty list. A JSON array of strings or integers is read the same way, e.g. "
+        '["4", "17", "102"] or [4, 17, 102]'
+    ),
     "text": 'one value as a string, exactly as the file writes it, e.g. "value": "<the value>"',
     "integer": 'an integer, or text of an optional "-" and digits, e.g. 42 or "-7"',
 }
@@ -55,9 +57,14 @@ class AnswerShapeError(ValueError):
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "a boolean", float: "a number with a fraction or exponent", dict: "an object",
-            list: "an array", str: "text", int: "an integer"}.get(type(value),
-                                                                  type(value).__name__)
+    return {
+        bool: "a boolean",
+        float: "a number with a fraction or exponent",
+        dict: "an object",
+        list: "an array",
+        str: "text",
+        int: "an integer",
+    }.get(type(value), type(value).__name__)
 
 
 def _refuse(atype: str, why: str) -> AnswerShapeError:
@@ -82,14 +89,19 @@ def _list_items(value: Any) -> list[str]:
             elif isinstance(item, str):
                 items.append(item.strip())
             else:
-                raise _refuse("list", f"is an array whose item {i} is {_kind(item)}, not a "
-                              "string or an integer")
+                raise _refuse(
+                    "list",
+                    f"is an array whose item {i} is {_kind(item)}, not a string or an integer",
+                )
         if [p.lower() for p in items] == ["none"]:
             return []
         for item in items:
             if not ITEM.fullmatch(item):
-                raise _refuse("list", f"has the array item {echo(item)}, which is not one item of "
-                              "letters, digits, '.', '_' and '-'")
+                raise _refuse(
+                    "list",
+                    f"has the array item {echo(item)}, which is not one item of "
+                    "letters, digits, '.', '_' and '-'",
+                )
         return items
     if type(value) is int:
         return [str(value)]
@@ -98,8 +110,11 @@ def _list_items(value: Any) -> list[str]:
     parts = [p for p in _SPLIT.split(value.strip()) if p]
     for p in parts:
         if not ITEM.fullmatch(p):
-            raise _refuse("list", f"has the item {echo(p)}, with a character other than "
-                          "letters, digits, '.', '_' and '-'")
+            raise _refuse(
+                "list",
+                f"has the item {echo(p)}, with a character other than "
+                "letters, digits, '.', '_' and '-'",
+            )
     return parts
 
 
@@ -123,8 +138,9 @@ def read_answer(value: Any, atype: str) -> str | int:
             return value
         if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
             return value.strip()
-        raise _refuse(atype, f"is {_kind(value)}" + (f" {echo(value)}" if isinstance(value, str)
-                                                      else ""))
+        raise _refuse(
+            atype, f"is {_kind(value)}" + (f" {echo(value)}" if isinstance(value, str) else "")
+        )
     if type(value) is int:
         return value
     if isinstance(value, str):

@@ -33,8 +33,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "latitude": {"type": "number", "minimum": -90, "maximum": 90},
             "longitude": {"type": "number", "minimum": -180, "maximum": 180},
             "elevation_m": {"type": "integer", "minimum": -500, "maximum": 9000},
-            "active": {"type": "boolean"}},
-        "x-unique": "station_id"},
+            "active": {"type": "boolean"},
+        },
+        "x-unique": "station_id",
+    },
     "orders": {
         "required": ["order_id", "customer", "qty", "status", "total_cents"],
         "properties": {
@@ -42,25 +44,34 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "customer": {"type": "string", "pattern": r"C\d{4}"},
             "qty": {"type": "integer", "minimum": 1, "maximum": 1000},
             "status": {"type": "string", "enum": ["new", "paid", "shipped", "cancelled"]},
-            "total_cents": {"type": "integer", "minimum": 0}},
-        "x-unique": "order_id"},
+            "total_cents": {"type": "integer", "minimum": 0},
+        },
+        "x-unique": "order_id",
+    },
     "accounts": {
         "required": ["user_id", "email", "role", "quota_gb"],
         "properties": {
             "user_id": {"type": "integer", "minimum": 1},
             "email": {"type": "string", "pattern": r"[a-z0-9._]+@[a-z0-9-]+\.[a-z]{2,}"},
             "role": {"type": "string", "enum": ["admin", "editor", "viewer"]},
-            "quota_gb": {"type": "number", "minimum": 0, "maximum": 1024}},
-        "x-unique": "user_id"},
+            "quota_gb": {"type": "number", "minimum": 0, "maximum": 1024},
+        },
+        "x-unique": "user_id",
+    },
 }
 _TOWNS = ("Aster", "Birch", "Cedar", "Dunmore", "Elm", "Fairby", "Glen", "Holt", "Iver", "Juno")
 
 
 def schema_doc(kind: str) -> dict:
     s = SCHEMAS[kind]
-    return {"title": f"{kind} record", "type": "object", "required": s["required"],
-            "additionalProperties": False, "properties": s["properties"],
-            "x-unique": s["x-unique"]}
+    return {
+        "title": f"{kind} record",
+        "type": "object",
+        "required": s["required"],
+        "additionalProperties": False,
+        "properties": s["properties"],
+        "x-unique": s["x-unique"],
+    }
 
 
 def _type_ok(t: str, v) -> bool:
@@ -88,8 +99,12 @@ def record_problem(schema: dict, rec, seen: set) -> str | None:
             return f"has unknown field {key!r}"
         if not _type_ok(spec["type"], val):
             return f"field {key!r} is not of type {spec['type']}"
-        if "minimum" in spec and val < spec["minimum"] or "maximum" in spec and val > spec[
-                "maximum"]:
+        if (
+            "minimum" in spec
+            and val < spec["minimum"]
+            or "maximum" in spec
+            and val > spec["maximum"]
+        ):
             return f"field {key!r} is out of range"
         if "minLength" in spec and len(val) < spec["minLength"]:
             return f"field {key!r} is too short"
@@ -116,18 +131,29 @@ def valid_mask(schema: dict, records: list) -> list[bool]:
 
 def _record(kind: str, i: int, rng: np.random.Generator) -> dict:
     if kind == "stations":
-        return {"station_id": 100 + i, "name": f"{_TOWNS[int(rng.integers(10))]} {i}",
-                "latitude": round(float(rng.uniform(-60, 70)), 4),
-                "longitude": round(float(rng.uniform(-170, 170)), 4),
-                "elevation_m": int(rng.integers(-20, 2500)), "active": bool(rng.random() < 0.8)}
+        return {
+            "station_id": 100 + i,
+            "name": f"{_TOWNS[int(rng.integers(10))]} {i}",
+            "latitude": round(float(rng.uniform(-60, 70)), 4),
+            "longitude": round(float(rng.uniform(-170, 170)), 4),
+            "elevation_m": int(rng.integers(-20, 2500)),
+            "active": bool(rng.random() < 0.8),
+        }
     if kind == "orders":
         qty = int(rng.integers(1, 40))
-        return {"order_id": 5000 + i, "customer": f"C{int(rng.integers(1000, 9999))}",
-                "qty": qty, "status": ["new", "paid", "shipped", "cancelled"][int(rng.integers(4))],
-                "total_cents": qty * int(rng.integers(99, 9999))}
-    return {"user_id": 300 + i, "email": f"user{i}.{int(rng.integers(10, 99))}@example.org",
-            "role": ["admin", "editor", "viewer"][int(rng.integers(3))],
-            "quota_gb": round(float(rng.uniform(1, 500)), 1)}
+        return {
+            "order_id": 5000 + i,
+            "customer": f"C{int(rng.integers(1000, 9999))}",
+            "qty": qty,
+            "status": ["new", "paid", "shipped", "cancelled"][int(rng.integers(4))],
+            "total_cents": qty * int(rng.integers(99, 9999)),
+        }
+    return {
+        "user_id": 300 + i,
+        "email": f"user{i}.{int(rng.integers(10, 99))}@example.org",
+        "role": ["admin", "editor", "viewer"][int(rng.integers(3))],
+        "quota_gb": round(float(rng.uniform(1, 500)), 1),
+    }
 
 
 def _break(kind: str, rec: dict, records: list, rng: np.random.Generator) -> dict:
@@ -149,8 +175,11 @@ def _break(kind: str, rec: dict, records: list, rng: np.random.Generator) -> dic
     elif how == "unique" and records:
         rec[s["x-unique"]] = records[int(rng.integers(len(records)))][s["x-unique"]]
     else:
-        strs = [k for k, p in s["properties"].items() if "enum" in p or "pattern" in p
-                or "minLength" in p]
+        strs = [
+            k
+            for k, p in s["properties"].items()
+            if "enum" in p or "pattern" in p or "minLength" in p
+        ]
         k = strs[int(rng.integers(len(strs)))]
         rec[k] = "" if "minLength" in s["properties"][k] else str(rec[k]).upper() + "?"
     return rec
@@ -161,8 +190,9 @@ def build(rng: np.random.Generator) -> dict:
     kind = list(SCHEMAS)[int(rng.integers(len(SCHEMAS)))]
     fmt = "json" if rng.random() < 0.55 else "yaml"
     n = int(rng.integers(8, 20))
-    bad = set(int(i) for i in rng.choice(np.arange(1, n), size=int(rng.integers(2, 5)),
-                                          replace=False))
+    bad = set(
+        int(i) for i in rng.choice(np.arange(1, n), size=int(rng.integers(2, 5)), replace=False)
+    )
     records: list = []
     for i in range(n):
         rec = _record(kind, i, rng)
@@ -170,15 +200,24 @@ def build(rng: np.random.Generator) -> dict:
     doc = {"schema": f"{kind}/v1", "generated": "2024-06-30", "records": records}
     mask = valid_mask(SCHEMAS[kind], records)
     text = dump(fmt, doc)
-    return {"kind": kind, "format": fmt, "target": f"{kind}.{fmt}", "text": text, "doc": doc,
-            "schema": schema_doc(kind),
-            "valid": [r for r, ok in zip(records, mask, strict=True) if ok],
-            "n_invalid": mask.count(False)}
+    return {
+        "kind": kind,
+        "format": fmt,
+        "target": f"{kind}.{fmt}",
+        "text": text,
+        "doc": doc,
+        "schema": schema_doc(kind),
+        "valid": [r for r, ok in zip(records, mask, strict=True) if ok],
+        "n_invalid": mask.count(False),
+    }
 
 
 def dump(fmt: str, doc: dict) -> str:
-    return (json.dumps(doc, indent=2) + "\n" if fmt == "json"
-            else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
+    return (
+        json.dumps(doc, indent=2) + "\n"
+        if fmt == "json"
+        else yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    )
 
 
 def load(fmt: str, text: str):
@@ -209,8 +248,11 @@ def _check(fmt: str, text: str, kind: str, valid: tuple[str, ...]) -> tuple[str,
         return "parses", f"the file is not valid {fmt.upper()} (nested too deeply)"
     if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
         return "parses", "the top level must be an object with a 'records' list"
-    if doc.get("schema") != f"{kind}/v1" or doc.get("generated") != "2024-06-30" or set(
-            doc) != {"schema", "generated", "records"}:
+    if (
+        doc.get("schema") != f"{kind}/v1"
+        or doc.get("generated") != "2024-06-30"
+        or set(doc) != {"schema", "generated", "records"}
+    ):
         return "unchanged", "the top-level keys other than 'records' must stay as they were"
     seen: set = set()
     schema = SCHEMAS[kind]

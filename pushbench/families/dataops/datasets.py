@@ -28,8 +28,26 @@ import numpy as np
 
 NUMBER = re.compile(r"-?\d+(\.\d+)?")
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
-_WORDS = ("bolt", "washer", "bracket", "hinge", "valve", "gasket", "flange", "spring", "clamp",
-          "bearing", "sensor", "fuse", "relay", "cable", "filter", "pump", "seal", "nozzle")
+_WORDS = (
+    "bolt",
+    "washer",
+    "bracket",
+    "hinge",
+    "valve",
+    "gasket",
+    "flange",
+    "spring",
+    "clamp",
+    "bearing",
+    "sensor",
+    "fuse",
+    "relay",
+    "cable",
+    "filter",
+    "pump",
+    "seal",
+    "nozzle",
+)
 _OPERATORS = ("akim", "bea", "chen", "dara", "eli", "femi", "gus", "hana", "ivo", "jo")
 
 
@@ -51,9 +69,16 @@ def readings(rng: np.random.Generator, n: int):
     rows = []
     for i in range(n):
         st = _pick(rng, stations)
-        rows.append([f"R{10000 + i}", st, _ts(start + timedelta(minutes=10 * i)),
-                     f"{rng.normal(12, 6):.1f}", f"{np.clip(rng.normal(65, 15), 0, 100):.1f}",
-                     f"{rng.normal(1013, 8):.1f}"])
+        rows.append(
+            [
+                f"R{10000 + i}",
+                st,
+                _ts(start + timedelta(minutes=10 * i)),
+                f"{rng.normal(12, 6):.1f}",
+                f"{np.clip(rng.normal(65, 15), 0, 100):.1f}",
+                f"{rng.normal(1013, 8):.1f}",
+            ]
+        )
     for i in _defect_rows(rng, n, int(rng.integers(2, 7))):  # humidity out of range
         rows[i][4] = _pick(rng, [f"{rng.uniform(100.5, 140):.1f}", f"-{rng.uniform(1, 9):.1f}"])
     for i in _defect_rows(rng, n, int(rng.integers(1, 6))):  # broken temperature
@@ -62,10 +87,16 @@ def readings(rng: np.random.Generator, n: int):
         rows[i][0] = rows[int(rng.integers(0, i))][0]
     for i in _defect_rows(rng, n, int(rng.integers(1, 5))):  # malformed timestamp
         t = datetime.fromisoformat(rows[i][2])
-        rows[i][2] = _pick(rng, [t.strftime("%d/%m/%Y %H:%M"), t.strftime("%Y-%m-%d %H:%M"),
-                                 t.strftime("%Y-%m-%dT%H:%M:%SZ"), ""])
-    header = ["reading_id", "station", "timestamp", "temperature_c", "humidity_pct",
-              "pressure_hpa"]
+        rows[i][2] = _pick(
+            rng,
+            [
+                t.strftime("%d/%m/%Y %H:%M"),
+                t.strftime("%Y-%m-%d %H:%M"),
+                t.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "",
+            ],
+        )
+    header = ["reading_id", "station", "timestamp", "temperature_c", "humidity_pct", "pressure_hpa"]
     rules = [
         {"op": "rows_invalid_number", "column": "humidity_pct", "min": 0, "max": 100},
         {"op": "rows_invalid_number", "column": "temperature_c", "min": -40, "max": 50},
@@ -87,9 +118,17 @@ def inventory(rng: np.random.Generator, n: int):
             continue
         seen.add((sku, wh))
         on_hand = int(rng.poisson(40))
-        rows.append([sku, wh, f"{_pick(rng, _WORDS)} {_pick(rng, _WORDS)}", str(on_hand),
-                     str(int(rng.integers(5, 60))), f"{rng.lognormal(2.5, 0.8):.2f}",
-                     f"2024-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}"])
+        rows.append(
+            [
+                sku,
+                wh,
+                f"{_pick(rng, _WORDS)} {_pick(rng, _WORDS)}",
+                str(on_hand),
+                str(int(rng.integers(5, 60))),
+                f"{rng.lognormal(2.5, 0.8):.2f}",
+                f"2024-{int(rng.integers(1, 13)):02d}-{int(rng.integers(1, 29)):02d}",
+            ]
+        )
     for i in _defect_rows(rng, n, int(rng.integers(1, 6))):  # negative / broken stock
         rows[i][3] = _pick(rng, [f"-{int(rng.integers(1, 30))}", "", "twelve", "3.5e2"])
     for i in _defect_rows(rng, n, int(rng.integers(1, 6))):  # malformed sku
@@ -100,8 +139,15 @@ def inventory(rng: np.random.Generator, n: int):
         rows[i][0], rows[i][1] = rows[j][0], rows[j][1]
     for i in _defect_rows(rng, n, int(rng.integers(1, 5))):  # broken cost
         rows[i][5] = _pick(rng, ["", "n/a", "-1.00", "0.00", "12.5.0"])
-    header = ["sku", "warehouse", "description", "on_hand", "reorder_level", "unit_cost",
-              "last_counted"]
+    header = [
+        "sku",
+        "warehouse",
+        "description",
+        "on_hand",
+        "reorder_level",
+        "unit_cost",
+        "last_counted",
+    ]
     rules = [
         {"op": "rows_invalid_number", "column": "on_hand", "min": 0, "max": 100000},
         {"op": "rows_pattern_mismatch", "column": "sku", "pattern": r"[A-Z]{3}-\d{4}"},
@@ -124,8 +170,16 @@ def station_log(rng: np.random.Generator, n: int):
         t += timedelta(minutes=int(rng.integers(5, 240)))
         end = t + timedelta(minutes=int(rng.integers(1, 180)))
         event = EVENTS[int(rng.choice(4, p=[0.55, 0.2, 0.15, 0.1]))]
-        rows.append([f"L{5000 + i}", stations[int(rng.choice(len(stations), p=weights))],
-                     event, _ts(t), _ts(end), _pick(rng, _OPERATORS)])
+        rows.append(
+            [
+                f"L{5000 + i}",
+                stations[int(rng.choice(len(stations), p=weights))],
+                event,
+                _ts(t),
+                _ts(end),
+                _pick(rng, _OPERATORS),
+            ]
+        )
     for i in _defect_rows(rng, n, int(rng.integers(1, 6))):  # end before start
         s = datetime.fromisoformat(rows[i][3])
         rows[i][4] = _ts(s - timedelta(minutes=int(rng.integers(1, 120))))
@@ -208,41 +262,59 @@ def _selects(op: str, rule: dict, col: dict, r: list[str]) -> bool:
     raise ValueError(f"unknown rule op {op!r}")
 
 
-ROWS_ANSWER = ("Answer their row numbers (the first data row after the header is row 1), "
-               "comma-separated in ascending order, e.g. 4,17,102; answer none if no row "
-               "qualifies.")
+ROWS_ANSWER = (
+    "Answer their row numbers (the first data row after the header is row 1), "
+    "comma-separated in ascending order, e.g. 4,17,102; answer none if no row "
+    "qualifies."
+)
 
 
 def describe(rule: dict, path: str) -> str:
     """The rule as the question the agent reads (with the answer format)."""
     op = rule["op"]
-    num = ("(a number is an optional '-', digits, and optionally '.' and digits; empty or other "
-           "text is not a number)")
+    num = (
+        "(a number is an optional '-', digits, and optionally '.' and digits; empty or other "
+        "text is not a number)"
+    )
     if op == "rows_invalid_number":
-        q = (f"Which data rows of {path} have a {rule['column']} value that is not a number or "
-             f"lies outside [{rule['min']}, {rule['max']}]? {num}")
+        q = (
+            f"Which data rows of {path} have a {rule['column']} value that is not a number or "
+            f"lies outside [{rule['min']}, {rule['max']}]? {num}"
+        )
     elif op == "rows_pattern_mismatch":
-        q = (f"Which data rows of {path} have a {rule['column']} value that does not fully "
-             f"match the regular expression {rule['pattern']}?")
+        q = (
+            f"Which data rows of {path} have a {rule['column']} value that does not fully "
+            f"match the regular expression {rule['pattern']}?"
+        )
     elif op == "rows_duplicate":
         cols = ", ".join(rule["columns"])
-        q = (f"Which data rows of {path} repeat a ({cols}) value that already appeared in an "
-             "earlier row? (the first occurrence does not count)")
+        q = (
+            f"Which data rows of {path} repeat a ({cols}) value that already appeared in an "
+            "earlier row? (the first occurrence does not count)"
+        )
     elif op == "rows_less_than":
-        q = (f"Which data rows of {path} have both {rule['column']} and {rule['than']} as "
-             f"numbers and {rule['column']} < {rule['than']}? {num}")
+        q = (
+            f"Which data rows of {path} have both {rule['column']} and {rule['than']} as "
+            f"numbers and {rule['column']} < {rule['than']}? {num}"
+        )
     elif op == "rows_order_violation":
-        q = (f"Which data rows of {path} have {rule['end']} earlier than {rule['start']}, "
-             "counting only rows where both are timestamps of the form YYYY-MM-DDTHH:MM?")
+        q = (
+            f"Which data rows of {path} have {rule['end']} earlier than {rule['start']}, "
+            "counting only rows where both are timestamps of the form YYYY-MM-DDTHH:MM?"
+        )
     elif op == "rows_not_in":
-        q = (f"Which data rows of {path} have a {rule['column']} value that is not one of "
-             f"{', '.join(rule['allowed'])} (exact, case-sensitive)?")
+        q = (
+            f"Which data rows of {path} have a {rule['column']} value that is not one of "
+            f"{', '.join(rule['allowed'])} (exact, case-sensitive)?"
+        )
     elif op == "rows_empty":
         q = f"Which data rows of {path} have an empty (or blank) {rule['column']} value?"
     elif op == "top_value":
-        return (f"Among data rows of {path} whose {rule['where_column']} is exactly "
-                f"{rule['equals']}, which {rule['column']} value occurs most often? (ties: the "
-                "alphabetically first) Record the answer with answer() as the exact value.")
+        return (
+            f"Among data rows of {path} whose {rule['where_column']} is exactly "
+            f"{rule['equals']}, which {rule['column']} value occurs most often? (ties: the "
+            "alphabetically first) Record the answer with answer() as the exact value."
+        )
     else:
         raise ValueError(op)
     return f"{q} {ROWS_ANSWER}"

@@ -92,9 +92,13 @@ from .answers import MAX_ANSWER_CHARS, AnswerShapeError, read_answer  # noqa: F4
 
 # The JSON schema agents read; the value itself is checked by ``read_answer`` so that any value
 # of the wrong shape gets the ``answer_shape`` error with the expected form (not a type error).
-_VALUE_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "integer"},
-                           {"type": "array", "items": {"anyOf": [{"type": "string"},
-                                                                 {"type": "integer"}]}}]}
+_VALUE_SCHEMA = {
+    "anyOf": [
+        {"type": "string"},
+        {"type": "integer"},
+        {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    ]
+}
 
 
 class WriteArgs(ToolArgs):
@@ -106,7 +110,8 @@ class AnswerArgs(ToolArgs):
     unit_id: str = Field(max_length=64, description="a unit id such as u07")
     value: Annotated[Any, WithJsonSchema(_VALUE_SCHEMA)] = Field(
         description="the answer: text, or for answer_type list the items comma-separated (see "
-                    "the unit's task) or a JSON array of them")
+        "the unit's task) or a JSON array of them"
+    )
 
 
 class DataOpsEnv(UnitBacklogEnv):
@@ -114,12 +119,16 @@ class DataOpsEnv(UnitBacklogEnv):
     family: ClassVar[str] = "dataops"
     _instance_option: ClassVar[str] = "backlog"
     TOOLS = {
-        "list_units": (ListUnitsArgs, "List the backlog's work units, 10 per page (id, kind, "
-                       "title)."),
+        "list_units": (
+            ListUnitsArgs,
+            "List the backlog's work units, 10 per page (id, kind, title).",
+        ),
         "inspect": (UnitArgs, "Show a unit's task, the files it concerns and its rules."),
         "read_file": (ReadArgs, "Read lines of a workspace file (offset/limit in lines)."),
-        "edit_file": (EditArgs, "Replace the single exact occurrence of `old` with `new` in a "
-                      "file."),
+        "edit_file": (
+            EditArgs,
+            "Replace the single exact occurrence of `old` with `new` in a file.",
+        ),
         "write_file": (WriteArgs, "Replace (or create) a workspace file with `content`."),
         "answer": (AnswerArgs, "Record the answer of an answer-mode unit."),
         "run_verifier": (UnitArgs, "Run a unit's checker now: pass, or which rule fails."),
@@ -131,8 +140,9 @@ class DataOpsEnv(UnitBacklogEnv):
 
     # What a DataOps family says (the public-data family, :mod:`.public.env`, overrides them):
     # the unit kinds named in the objective, the backlog generator and the unit checker.
-    _KINDS_TEXT: ClassVar[str] = ("CSV field checks, metadata repairs, consistency questions, "
-                                  "artifact fixes")
+    _KINDS_TEXT: ClassVar[str] = (
+        "CSV field checks, metadata repairs, consistency questions, artifact fixes"
+    )
     _generate = staticmethod(U.generate)
     _check_unit = staticmethod(U.check)
 
@@ -144,7 +154,7 @@ class DataOpsEnv(UnitBacklogEnv):
         order = self._generate(cfg, self.task.target, self._live_ws)
         self._units = {u.id: u for u in order}
         self._answers: dict[str, str | int] = {}
-        self._version = {uid: 0 for uid in self._units}   # bumped by answers and edits
+        self._version = {uid: 0 for uid in self._units}  # bumped by answers and edits
         self._verified: dict[str, tuple[int, bool]] = {}  # uid -> (version, passed)
         self._accepted: set[str] = set()
         n = len(order)
@@ -155,9 +165,14 @@ class DataOpsEnv(UnitBacklogEnv):
             "inspect it, read its files (paths relative to the workspace; unit uNN's files are "
             "under uNN/), then answer it (answer mode) or edit its files (edit mode), "
             "run_verifier, and submit. A unit is accepted only if its checker passes when you "
-            "submit it. Use status for verified progress and final when done.")
-        return {"objective": objective, "backlog": instance, "units_total": n,
-                "page_size": PAGE_SIZE}
+            "submit it. Use status for verified progress and final when done."
+        )
+        return {
+            "objective": objective,
+            "backlog": instance,
+            "units_total": n,
+            "page_size": PAGE_SIZE,
+        }
 
     def _unit_status(self, uid: str) -> str:
         if uid in self._accepted:
@@ -197,13 +212,18 @@ class DataOpsEnv(UnitBacklogEnv):
     def _tool_answer(self, args: AnswerArgs) -> dict:
         unit = self._unit("answer", args.unit_id)
         if unit.answer_type is None:
-            raise ActionError("edit_unit", f"answer: {unit.id} is an edit-mode unit; change its "
-                              "files instead (inspect shows them)", "answer")
+            raise ActionError(
+                "edit_unit",
+                f"answer: {unit.id} is an edit-mode unit; change its "
+                "files instead (inspect shows them)",
+                "answer",
+            )
         try:
             value = read_answer(args.value, unit.answer_type)
         except AnswerShapeError as e:
-            raise ActionError("answer_shape", f"answer: {unit.id} was not recorded: {e}",
-                              "answer") from None
+            raise ActionError(
+                "answer_shape", f"answer: {unit.id} was not recorded: {e}", "answer"
+            ) from None
         self._answers[unit.id] = value
         self._version[unit.id] += 1
         return {"unit_id": unit.id, "recorded": value, "note": "run_verifier to check it"}
@@ -212,8 +232,11 @@ class DataOpsEnv(UnitBacklogEnv):
         unit = self._unit("run_verifier", args.unit_id)
         res = self._check(unit)
         self._verified[unit.id] = (self._version[unit.id], res.passed)
-        out = {"unit_id": unit.id, "passed": res.passed,
-               LEDGER_EXTRA: {"check": {"unit": unit.id, "passed": res.passed}}}
+        out = {
+            "unit_id": unit.id,
+            "passed": res.passed,
+            LEDGER_EXTRA: {"check": {"unit": unit.id, "passed": res.passed}},
+        }
         if not res.passed:
             out.update(failed_rule=res.rule, reason=res.reason)
         return out
@@ -228,15 +251,30 @@ class DataOpsEnv(UnitBacklogEnv):
         uid = ids[int(rng.integers(len(ids)))] if rng.random() < 0.9 else "u999"
         files = [f for u in self._units.values() for f in u.files] or ["u01/data.csv"]
         path = files[int(rng.integers(len(files)))] if rng.random() < 0.9 else "../outside.txt"
-        tool = ["list_units", "inspect", "read_file", "edit_file", "write_file", "answer",
-                "run_verifier", "submit", "status", "final", "ask_user"][int(rng.integers(11))]
+        tool = [
+            "list_units",
+            "inspect",
+            "read_file",
+            "edit_file",
+            "write_file",
+            "answer",
+            "run_verifier",
+            "submit",
+            "status",
+            "final",
+            "ask_user",
+        ][int(rng.integers(11))]
         if tool == "list_units":
             return {"tool": tool, "page": int(rng.integers(1, 4))}
         if tool in ("inspect", "run_verifier", "submit"):
             return {"tool": tool, "unit_id": uid}
         if tool == "read_file":
-            return {"tool": tool, "path": path, "offset": int(rng.integers(0, 20)),
-                    "limit": int(rng.integers(1, 50))}
+            return {
+                "tool": tool,
+                "path": path,
+                "offset": int(rng.integers(0, 20)),
+                "limit": int(rng.integers(1, 50)),
+            }
         if tool == "edit_file":
             return {"tool": tool, "path": path, "old": "a", "new": "b"}
         if tool == "write_file":

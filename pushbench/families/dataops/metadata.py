@@ -30,10 +30,20 @@ import numpy as np
 from ... import snapshots
 
 FIELDS = ("name", "version", "summary", "requires_python", "license")
-TOML_KEY = {"name": "name", "version": "version", "summary": "description",
-            "requires_python": "requires-python", "license": "license"}
-META_KEY = {"name": "Name", "version": "Version", "summary": "Summary",
-            "requires_python": "Requires-Python", "license": "License"}
+TOML_KEY = {
+    "name": "name",
+    "version": "version",
+    "summary": "description",
+    "requires_python": "requires-python",
+    "license": "license",
+}
+META_KEY = {
+    "name": "Name",
+    "version": "Version",
+    "summary": "Summary",
+    "requires_python": "Requires-Python",
+    "license": "License",
+}
 _VERSION_RE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
 
 
@@ -61,20 +71,30 @@ def facts(snapshot: str) -> dict:
     for k, v in headers:
         h.setdefault(k, v)
     lic = h.get("License") or next(
-        (v.split("::")[-1].strip() for k, v in headers
-         if k == "Classifier" and v.startswith("License ::")), "UNKNOWN")
+        (
+            v.split("::")[-1].strip()
+            for k, v in headers
+            if k == "Classifier" and v.startswith("License ::")
+        ),
+        "UNKNOWN",
+    )
     version_file = None
     for py in sorted((root / "src").rglob("*.py")):
         m = _VERSION_RE.search(py.read_text(encoding="utf-8", errors="replace"))
         if m and m.group(1) == h["Version"]:
             version_file = (str(py.relative_to(root)), py.read_text(encoding="utf-8"))
             break
-    return {"name": h["Name"], "version": h["Version"], "summary": h.get("Summary", ""),
-            "requires_python": h.get("Requires-Python", ""), "license": lic,
-            "classifiers": [v for k, v in headers if k == "Classifier"][:8],
-            "urls": [v for k, v in headers if k == "Project-URL"][:4],
-            "pkg_info": "\n".join(f"{k}: {v}" for k, v in headers) + "\n",
-            "version_file": version_file}
+    return {
+        "name": h["Name"],
+        "version": h["Version"],
+        "summary": h.get("Summary", ""),
+        "requires_python": h.get("Requires-Python", ""),
+        "license": lic,
+        "classifiers": [v for k, v in headers if k == "Classifier"][:8],
+        "urls": [v for k, v in headers if k == "Project-URL"][:4],
+        "pkg_info": "\n".join(f"{k}: {v}" for k, v in headers) + "\n",
+        "version_file": version_file,
+    }
 
 
 def _wrong(field: str, value: str, rng: np.random.Generator) -> str:
@@ -86,11 +106,13 @@ def _wrong(field: str, value: str, rng: np.random.Generator) -> str:
     if field == "requires_python":
         return [">=3.6", ">=3.7", ">=3.9", ">=2.7", "<3.8"][int(rng.integers(5))]
     if field == "name":
-        return [value + "-lib", value.rstrip("s") if value.endswith("s") else value + "s",
-                "py" + value.lower()][int(rng.integers(3))]
+        return [
+            value + "-lib",
+            value.rstrip("s") if value.endswith("s") else value + "s",
+            "py" + value.lower(),
+        ][int(rng.integers(3))]
     if field == "license":
-        options = [x for x in ("MIT", "Apache-2.0", "BSD License", "GPL-3.0", "ISC")
-                   if x != value]
+        options = [x for x in ("MIT", "Apache-2.0", "BSD License", "GPL-3.0", "ISC") if x != value]
         return options[int(rng.integers(len(options)))]
     return value.rstrip(".") + " (draft)"  # summary
 
@@ -98,13 +120,18 @@ def _wrong(field: str, value: str, rng: np.random.Generator) -> str:
 def render(fmt: str, values: dict, f: dict, broken: str | None = None) -> str:
     """The metadata file text; ``broken`` names a field whose TOML string is left unterminated."""
     if fmt == "toml":
+
         def s(x: str) -> str:
             return json.dumps(x)
+
         lines = ["[project]"]
         for field in FIELDS:
             val = values[field]
-            text = (f"license = {{text = {s(val)}}}" if field == "license"
-                    else f"{TOML_KEY[field]} = {s(val)}")
+            text = (
+                f"license = {{text = {s(val)}}}"
+                if field == "license"
+                else f"{TOML_KEY[field]} = {s(val)}"
+            )
             if field == broken:  # drop the closing quote: the line no longer parses
                 text = text[:-2] + "}" if field == "license" else text[:-1]
             lines.append(text)
@@ -144,10 +171,19 @@ def build(rng: np.random.Generator, snapshot: str) -> dict:
     target = "pyproject.toml" if fmt == "toml" else "METADATA"
     files[target] = render(fmt, values, f, broken)
     expected = {field: f[field] for field in FIELDS}
-    keep = {"readme": "README.md", "classifiers": list(f["classifiers"])} if fmt == "toml" else {
-        "Classifier": list(f["classifiers"])}
-    return {"format": fmt, "target": target, "files": files, "planted": planted,
-            "expected": expected, "keep": keep}
+    keep = (
+        {"readme": "README.md", "classifiers": list(f["classifiers"])}
+        if fmt == "toml"
+        else {"Classifier": list(f["classifiers"])}
+    )
+    return {
+        "format": fmt,
+        "target": target,
+        "files": files,
+        "planted": planted,
+        "expected": expected,
+        "keep": keep,
+    }
 
 
 def parse_meta(text: str) -> dict[str, list[str]]:
@@ -182,9 +218,11 @@ def check(fmt: str, text: str, expected: dict, keep: dict) -> tuple[str, str] | 
             if field == "license":
                 val = val.get("text") if isinstance(val, dict) else None
             if val != expected[field]:
-                return field, (f"project.{TOML_KEY[field]}"
-                               f"{'.text' if field == 'license' else ''} does not match "
-                               f"{_source(field)}")
+                return field, (
+                    f"project.{TOML_KEY[field]}"
+                    f"{'.text' if field == 'license' else ''} does not match "
+                    f"{_source(field)}"
+                )
         for key, val in keep.items():
             if proj.get(key) != val:
                 return "unchanged", f"project.{key} must keep its original value"
@@ -207,20 +245,36 @@ def check(fmt: str, text: str, expected: dict, keep: dict) -> tuple[str, str] | 
 
 def _source(field: str) -> str:
     if field == "license":
-        return ("the License header of PKG-INFO (or, without one, the last part of its "
-                "'License ::' classifier)")
+        return (
+            "the License header of PKG-INFO (or, without one, the last part of its "
+            "'License ::' classifier)"
+        )
     return f"the {META_KEY[field]} header of PKG-INFO"
 
 
 def rules(fmt: str, target: str) -> list[dict]:
     """The rules shown to the agent (data): parse, each field's source, keep the rest."""
-    out = [{"rule": "parses", "file": target,
-            "text": f"{target} parses ({'TOML' if fmt == 'toml' else 'Key: value headers'})"}]
+    out = [
+        {
+            "rule": "parses",
+            "file": target,
+            "text": f"{target} parses ({'TOML' if fmt == 'toml' else 'Key: value headers'})",
+        }
+    ]
     for field in FIELDS:
-        key = (f"project.{TOML_KEY[field]}" + (".text" if field == "license" else "")
-               if fmt == "toml" else META_KEY[field])
-        out.append({"rule": field, "field": key, "equals": f"PKG-INFO:{META_KEY[field]}",
-                    "text": f"{key} equals {_source(field)}"})
+        key = (
+            f"project.{TOML_KEY[field]}" + (".text" if field == "license" else "")
+            if fmt == "toml"
+            else META_KEY[field]
+        )
+        out.append(
+            {
+                "rule": field,
+                "field": key,
+                "equals": f"PKG-INFO:{META_KEY[field]}",
+                "text": f"{key} equals {_source(field)}",
+            }
+        )
     kept = "readme and classifiers" if fmt == "toml" else "the Classifier lines"
     out.append({"rule": "unchanged", "text": f"{kept} keep their original values"})
     return out

@@ -54,9 +54,15 @@ class Unit:
 
     def public(self) -> dict:
         """What ``inspect`` shows: task text, files, rules as data; never the secret."""
-        out = {"unit_id": self.id, "kind": self.kind, "title": self.title, "task": self.task,
-               "files": list(self.files), "rules": [dict(r) for r in self.rules],
-               "mode": "edit" if self.answer_type is None else "answer"}
+        out = {
+            "unit_id": self.id,
+            "kind": self.kind,
+            "title": self.title,
+            "task": self.task,
+            "files": list(self.files),
+            "rules": [dict(r) for r in self.rules],
+            "mode": "edit" if self.answer_type is None else "answer",
+        }
         if self.answer_type:
             out["answer_type"] = self.answer_type
         return out
@@ -71,8 +77,10 @@ class CheckResult:
 
 def backlog_size(target: int, cfg: dict) -> int:
     """Units in the backlog for ``target``: at least 1.5 N (``size_factor``) and N + extra."""
-    return max(target + int(cfg.get("min_extra", 3)),
-               math.ceil(float(cfg.get("size_factor", 1.6)) * target))
+    return max(
+        target + int(cfg.get("min_extra", 3)),
+        math.ceil(float(cfg.get("size_factor", 1.6)) * target),
+    )
 
 
 def generate(cfg: dict, target: int, ws: Workspace) -> list[Unit]:
@@ -80,8 +88,9 @@ def generate(cfg: dict, target: int, ws: Workspace) -> list[Unit]:
     return generate_backlog(cfg, target, ws, KINDS, _BUILDERS)
 
 
-def generate_backlog(cfg: dict, target: int, ws: Workspace, kinds_: tuple[str, ...],
-                     builders: dict) -> list[Unit]:
+def generate_backlog(
+    cfg: dict, target: int, ws: Workspace, kinds_: tuple[str, ...], builders: dict
+) -> list[Unit]:
     """The backlog of one DataOps family: ``backlog_size`` units of ``kinds_`` (each kind at
     least once, the rest drawn by the config's ``mix`` weights, then shuffled), unit ``i``
     built by ``builders[kind](default_rng([seed, N, i]), uid, cfg, ws)``. Shared by the
@@ -124,15 +133,18 @@ _BLUEPRINTS: dict[tuple, tuple[tuple[tuple[str, str], ...], bytes]] = {}
 _MAX_BLUEPRINTS = 64
 
 
-def _blueprint(cfg: dict, target: int, kinds_: tuple[str, ...],
-               builders: dict) -> tuple[tuple[tuple[str, str], ...], list[Unit]]:
+def _blueprint(
+    cfg: dict, target: int, kinds_: tuple[str, ...], builders: dict
+) -> tuple[tuple[tuple[str, str], ...], list[Unit]]:
     """The files (relative path, text, in write order) and the units of a backlog."""
     rng = np.random.default_rng([int(cfg["seed"]), target])
     size = backlog_size(target, cfg)
     weights = np.array([float(cfg.get("mix", {}).get(k, 1.0)) for k in kinds_])
     kinds = list(kinds_[: min(size, len(kinds_))])
-    kinds += [kinds_[int(i)] for i in rng.choice(len(kinds_), size=size - len(kinds),
-                                                   p=weights / weights.sum())]
+    kinds += [
+        kinds_[int(i)]
+        for i in rng.choice(len(kinds_), size=size - len(kinds), p=weights / weights.sum())
+    ]
     kinds = [kinds[int(i)] for i in rng.permutation(len(kinds))]
     width = max(2, len(str(size)))
     units, rec = [], _Recorder()
@@ -163,10 +175,19 @@ def _csv_unit(rng, uid, cfg, ws) -> Unit:
     if atype == "list":
         answer = list_text(answer)
     words = {"top_value": "most frequent", "rows_duplicate": "duplicate rows"}.get(
-        rule["op"], rule["op"].replace("rows_", "rows with ").replace("_", " "))
+        rule["op"], rule["op"].replace("rows_", "rows with ").replace("_", " ")
+    )
     col = rule.get("column") or ",".join(rule.get("columns", [])) or rule.get("end")
-    return Unit(uid, "csv_check", f"{table}.csv: {col} {words}", datasets.describe(rule, path),
-                [path], [{**rule, "file": path}], atype, {"answer": answer})
+    return Unit(
+        uid,
+        "csv_check",
+        f"{table}.csv: {col} {words}",
+        datasets.describe(rule, path),
+        [path],
+        [{**rule, "file": path}],
+        atype,
+        {"answer": answer},
+    )
 
 
 def _metadata_unit(rng, uid, cfg, ws) -> Unit:
@@ -175,14 +196,29 @@ def _metadata_unit(rng, uid, cfg, ws) -> Unit:
     files = put_files(ws, uid, m["files"])
     target = f"{uid}/{m['target']}"
     fixed = metadata.render(m["format"], m["expected"], metadata.facts(snap))
-    task = (f"{target} describes the {snap} package but disagrees with the package's own "
-            f"metadata ({uid}/PKG-INFO, as shipped in its source distribution). Edit {target} "
-            "so that it parses and every rule below holds; keep everything else unchanged. "
-            "Then run the verifier and submit.")
-    return Unit(uid, "metadata_repair", f"{m['target']} of {snap}: repair metadata", task,
-                files, metadata.rules(m["format"], target), None,
-                {"format": m["format"], "target": target, "expected": m["expected"],
-                 "keep": m["keep"], "planted": m["planted"], "fixed_text": fixed})
+    task = (
+        f"{target} describes the {snap} package but disagrees with the package's own "
+        f"metadata ({uid}/PKG-INFO, as shipped in its source distribution). Edit {target} "
+        "so that it parses and every rule below holds; keep everything else unchanged. "
+        "Then run the verifier and submit."
+    )
+    return Unit(
+        uid,
+        "metadata_repair",
+        f"{m['target']} of {snap}: repair metadata",
+        task,
+        files,
+        metadata.rules(m["format"], target),
+        None,
+        {
+            "format": m["format"],
+            "target": target,
+            "expected": m["expected"],
+            "keep": m["keep"],
+            "planted": m["planted"],
+            "fixed_text": fixed,
+        },
+    )
 
 
 def _consistency_unit(rng, uid, cfg, ws) -> Unit:
@@ -192,8 +228,7 @@ def _consistency_unit(rng, uid, cfg, ws) -> Unit:
 
 
 def _ledger_unit(rng, uid, ws) -> Unit:
-    accounts = sorted({f"ACC-{int(a)}" for a in rng.choice(np.arange(100, 999), 6,
-                                                             replace=False)})
+    accounts = sorted({f"ACC-{int(a)}" for a in rng.choice(np.arange(100, 999), 6, replace=False)})
     accounts = accounts[: int(rng.integers(4, 7))]
     rows, totals = [], {a: 0 for a in accounts}
     for i in range(int(rng.integers(30, 90))):
@@ -206,17 +241,34 @@ def _ledger_unit(rng, uid, ws) -> Unit:
     bad = sorted(accounts[int(i)] for i in rng.choice(len(accounts), m, replace=False))
     for a in bad:
         summary[a] += int(rng.choice([-1, 1])) * int(rng.integers(1, 50)) * 100
-    files = put_files(ws, uid, {
-        "ledger.csv": datasets.to_csv(["txn_id", "date", "account", "amount_cents"], rows),
-        "summary.json": json.dumps({"period": "2024-05", "currency": "EUR",
-                                    "totals_cents": summary}, indent=2) + "\n"})
+    files = put_files(
+        ws,
+        uid,
+        {
+            "ledger.csv": datasets.to_csv(["txn_id", "date", "account", "amount_cents"], rows),
+            "summary.json": json.dumps(
+                {"period": "2024-05", "currency": "EUR", "totals_cents": summary}, indent=2
+            )
+            + "\n",
+        },
+    )
     rule = {"op": "ledger_mismatch_accounts", "ledger": files[0], "summary": files[1]}
-    task = (f"{files[1]} states each account's total of amount_cents over {files[0]}; the two "
-            f"files disagree. Which accounts have a total in {files[1]} that differs from the "
-            "sum of their ledger rows? Answer the account ids, comma-separated in ascending "
-            "order (e.g. ACC-104,ACC-377).")
-    return Unit(uid, "consistency", "ledger vs summary totals", task, files, [rule], "list",
-                {"answer": list_text(bad)})
+    task = (
+        f"{files[1]} states each account's total of amount_cents over {files[0]}; the two "
+        f"files disagree. Which accounts have a total in {files[1]} that differs from the "
+        "sum of their ledger rows? Answer the account ids, comma-separated in ascending "
+        "order (e.g. ACC-104,ACC-377)."
+    )
+    return Unit(
+        uid,
+        "consistency",
+        "ledger vs summary totals",
+        task,
+        files,
+        [rule],
+        "list",
+        {"answer": list_text(bad)},
+    )
 
 
 def _manifest_unit(rng, uid, ws) -> Unit:
@@ -234,55 +286,108 @@ def _manifest_unit(rng, uid, ws) -> Unit:
     resized = [others[int(i)] for i in rng.choice(len(others), k_resized, replace=False)]
     for nm in resized:
         listed[nm] += int(rng.choice([-1, 1])) * int(rng.integers(1, 4000))
-    extra = sorted(f"part-{first + n + int(k):04d}.csv.gz"
-                   for k in rng.choice(6, int(rng.integers(1, 3)), replace=False))
+    extra = sorted(
+        f"part-{first + n + int(k):04d}.csv.gz"
+        for k in rng.choice(6, int(rng.integers(1, 3)), replace=False)
+    )
     for nm in extra:
         listed[nm] = int(rng.integers(2_000, 900_000))
     lines = [f"total {len(listed)}"] + [
         f"-rw-r--r-- 1 etl etl {listed[nm]:>9} 2024-05-{1 + i % 28:02d} 0{i % 10}:1{i % 6} {nm}"
-        for i, nm in enumerate(sorted(listed))]
-    files = put_files(ws, uid, {
-        "manifest.json": json.dumps({"dataset": "meter-exports", "files": [
-            {"name": nm, "bytes": sizes[nm]} for nm in names]}, indent=2) + "\n",
-        "listing.txt": "\n".join(lines) + "\n"})
+        for i, nm in enumerate(sorted(listed))
+    ]
+    files = put_files(
+        ws,
+        uid,
+        {
+            "manifest.json": json.dumps(
+                {
+                    "dataset": "meter-exports",
+                    "files": [{"name": nm, "bytes": sizes[nm]} for nm in names],
+                },
+                indent=2,
+            )
+            + "\n",
+            "listing.txt": "\n".join(lines) + "\n",
+        },
+    )
     base = f"{files[0]} lists the files a folder should hold; {files[1]} is that folder's listing."
     fmt = "comma-separated in ascending order (e.g. part-0012.csv.gz,part-0040.csv.gz)."
     if rng.random() < 0.5:
         rule = {"op": "manifest_mismatch_files", "manifest": files[0], "listing": files[1]}
-        task = (f"{base} Which files of the manifest are missing from the listing or listed "
-                f"with a different size in bytes? Answer their names, {fmt}")
+        task = (
+            f"{base} Which files of the manifest are missing from the listing or listed "
+            f"with a different size in bytes? Answer their names, {fmt}"
+        )
         answer = sorted(missing + resized)
     else:
         rule = {"op": "listing_extra", "manifest": files[0], "listing": files[1]}
-        task = (f"{base} Which file names appear in the listing but not in the manifest? "
-                f"Answer the names, {fmt}")
+        task = (
+            f"{base} Which file names appear in the listing but not in the manifest? "
+            f"Answer the names, {fmt}"
+        )
         answer = extra
-    return Unit(uid, "consistency", "manifest vs folder listing", task, files, [rule], "list",
-                {"answer": list_text(answer)})
+    return Unit(
+        uid,
+        "consistency",
+        "manifest vs folder listing",
+        task,
+        files,
+        [rule],
+        "list",
+        {"answer": list_text(answer)},
+    )
 
 
 def _artifact_unit(rng, uid, cfg, ws) -> Unit:
     a = artifacts.build(rng)
-    files = put_files(ws, uid, {"schema.json": json.dumps(a["schema"], indent=2) + "\n",
-                           a["target"]: a["text"]})
+    files = put_files(
+        ws, uid, {"schema.json": json.dumps(a["schema"], indent=2) + "\n", a["target"]: a["text"]}
+    )
     target = files[1]
     fixed_doc = {**a["doc"], "records": a["valid"]}
-    task = (f"{target} must satisfy the record schema in {files[0]}. Fix it so every record "
-            "validates, without losing or changing any record that was already valid "
-            "(invalid records may be repaired or deleted) and without changing the other "
-            "top-level keys. Then run the verifier and submit.")
-    rules = [{"rule": "parses", "text": f"{target} parses as {a['format'].upper()}"},
-             {"rule": "unchanged", "text": "top-level keys other than records are unchanged"},
-             {"rule": "records_valid", "schema": files[0], "artifact": target,
-              "format": a["format"], "text": f"every record satisfies {files[0]}"},
-             {"rule": "kept_valid", "text": "every originally valid record is still present"}]
-    return Unit(uid, "artifact", f"{a['target']}: validate against schema", task, files, rules,
-                None, {"format": a["format"], "target": target, "kind": a["kind"],
-                       "valid": a["valid"], "fixed_doc": fixed_doc})
+    task = (
+        f"{target} must satisfy the record schema in {files[0]}. Fix it so every record "
+        "validates, without losing or changing any record that was already valid "
+        "(invalid records may be repaired or deleted) and without changing the other "
+        "top-level keys. Then run the verifier and submit."
+    )
+    rules = [
+        {"rule": "parses", "text": f"{target} parses as {a['format'].upper()}"},
+        {"rule": "unchanged", "text": "top-level keys other than records are unchanged"},
+        {
+            "rule": "records_valid",
+            "schema": files[0],
+            "artifact": target,
+            "format": a["format"],
+            "text": f"every record satisfies {files[0]}",
+        },
+        {"rule": "kept_valid", "text": "every originally valid record is still present"},
+    ]
+    return Unit(
+        uid,
+        "artifact",
+        f"{a['target']}: validate against schema",
+        task,
+        files,
+        rules,
+        None,
+        {
+            "format": a["format"],
+            "target": target,
+            "kind": a["kind"],
+            "valid": a["valid"],
+            "fixed_doc": fixed_doc,
+        },
+    )
 
 
-_BUILDERS = {"csv_check": _csv_unit, "metadata_repair": _metadata_unit,
-             "consistency": _consistency_unit, "artifact": _artifact_unit}
+_BUILDERS = {
+    "csv_check": _csv_unit,
+    "metadata_repair": _metadata_unit,
+    "consistency": _consistency_unit,
+    "artifact": _artifact_unit,
+}
 
 
 _INTEGER = re.compile(r"-?[0-9]{1,100}")  # ASCII digits only: int() accepts more than isdigit
@@ -359,11 +464,13 @@ def check_with(unit: Unit, ws: Workspace, answer, check_edit) -> CheckResult:
 
 def _check_edit(unit: Unit, text: str) -> CheckResult:
     if unit.kind == "metadata_repair":
-        bad = metadata.check(unit.secret["format"], text, unit.secret["expected"],
-                             unit.secret["keep"])
+        bad = metadata.check(
+            unit.secret["format"], text, unit.secret["expected"], unit.secret["keep"]
+        )
     else:
-        bad = artifacts.check(unit.secret["format"], text, unit.secret["kind"],
-                              unit.secret["valid"])
+        bad = artifacts.check(
+            unit.secret["format"], text, unit.secret["kind"], unit.secret["valid"]
+        )
     return CheckResult(True) if bad is None else CheckResult(False, bad[0], bad[1])
 
 
@@ -371,7 +478,10 @@ def reference_solution(unit: Unit, ws: Workspace):
     """Solve ``unit`` from its secret (tests only): write the fix, return the answer or None."""
     if unit.answer_type is not None:
         return unit.secret["answer"]
-    text = (unit.secret["fixed_text"] if unit.kind == "metadata_repair"
-            else artifacts.dump(unit.secret["format"], unit.secret["fixed_doc"]))
+    text = (
+        unit.secret["fixed_text"]
+        if unit.kind == "metadata_repair"
+        else artifacts.dump(unit.secret["format"], unit.secret["fixed_doc"])
+    )
     ws.write_text(unit.secret["target"], text)
     return None

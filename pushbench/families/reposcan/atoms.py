@@ -45,58 +45,84 @@ from .indexer import Facts
 LINES = "lines"
 
 _PLAIN: dict[str, tuple[Callable[[Facts], bool], str, str]] = {
-    "docstring": (lambda f: f.docstring,
-                  "has a docstring (its first statement is a string literal)",
-                  "has no docstring (its first statement is not a string literal)"),
-    "assert": (lambda f: f.has_assert,
-               "contains an `assert` statement in its own body (not in nested functions)",
-               "contains no `assert` statement in its own body (ones in nested functions do "
-               "not count)"),
-    "returns": (lambda f: f.returns_value,
-                "contains a `return <expression>` statement in its own body "
-                "(`return None` counts, a bare `return` does not)",
-                "contains no `return <expression>` statement in its own body (a bare `return` "
-                "is allowed, `return None` is not)"),
-    "raises": (lambda f: f.raises,
-               "contains a `raise` statement in its own body (a bare `raise` counts)",
-               "contains no `raise` statement in its own body (a bare `raise` counts as one)"),
+    "docstring": (
+        lambda f: f.docstring,
+        "has a docstring (its first statement is a string literal)",
+        "has no docstring (its first statement is not a string literal)",
+    ),
+    "assert": (
+        lambda f: f.has_assert,
+        "contains an `assert` statement in its own body (not in nested functions)",
+        "contains no `assert` statement in its own body (ones in nested functions do not count)",
+    ),
+    "returns": (
+        lambda f: f.returns_value,
+        "contains a `return <expression>` statement in its own body "
+        "(`return None` counts, a bare `return` does not)",
+        "contains no `return <expression>` statement in its own body (a bare `return` "
+        "is allowed, `return None` is not)",
+    ),
+    "raises": (
+        lambda f: f.raises,
+        "contains a `raise` statement in its own body (a bare `raise` counts)",
+        "contains no `raise` statement in its own body (a bare `raise` counts as one)",
+    ),
     "decorated": (lambda f: f.decorated, "has at least one decorator", "has no decorator"),
-    "yields": (lambda f: f.yields,
-               "contains a `yield` or `yield from` expression in its own body (it is a "
-               "generator)",
-               "contains no `yield` or `yield from` expression in its own body"),
-    "async": (lambda f: f.is_async, "is defined with `async def`",
-              "is defined with a plain `def` (not `async def`)"),
-    "method": (lambda f: f.in_class, "is defined directly in a class body (a method)",
-               "is not defined directly in a class body (a module-level function)"),
-    "test": (lambda f: f.name.startswith("test"), "has a name starting with `test`",
-             "has a name that does not start with `test`"),
-    "annotated": (lambda f: f.annotated,
-                  "has a return annotation and an annotation on every parameter (a method's "
-                  "`self` or `cls` excepted)",
-                  "lacks a return annotation or an annotation on some parameter (a method's "
-                  "`self` or `cls` excepted)"),
+    "yields": (
+        lambda f: f.yields,
+        "contains a `yield` or `yield from` expression in its own body (it is a generator)",
+        "contains no `yield` or `yield from` expression in its own body",
+    ),
+    "async": (
+        lambda f: f.is_async,
+        "is defined with `async def`",
+        "is defined with a plain `def` (not `async def`)",
+    ),
+    "method": (
+        lambda f: f.in_class,
+        "is defined directly in a class body (a method)",
+        "is not defined directly in a class body (a module-level function)",
+    ),
+    "test": (
+        lambda f: f.name.startswith("test"),
+        "has a name starting with `test`",
+        "has a name that does not start with `test`",
+    ),
+    "annotated": (
+        lambda f: f.annotated,
+        "has a return annotation and an annotation on every parameter (a method's "
+        "`self` or `cls` excepted)",
+        "lacks a return annotation or an annotation on some parameter (a method's "
+        "`self` or `cls` excepted)",
+    ),
 }
 
 _WITH_ARG: dict[str, tuple[Callable[[Facts, str], bool], str, str]] = {
-    "fixture": (lambda f, x: f.name.startswith("test") and x in f.params,
-                "is a test function (name starts with `test`) that takes a parameter named "
-                "`{x}` (the `{x}` fixture)",
-                "is not a test function taking the `{x}` fixture (its name does not start with "
-                "`test`, or no parameter other than `*{x}`/`**{x}` is named `{x}`)"),
-    "param": (lambda f, x: x in f.params or x in f.star_params,
-              "has a parameter named `{x}` (of any kind, `*{x}` and `**{x}` included)",
-              "has no parameter named `{x}` (of any kind, `*{x}` and `**{x}` included)"),
-    "decorator": (lambda f, x: x in f.decorators,
-                  "has a decorator whose last dotted name is `{x}`, called or not (`@{x}`, "
-                  "`@module.{x}`, `@{x}(...)`)",
-                  "has no decorator whose last dotted name is `{x}` (`@{x}`, `@module.{x}`, "
-                  "`@{x}(...)`)"),
-    "calls": (lambda f, x: x in f.calls,
-              "calls something named `{x}` in its own body (`{x}(...)` or `obj.{x}(...)`; "
-              "calls inside nested functions, classes and lambdas do not count)",
-              "makes no call to something named `{x}` in its own body (`{x}(...)` or "
-              "`obj.{x}(...)`; calls inside nested functions, classes and lambdas do not count)"),
+    "fixture": (
+        lambda f, x: f.name.startswith("test") and x in f.params,
+        "is a test function (name starts with `test`) that takes a parameter named "
+        "`{x}` (the `{x}` fixture)",
+        "is not a test function taking the `{x}` fixture (its name does not start with "
+        "`test`, or no parameter other than `*{x}`/`**{x}` is named `{x}`)",
+    ),
+    "param": (
+        lambda f, x: x in f.params or x in f.star_params,
+        "has a parameter named `{x}` (of any kind, `*{x}` and `**{x}` included)",
+        "has no parameter named `{x}` (of any kind, `*{x}` and `**{x}` included)",
+    ),
+    "decorator": (
+        lambda f, x: x in f.decorators,
+        "has a decorator whose last dotted name is `{x}`, called or not (`@{x}`, "
+        "`@module.{x}`, `@{x}(...)`)",
+        "has no decorator whose last dotted name is `{x}` (`@{x}`, `@module.{x}`, `@{x}(...)`)",
+    ),
+    "calls": (
+        lambda f, x: x in f.calls,
+        "calls something named `{x}` in its own body (`{x}(...)` or `obj.{x}(...)`; "
+        "calls inside nested functions, classes and lambdas do not count)",
+        "makes no call to something named `{x}` in its own body (`{x}(...)` or "
+        "`obj.{x}(...)`; calls inside nested functions, classes and lambdas do not count)",
+    ),
 }
 
 PLAIN = frozenset(_PLAIN)
@@ -122,8 +148,10 @@ def test(name: str, arg: str | int | None) -> Callable[[Facts], bool]:
 def describe(name: str, arg: str | int | None, negated: bool = False) -> str:
     """Plain words for the objective (``negated``: the words for ``not name``)."""
     if name == LINES:
-        return (f"spans {'fewer than' if negated else 'at least'} {arg} lines from its `def` "
-                "line to the last line of its body (decorators not counted)")
+        return (
+            f"spans {'fewer than' if negated else 'at least'} {arg} lines from its `def` "
+            "line to the last line of its body (decorators not counted)"
+        )
     if name in _WITH_ARG:
         _, says, denies = _WITH_ARG[name]
         return (denies if negated else says).format(x=arg)

@@ -60,15 +60,21 @@ MAX_IDS = 10
 
 
 class SearchArgs(ToolArgs):
-    query: str = Field(max_length=MAX_QUERY, description="words to search for in definition "
-                       "paths, names and code (Python keywords match paths and names only; "
-                       "the result's `ignored` lists them); empty lists all definitions")
+    query: str = Field(
+        max_length=MAX_QUERY,
+        description="words to search for in definition "
+        "paths, names and code (Python keywords match paths and names only; "
+        "the result's `ignored` lists them); empty lists all definitions",
+    )
     page: int = Field(default=1, ge=1, le=MAX_PAGE, description="1-based result page")
 
 
 class SubmitArgs(ToolArgs):
-    ids: list[str] = Field(min_length=1, max_length=MAX_IDS,
-                           description="identifiers of the form path/to/file.py::Qualified.name")
+    ids: list[str] = Field(
+        min_length=1,
+        max_length=MAX_IDS,
+        description="identifiers of the form path/to/file.py::Qualified.name",
+    )
 
 
 class RepoScanIntegrityError(RuntimeError):
@@ -116,22 +122,43 @@ class RepoScanEnv(QGPEnv):
     __doc__ = __doc__
     family: ClassVar[str] = "reposcan"
     TOOLS = {
-        "search": (SearchArgs, "Search the repository's definitions; returns 10 candidates per "
-                   "page with identifier, kind, signature, location and a code snippet."),
-        "submit": (SubmitArgs, "Submit 1 to 10 identifiers to the verifier; returns a verdict "
-                   "per id: accepted, duplicate, rejected or malformed."),
+        "search": (
+            SearchArgs,
+            "Search the repository's definitions; returns 10 candidates per "
+            "page with identifier, kind, signature, location and a code snippet.",
+        ),
+        "submit": (
+            SubmitArgs,
+            "Submit 1 to 10 identifiers to the verifier; returns a verdict "
+            "per id: accepted, duplicate, rejected or malformed.",
+        ),
         **QGPEnv.TOOLS,
     }
-    _VOCAB: ClassVar[list[str]] = ["test", "get", "error", "raise", "app", "client", "request",
-                                   "fixture", "session", "config", "parse", ""]
+    _VOCAB: ClassVar[list[str]] = [
+        "test",
+        "get",
+        "error",
+        "raise",
+        "app",
+        "client",
+        "request",
+        "fixture",
+        "session",
+        "config",
+        "parse",
+        "",
+    ]
 
     def _setup_episode(self, instance: str, options: dict) -> dict:
         cfg = instance_config("reposcan", instance)
         self._index = _search_index(cfg["snapshot"])
         self._verifier = verifier.Verifier(_valid_set(instance))
         self._seen_ids: list[str] = []  # display ids from results, for action sampling only
-        return {"objective": objective_text(instance, self.task.target),
-                "snapshot": cfg["snapshot"], "instance": instance}
+        return {
+            "objective": objective_text(instance, self.task.target),
+            "snapshot": cfg["snapshot"],
+            "instance": instance,
+        }
 
     def _valid_count(self) -> int:
         return self._verifier.valid_count
@@ -144,8 +171,14 @@ class RepoScanEnv(QGPEnv):
         ignored = search_feedback(args.query)  # a function of the query alone: hides nothing
         if ignored is not None:
             out["ignored"] = ignored
-        return {**out, "page": args.page, "page_size": PAGE_SIZE, "total_matches": total,
-                "has_more": has_more, "results": [h.as_dict() for h in hits]}
+        return {
+            **out,
+            "page": args.page,
+            "page_size": PAGE_SIZE,
+            "total_matches": total,
+            "has_more": has_more,
+            "results": [h.as_dict() for h in hits],
+        }
 
     def _submission_ids(self, call: dict) -> list[str]:
         ids = call.get("ids")
@@ -166,16 +199,23 @@ class RepoScanEnv(QGPEnv):
             # Only malformed ids can exceed MAX_IDENT_LEN; clip those so an echo stays small.
             shown = ident if len(ident) <= verifier.MAX_IDENT_LEN else ident[:200] + "..."
             verdicts.append({"id": shown, "verdict": v})
-        return {"verdicts": verdicts, "accepted_now": sum(v["verdict"] == "accepted"
-                                                          for v in verdicts),
-                "valid_count": self._verifier.valid_count, "target": self.task.target}
+        return {
+            "verdicts": verdicts,
+            "accepted_now": sum(v["verdict"] == "accepted" for v in verdicts),
+            "valid_count": self._verifier.valid_count,
+            "target": self.task.target,
+        }
 
     def _sample_action(self, rng) -> dict:
         tool = ["search", "search", "submit", "submit", "status", "final", "ask_user"][
-            int(rng.integers(7))]
+            int(rng.integers(7))
+        ]
         if tool == "search":
-            return {"tool": tool, "query": self._VOCAB[int(rng.integers(len(self._VOCAB)))],
-                    "page": int(rng.integers(1, 6))}
+            return {
+                "tool": tool,
+                "query": self._VOCAB[int(rng.integers(len(self._VOCAB)))],
+                "page": int(rng.integers(1, 6)),
+            }
         if tool == "submit":
             pool = getattr(self, "_seen_ids", None) or ["src/module.py::function"]
             k = int(rng.integers(1, 4))

@@ -102,12 +102,32 @@ class _OwnBody:
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Fields that never hold a node that can contain a call or a yield (names, flags, contexts,
 # operators): skipping them makes the walk over every expression cheaper.
-_SCALAR_FIELDS = frozenset({"ctx", "op", "id", "attr", "arg", "name", "asname", "module",
-                            "level", "names", "type_comment", "kind", "kwd_attrs", "rest",
-                            "is_async", "simple", "conversion"})
+_SCALAR_FIELDS = frozenset(
+    {
+        "ctx",
+        "op",
+        "id",
+        "attr",
+        "arg",
+        "name",
+        "asname",
+        "module",
+        "level",
+        "names",
+        "type_comment",
+        "kind",
+        "kwd_attrs",
+        "rest",
+        "is_async",
+        "simple",
+        "conversion",
+    }
+)
 # AST class -> fields to walk. A local variable's annotation is never evaluated (PEP 526).
-_CHILDREN: dict[type[ast.AST], tuple[str, ...]] = {ast.Constant: (),
-                                                   ast.AnnAssign: ("target", "value")}
+_CHILDREN: dict[type[ast.AST], tuple[str, ...]] = {
+    ast.Constant: (),
+    ast.AnnAssign: ("target", "value"),
+}
 
 
 def _children(kind: type[ast.AST]) -> tuple[str, ...]:
@@ -203,8 +223,11 @@ def _fully_annotated(fn, in_class: bool) -> bool:
 
 def _has_docstring(fn) -> bool:
     first = fn.body[0] if fn.body else None
-    return (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str))
+    return (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    )
 
 
 def _clip(line: str) -> str:
@@ -238,6 +261,7 @@ def _parse(source: str):
 def _qualname_walk(tree, visit) -> None:
     def each(fn, prefix, in_class):
         visit(fn, ".".join(prefix + [fn.name]), in_class)
+
     _walk_scope(tree.body, [], False, each)
 
 
@@ -257,10 +281,19 @@ def _definitions(tree, source: str, relpath: str) -> list[Definition]:
         start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
         end = fn.end_lineno or fn.lineno
         snippet_end = min(end, start + SNIPPET_LINES - 1)
-        snippet = "\n".join(_clip(ln) for ln in lines[start - 1: snippet_end])
-        out.append(Definition(
-            ident=f"{relpath}::{qual}", path=relpath, qualname=qual, name=fn.name, kind=kind,
-            line=fn.lineno, signature=_clip(lines[fn.lineno - 1].strip()), snippet=snippet))
+        snippet = "\n".join(_clip(ln) for ln in lines[start - 1 : snippet_end])
+        out.append(
+            Definition(
+                ident=f"{relpath}::{qual}",
+                path=relpath,
+                qualname=qual,
+                name=fn.name,
+                kind=kind,
+                line=fn.lineno,
+                signature=_clip(lines[fn.lineno - 1].strip()),
+                snippet=snippet,
+            )
+        )
 
     _qualname_walk(tree, visit)
     return out
@@ -277,17 +310,27 @@ def facts_in_source(source: str, relpath: str) -> list[Facts]:
     def visit(fn, qual, in_class):
         own = _own_body_facts(fn)
         a = fn.args
-        out.append(Facts(
-            ident=f"{relpath}::{qual}", qualname=qual, name=fn.name,
-            docstring=_has_docstring(fn), has_assert=own.has_assert,
-            returns_value=own.returns_value, raises=own.raises,
-            decorated=bool(fn.decorator_list),
-            params=tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)),
-            star_params=tuple(p.arg for p in (a.vararg, a.kwarg) if p is not None),
-            is_async=isinstance(fn, ast.AsyncFunctionDef), in_class=in_class,
-            yields=own.yields, decorators=_decorator_names(fn), calls=frozenset(own.calls),
-            annotated=_fully_annotated(fn, in_class),
-            lines=(fn.end_lineno or fn.lineno) - fn.lineno + 1))
+        out.append(
+            Facts(
+                ident=f"{relpath}::{qual}",
+                qualname=qual,
+                name=fn.name,
+                docstring=_has_docstring(fn),
+                has_assert=own.has_assert,
+                returns_value=own.returns_value,
+                raises=own.raises,
+                decorated=bool(fn.decorator_list),
+                params=tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)),
+                star_params=tuple(p.arg for p in (a.vararg, a.kwarg) if p is not None),
+                is_async=isinstance(fn, ast.AsyncFunctionDef),
+                in_class=in_class,
+                yields=own.yields,
+                decorators=_decorator_names(fn),
+                calls=frozenset(own.calls),
+                annotated=_fully_annotated(fn, in_class),
+                lines=(fn.end_lineno or fn.lineno) - fn.lineno + 1,
+            )
+        )
 
     _qualname_walk(tree, visit)
     return out
@@ -390,8 +433,7 @@ def load_index(name: str) -> list[Definition]:
 def _store(cache: Path, defs: list[Definition]) -> None:
     folder = paths.private_dir(cache.parent)
     _remove_stale_caches(folder)
-    data = gzip.compress(json.dumps([asdict(d) for d in defs]).encode(), compresslevel=3,
-                         mtime=0)
+    data = gzip.compress(json.dumps([asdict(d) for d in defs]).encode(), compresslevel=3, mtime=0)
     paths.write_private(cache, data)  # atomic: concurrent builders write the same bytes
 
 
@@ -418,6 +460,7 @@ def load_facts(name: str) -> list[Facts]:
         if [f.ident for f in facts] != [d.ident for d in load_index(name)]:
             raise RuntimeError(
                 f"snapshot {name!r}: the cached search index and the source disagree on the "
-                f"definitions; delete {_cache_path(name, pin.sha256)} and retry")
+                f"definitions; delete {_cache_path(name, pin.sha256)} and retry"
+            )
         _FACTS[key] = facts
     return _FACTS[key]

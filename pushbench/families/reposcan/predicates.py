@@ -51,8 +51,9 @@ class PredicateError(ValueError):
     def __init__(self, spec: str, column: int, message: str):
         self.spec, self.column, self.message = spec, column, message
         shown = "".join(c if c.isprintable() else " " for c in spec)  # keep the caret aligned
-        super().__init__(f"predicate error at column {column}: {message}\n  {shown}\n"
-                         f"  {' ' * (column - 1)}^")
+        super().__init__(
+            f"predicate error at column {column}: {message}\n  {shown}\n  {' ' * (column - 1)}^"
+        )
 
 
 # ----- syntax tree -------------------------------------------------------------------------------
@@ -125,8 +126,13 @@ class _Parser:
         node = self.expr(0)
         if self.tok.kind != "end":
             t = self.tok
-            hint = (" (unbalanced ')')" if t.text == ")" else
-                    " (operators are lower case)" if t.text.lower() in KEYWORDS else "")
+            hint = (
+                " (unbalanced ')')"
+                if t.text == ")"
+                else " (operators are lower case)"
+                if t.text.lower() in KEYWORDS
+                else ""
+            )
             self.fail(f"expected 'and', 'or' or the end of the predicate, found {_show(t)}{hint}")
         return node
 
@@ -155,8 +161,9 @@ class _Parser:
             self.take()
             node = self.expr(depth + 1)
             if not self.at(")"):
-                self.fail(f"expected ')' to close the '(' at column {t.col}, found "
-                          f"{_show(self.tok)}")
+                self.fail(
+                    f"expected ')' to close the '(' at column {t.col}, found {_show(self.tok)}"
+                )
             self.take()
             return node
         return self.atom()
@@ -164,18 +171,24 @@ class _Parser:
     def atom(self) -> Atom:
         t = self.tok
         if t.kind != "word":
-            empty = " (the predicate is empty)" if t.kind == "end" and t.col == 1 + len(
-                self.spec) and not self.spec.strip() else ""
-            self.fail(f"expected a property such as 'docstring', 'not' or '(', found "
-                      f"{_show(t)}{empty}")
+            empty = (
+                " (the predicate is empty)"
+                if t.kind == "end" and t.col == 1 + len(self.spec) and not self.spec.strip()
+                else ""
+            )
+            self.fail(
+                f"expected a property such as 'docstring', 'not' or '(', found {_show(t)}{empty}"
+            )
         if t.text in KEYWORDS:  # `and`/`or` (a `not` here is read by `unary`)
             self.fail(f"expected a property before '{t.text}'")
         self.take()
         name = t.text
         if name == atoms.LINES:
             if not self.at(">="):
-                self.fail(f"expected '>=' after '{name}' (write {name}>=K for at least K lines, "
-                          f"'not {name}>=K' for fewer)")
+                self.fail(
+                    f"expected '>=' after '{name}' (write {name}>=K for at least K lines, "
+                    f"'not {name}>=K' for fewer)"
+                )
             self.take()
             k = self.tok
             if k.kind != "word" or not (k.text.isascii() and k.text.isdigit()):
@@ -195,8 +208,10 @@ class _Parser:
                 self.fail(f"{x.text!r} is a Python keyword, never a name")
             self.take()
             if self.at(".") or self.at(":"):
-                self.fail(f"'{name}:' takes one name, the last part of a dotted name "
-                          f"(write {name}:fixture for pytest.fixture)")
+                self.fail(
+                    f"'{name}:' takes one name, the last part of a dotted name "
+                    f"(write {name}:fixture for pytest.fixture)"
+                )
             return Atom(name, unicodedata.normalize("NFKC", x.text))  # as Python reads names
         if name in atoms.PLAIN:
             if self.at(":"):
@@ -265,8 +280,11 @@ def _describe(nnf, label: str = "") -> str:
     if isinstance(nnf[0], Atom):
         return atoms.describe(nnf[0].name, nnf[0].arg, negated=nnf[1])
     op, items = nnf
-    head = ("meets all of these conditions: " if op == "and"
-            else "meets at least one of these conditions: ")
+    head = (
+        "meets all of these conditions: "
+        if op == "and"
+        else "meets at least one of these conditions: "
+    )
     parts = []
     for i, sub in enumerate(items, 1):
         mark = f"{label}.{i}" if label else str(i)
@@ -284,8 +302,9 @@ def parse_predicate(spec: str) -> Predicate:
     if not isinstance(spec, str):
         raise PredicateError("", 1, f"a predicate is text, not {type(spec).__name__}")
     if len(spec) > MAX_SPEC_CHARS:
-        raise PredicateError(spec[:60] + "...", 1,
-                             f"predicate longer than {MAX_SPEC_CHARS} characters")
+        raise PredicateError(
+            spec[:60] + "...", 1, f"predicate longer than {MAX_SPEC_CHARS} characters"
+        )
     node = _Parser(spec).parse()
     return Predicate(spec, _compile(node), _describe(_nnf(node)), _spell(node))
 

@@ -38,8 +38,11 @@ SKIP_REASONS = ("too large", "too deep", "not parseable", "not UTF-8", "unreadab
 
 
 def py_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.py")
-                  if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts)
+    return sorted(
+        p
+        for p in root.rglob("*.py")
+        if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
+    )
 
 
 def read_bounded(path: Path) -> tuple[str | None, str | None]:

@@ -35,21 +35,60 @@ _K1, _B = 1.2, 0.75
 # Python 3.11's keywords and soft keywords, lower-cased, written out: ``keyword.softkwlist``
 # grows with the interpreter (3.12 adds ``type``), and the index, its rankings and the
 # ``ignored`` feedback must not depend on which Python runs the benchmark.
-_STOP = frozenset((
-    "_", "and", "as", "assert", "async", "await", "break", "case", "class", "continue", "def",
-    "del", "elif", "else", "except", "false", "finally", "for", "from", "global", "if",
-    "import", "in", "is", "lambda", "match", "none", "nonlocal", "not", "or", "pass", "raise",
-    "return", "true", "try", "while", "with", "yield"))
+_STOP = frozenset(
+    (
+        "_",
+        "and",
+        "as",
+        "assert",
+        "async",
+        "await",
+        "break",
+        "case",
+        "class",
+        "continue",
+        "def",
+        "del",
+        "elif",
+        "else",
+        "except",
+        "false",
+        "finally",
+        "for",
+        "from",
+        "global",
+        "if",
+        "import",
+        "in",
+        "is",
+        "lambda",
+        "match",
+        "none",
+        "nonlocal",
+        "not",
+        "or",
+        "pass",
+        "raise",
+        "return",
+        "true",
+        "try",
+        "while",
+        "with",
+        "yield",
+    )
+)
 
 
 KEYWORD_REASON = (
     "Python keywords (with None, True, False, match and case) are not indexed in code, only in "
     "definition paths and names: indexing them in code would turn a search for a keyword into "
     "a filter on the property the task asks about. These words matched only paths and names; "
-    "search other words of the code, or read the results.")
+    "search other words of the code, or read the results."
+)
 NO_WORDS_REASON = (
     "the query has no ASCII letters or digits (words are runs of letters and digits; anything "
-    "else only separates words), so it lists every definition, as the empty query does.")
+    "else only separates words), so it lists every definition, as the empty query does."
+)
 _ECHO = 80
 
 
@@ -88,8 +127,10 @@ def search_feedback(query: str) -> dict | None:
         return {"terms": terms, "reason": KEYWORD_REASON}
     text = query.strip()
     if text and not tokenize(text):
-        return {"terms": [text if len(text) <= _ECHO else text[:_ECHO] + "..."],
-                "reason": NO_WORDS_REASON}
+        return {
+            "terms": [text if len(text) <= _ECHO else text[:_ECHO] + "..."],
+            "reason": NO_WORDS_REASON,
+        }
     return None
 
 
@@ -102,8 +143,13 @@ class Hit:
     snippet: str
 
     def as_dict(self) -> dict:
-        return {"id": self.ident, "kind": self.kind, "signature": self.signature,
-                "location": self.location, "snippet": self.snippet}
+        return {
+            "id": self.ident,
+            "kind": self.kind,
+            "signature": self.signature,
+            "location": self.location,
+            "snippet": self.snippet,
+        }
 
 
 class SearchIndex:
@@ -114,8 +160,9 @@ class SearchIndex:
         for d in definitions:
             seen.setdefault(d.ident, d)
         docs = [seen[k] for k in sorted(seen)]
-        self.hits = [Hit(d.ident, d.kind, d.signature, f"{d.path}:{d.line}", d.snippet)
-                     for d in docs]
+        self.hits = [
+            Hit(d.ident, d.kind, d.signature, f"{d.path}:{d.line}", d.snippet) for d in docs
+        ]
         postings: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         lengths = np.zeros(len(docs))
         for i, d in enumerate(docs):
@@ -167,5 +214,5 @@ class SearchIndex:
         """Hits of 1-based ``page`` for ``query``, whether more pages follow, and total matches."""
         order = self.ranking(query)
         start = (page - 1) * PAGE_SIZE
-        sel = order[start: start + PAGE_SIZE]
+        sel = order[start : start + PAGE_SIZE]
         return [self.hits[i] for i in sel], start + PAGE_SIZE < len(order), int(len(order))

@@ -15,8 +15,10 @@ ACCEPTED, DUPLICATE, REJECTED, MALFORMED = "accepted", "duplicate", "rejected", 
 
 # <relative path with forward slashes ending in .py>::<dotted python names>
 # (control characters are C0, DEL and C1: \x00-\x1f and \x7f-\x9f)
-_IDENT = re.compile(r"^[^/\\\x00-\x1f\x7f-\x9f][^\\\x00-\x1f\x7f-\x9f]*\.py::"
-                    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_IDENT = re.compile(
+    r"^[^/\\\x00-\x1f\x7f-\x9f][^\\\x00-\x1f\x7f-\x9f]*\.py::"
+    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$"
+)
 MAX_IDENT_LEN = 512
 
 
@@ -24,8 +26,12 @@ def is_well_formed(ident: object) -> TypeGuard[str]:
     """True if ``ident`` is a ``str`` of at most :data:`MAX_IDENT_LEN` characters with the
     identifier form, no control character (C0, DEL, C1) and no path trick (``..`` anywhere, a
     leading ``/``, any ``\\``)."""
-    return (isinstance(ident, str) and len(ident) <= MAX_IDENT_LEN and ".." not in ident
-            and _IDENT.fullmatch(ident) is not None)
+    return (
+        isinstance(ident, str)
+        and len(ident) <= MAX_IDENT_LEN
+        and ".." not in ident
+        and _IDENT.fullmatch(ident) is not None
+    )
 
 
 def digest(valid: AbstractSet[str]) -> str:

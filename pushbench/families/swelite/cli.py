@@ -12,8 +12,10 @@ from rich.markup import escape
 from ... import terminal
 from ...terminal import common_folder, ident_column, short_path
 
-swelite_app = typer.Typer(no_args_is_help=True, help="Build and list the SWE-lite unit sets "
-                          "(test venvs + validated mutations).")
+swelite_app = typer.Typer(
+    no_args_is_help=True,
+    help="Build and list the SWE-lite unit sets (test venvs + validated mutations).",
+)
 _err = Console(stderr=True)
 
 
@@ -54,22 +56,35 @@ def build(
     raw = _recipe(recipe)
     unknown = [n for n in names or () if n not in raw["snapshots"]]
     if unknown:
-        _fail(f"the recipe has no units for snapshot(s) {', '.join(map(repr, unknown))}; known: "
-              f"{', '.join(raw['snapshots'])}")
+        _fail(
+            f"the recipe has no units for snapshot(s) {', '.join(map(repr, unknown))}; known: "
+            f"{', '.join(raw['snapshots'])}"
+        )
     rows, failed = [], False
     for name in names or list(raw["snapshots"]):
         try:
             cached = U.is_built(name, recipe) and not force
-            data = U.build(name, recipe, force=force, progress=not cached,
-                           log=lambda m, n=name: _err.print(f"[dim]{n}: {m}[/]"))
+            data = U.build(
+                name,
+                recipe,
+                force=force,
+                progress=not cached,
+                log=lambda m, n=name: _err.print(f"[dim]{n}: {m}[/]"),
+            )
         except (U.UnitBuildError, VenvError, OSError) as e:
             _err.print(f"[bold red]error:[/] {name}: {e}", highlight=False)
             failed = True
             continue
-        rows.append((name, str(data["candidates"]), str(data["kept_count"]),
-                     str(data["discarded_count"]),
-                     "cached" if cached else str(data["built_seconds"]),
-                     U.cache_file(name, recipe)))
+        rows.append(
+            (
+                name,
+                str(data["candidates"]),
+                str(data["kept_count"]),
+                str(data["discarded_count"]),
+                "cached" if cached else str(data["built_seconds"]),
+                U.cache_file(name, recipe),
+            )
+        )
         for d in data["discarded"]:
             _err.print(f"  [yellow]discarded[/] {name}/{d['key']}: {d['reason']}")
     _print_builds(rows)
@@ -89,15 +104,20 @@ def list_units(
 
     raw = _recipe(recipe)
     if name not in raw["snapshots"]:
-        _fail(f"the recipe has no units for snapshot {name!r}; known: "
-              f"{', '.join(raw['snapshots'])}")
+        _fail(
+            f"the recipe has no units for snapshot {name!r}; known: {', '.join(raw['snapshots'])}"
+        )
     try:
         data = U.load(name, recipe, build_if_missing=False)
     except (U.UnitBuildError, snapshots.SnapshotError, OSError, ValueError) as e:
         _fail(f"{name}: {e}")
     if as_json:
-        print(json.dumps([{k: u[k] for k in ("key", "title", "issue", "tests")}
-                          for u in data["kept"]], indent=1))
+        print(
+            json.dumps(
+                [{k: u[k] for k in ("key", "title", "issue", "tests")} for u in data["kept"]],
+                indent=1,
+            )
+        )
         return
     table = terminal.table()
     ident_column(table, "key")

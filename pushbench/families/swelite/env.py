@@ -97,10 +97,16 @@ _SEARCH_SCRIPT = Path(__file__).resolve().parent / "search_worker.py"
 
 
 class SearchArgs(ToolArgs):
-    pattern: str = Field(min_length=1, max_length=300, description="Python regular expression "
-                         "matched against each line (re.search)")
-    path_glob: str = Field(default="**/*.py", max_length=200, description="fnmatch-style glob "
-                           "of workspace paths to search ('*' crosses folders)")
+    pattern: str = Field(
+        min_length=1,
+        max_length=300,
+        description="Python regular expression matched against each line (re.search)",
+    )
+    path_glob: str = Field(
+        default="**/*.py",
+        max_length=200,
+        description="fnmatch-style glob of workspace paths to search ('*' crosses folders)",
+    )
     page: int = Field(default=1, ge=1, le=1000, description="1-based page of 30 hits")
 
 
@@ -111,22 +117,37 @@ class SWELiteEnv(UnitBacklogEnv):
     TOOLS = {
         "list_units": (ListUnitsArgs, "List the backlog's issues, 10 per page (id, title)."),
         "inspect": (UnitArgs, "Show a unit's issue text (the symptom a user reported)."),
-        "search_code": (SearchArgs, "Search workspace files for a regular expression (30 hits "
-                        "per page: path, line, text)."),
+        "search_code": (
+            SearchArgs,
+            "Search workspace files for a regular expression (30 hits per page: path, line, text).",
+        ),
         "read_file": (ReadArgs, "Read lines of a workspace file (offset/limit in lines)."),
-        "edit_file": (EditArgs, "Replace the single exact occurrence of `old` with `new` in a "
-                      "library source file."),
-        "run_verifier": (UnitArgs, "Run a unit's tests now: pass/fail, failing test ids and the "
-                         "end of pytest's output."),
-        "submit": (UnitArgs, "Submit a unit: accepted only if its tests and the rest of its "
-                   "test module pass now."),
+        "edit_file": (
+            EditArgs,
+            "Replace the single exact occurrence of `old` with `new` in a library source file.",
+        ),
+        "run_verifier": (
+            UnitArgs,
+            "Run a unit's tests now: pass/fail, failing test ids and the end of pytest's output.",
+        ),
+        "submit": (
+            UnitArgs,
+            "Submit a unit: accepted only if its tests and the rest of its test module pass now.",
+        ),
         **QGPEnv.TOOLS,
     }
     STRING_ARGS = ("path", "unit_id", "old", "new", "pattern", "path_glob")
 
-    def __init__(self, task_id: str, render_mode: str | None = None, budget: int | None = None,
-                 verifier_timeout: float = 60.0, submit_timeout: float = 180.0,
-                 memory_mb: int = runner.DEFAULT_MEMORY_MB, recipe: str | None = None) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        render_mode: str | None = None,
+        budget: int | None = None,
+        verifier_timeout: float = 60.0,
+        submit_timeout: float = 180.0,
+        memory_mb: int = runner.DEFAULT_MEMORY_MB,
+        recipe: str | None = None,
+    ) -> None:
         super().__init__(task_id, render_mode=render_mode, budget=budget)
         self.verifier_timeout = float(verifier_timeout)
         self.submit_timeout = float(submit_timeout)
@@ -142,12 +163,17 @@ class SWELiteEnv(UnitBacklogEnv):
         self._unit_set = U.load(snap, self.recipe)
         self._python = venvs.ensure(snap)
         self._spec = venvs.spec(snap)
-        chosen = U.backlog(self._unit_set, self.task.target, int(cfg["seed"]),
-                           float(cfg["size_factor"]), int(cfg["min_extra"]))
+        chosen = U.backlog(
+            self._unit_set,
+            self.task.target,
+            int(cfg["seed"]),
+            float(cfg["size_factor"]),
+            int(cfg["min_extra"]),
+        )
         self._adopt_workspace(workspace.create(snapshots.ensure(snap), chosen), workspace.remove)
         self._units = {f"u{i + 1:02d}": u for i, u in enumerate(chosen)}
         self._backlog = chosen
-        self._edits = 0                                   # workspace version
+        self._edits = 0  # workspace version
         self._verified: dict[str, tuple[int, bool]] = {}  # uid -> (workspace version, passed)
         self._accepted: set[str] = set()
         self.snapshot = snap
@@ -160,10 +186,16 @@ class SWELiteEnv(UnitBacklogEnv):
             "run_verifier until it passes, then submit. A unit is accepted only if its tests and "
             "the rest of its test module pass when you submit. Only files under "
             f"{', '.join(self._spec.editable)} may be edited. Use status for verified progress "
-            "and final when done.")
-        return {"objective": objective, "snapshot": snap, "units_total": n,
-                "page_size": PAGE_SIZE, "editable": list(self._spec.editable),
-                "test_dirs": list(self._spec.test_dirs)}
+            "and final when done."
+        )
+        return {
+            "objective": objective,
+            "snapshot": snap,
+            "units_total": n,
+            "page_size": PAGE_SIZE,
+            "editable": list(self._spec.editable),
+            "test_dirs": list(self._spec.test_dirs),
+        }
 
     def _unit_status(self, uid: str) -> str:
         if uid in self._accepted:
@@ -196,25 +228,47 @@ class SWELiteEnv(UnitBacklogEnv):
         try:
             re.compile(args.pattern)
         except (re.error, OverflowError, RecursionError, ValueError) as e:  # a{99999999999}
-            raise ActionError("bad_pattern", f"search_code: invalid regular expression ({e})",
-                              "search_code") from None
-        req = json.dumps({"root": self._live_ws.root, "pattern": args.pattern,
-                          "glob": args.path_glob, "skip": (args.page - 1) * SEARCH_PAGE,
-                          "take": SEARCH_PAGE})
+            raise ActionError(
+                "bad_pattern", f"search_code: invalid regular expression ({e})", "search_code"
+            ) from None
+        req = json.dumps(
+            {
+                "root": self._live_ws.root,
+                "pattern": args.pattern,
+                "glob": args.path_glob,
+                "skip": (args.page - 1) * SEARCH_PAGE,
+                "take": SEARCH_PAGE,
+            }
+        )
         try:
-            proc = subprocess.run([sys.executable, "-I", "-S", str(_SEARCH_SCRIPT)], input=req,
-                                  capture_output=True, text=True, timeout=SEARCH_TIMEOUT)
+            proc = subprocess.run(
+                [sys.executable, "-I", "-S", str(_SEARCH_SCRIPT)],
+                input=req,
+                capture_output=True,
+                text=True,
+                timeout=SEARCH_TIMEOUT,
+            )
         except subprocess.TimeoutExpired:
-            raise ActionError("search_timeout", f"search_code: the search took longer than "
-                              f"{SEARCH_TIMEOUT:g} s; use a simpler pattern or a narrower "
-                              "path_glob", "search_code") from None
+            raise ActionError(
+                "search_timeout",
+                f"search_code: the search took longer than "
+                f"{SEARCH_TIMEOUT:g} s; use a simpler pattern or a narrower "
+                "path_glob",
+                "search_code",
+            ) from None
         if proc.returncode != 0:
             raise RuntimeError(f"search worker failed: {proc.stderr[-500:]}")
         res = json.loads(proc.stdout)
         total = res["total"]
-        return {"pattern": args.pattern, "path_glob": args.path_glob, "page": args.page,
-                "total_matches": total, "files_searched": res["files"],
-                "has_more": args.page * SEARCH_PAGE < total, "matches": res["matches"]}
+        return {
+            "pattern": args.pattern,
+            "path_glob": args.path_glob,
+            "page": args.page,
+            "total_matches": total,
+            "files_searched": res["files"],
+            "has_more": args.page * SEARCH_PAGE < total,
+            "matches": res["matches"],
+        }
 
     def _tool_edit_file(self, args: EditArgs) -> dict:
         try:
@@ -223,15 +277,24 @@ class SWELiteEnv(UnitBacklogEnv):
             raise sandbox_error("edit_file", e) from None
         rel = "/".join(parts)
         if not any(rel == p or rel.startswith(p + "/") for p in self._spec.editable):
-            raise ActionError("not_editable", f"edit_file: {rel!r} is not library source; only "
-                              f"files under {', '.join(self._spec.editable)} may be edited "
-                              "(the tests and configuration are part of the verifier)",
-                              "edit_file")
+            raise ActionError(
+                "not_editable",
+                f"edit_file: {rel!r} is not library source; only "
+                f"files under {', '.join(self._spec.editable)} may be edited "
+                "(the tests and configuration are part of the verifier)",
+                "edit_file",
+            )
         return super()._tool_edit_file(args)
 
     def _run(self, args: list[str], timeout: float) -> runner.RunResult:
-        return runner.run_pytest(self._python, self._live_ws.root, self._spec.source_dirs, args,
-                                 timeout=timeout, memory_mb=self.memory_mb)
+        return runner.run_pytest(
+            self._python,
+            self._live_ws.root,
+            self._spec.source_dirs,
+            args,
+            timeout=timeout,
+            memory_mb=self.memory_mb,
+        )
 
     def _tool_run_verifier(self, args: UnitArgs) -> dict:
         uid = self._unit_id("run_verifier", args.unit_id)
@@ -239,11 +302,16 @@ class SWELiteEnv(UnitBacklogEnv):
         r = self._run(list(u["tests"]), self.verifier_timeout)
         passed = r.passed(u["tests"])
         self._verified[uid] = (self._edits, passed)
-        return {"unit_id": uid, "passed": passed, "tests": len(u["tests"]),
-                "failed": r.not_passed(u["tests"])[:20],
-                "timed_out": r.timed_out, "output_tail": r.tail,
-                # No wall-clock time here: same seed, same observations and records.
-                LEDGER_EXTRA: {"check": {"unit": uid, "passed": passed}}}
+        return {
+            "unit_id": uid,
+            "passed": passed,
+            "tests": len(u["tests"]),
+            "failed": r.not_passed(u["tests"])[:20],
+            "timed_out": r.timed_out,
+            "output_tail": r.tail,
+            # No wall-clock time here: same seed, same observations and records.
+            LEDGER_EXTRA: {"check": {"unit": uid, "passed": passed}},
+        }
 
     def _submit_check(self, uid: str) -> tuple[bool, str | None, int]:
         """Accepted only if the unit's tests pass now and the rest of its modules still pass."""
@@ -259,12 +327,16 @@ class SWELiteEnv(UnitBacklogEnv):
             return False, f"timeout: the test run was killed after {self.submit_timeout:g} s"
         own = r.not_passed(u["tests"])
         if own:
-            return False, (f"{len(own)} of the issue's {len(u['tests'])} tests fail (e.g. "
-                           f"{own[0]}); run_verifier shows why")
+            return False, (
+                f"{len(own)} of the issue's {len(u['tests'])} tests fail (e.g. "
+                f"{own[0]}); run_verifier shows why"
+            )
         rest = r.not_passed(U.module_expected(unit_set, u, self._backlog))
         if rest:
-            return False, (f"the issue's tests pass but {len(rest)} other test(s) of its module "
-                           f"now fail (e.g. {rest[0]})")
+            return False, (
+                f"the issue's tests pass but {len(rest)} other test(s) of its module "
+                f"now fail (e.g. {rest[0]})"
+            )
         return True, None
 
     def _sample_action(self, rng) -> dict:
@@ -272,18 +344,35 @@ class SWELiteEnv(UnitBacklogEnv):
         uid = ids[int(rng.integers(len(ids)))] if rng.random() < 0.9 else "u999"
         files = [u["file"] for u in self._units.values()] or ["README.md"]
         path = files[int(rng.integers(len(files)))] if rng.random() < 0.9 else "../outside.txt"
-        tool = ["list_units", "inspect", "search_code", "read_file", "edit_file",
-                "run_verifier", "submit", "status", "final", "ask_user"][int(rng.integers(10))]
+        tool = [
+            "list_units",
+            "inspect",
+            "search_code",
+            "read_file",
+            "edit_file",
+            "run_verifier",
+            "submit",
+            "status",
+            "final",
+            "ask_user",
+        ][int(rng.integers(10))]
         if tool == "list_units":
             return {"tool": tool, "page": int(rng.integers(1, 3))}
         if tool in ("inspect", "run_verifier", "submit"):
             return {"tool": tool, "unit_id": uid}
         if tool == "search_code":
-            return {"tool": tool, "pattern": ["def ", "return None", "if not", "(["][
-                int(rng.integers(4))], "path_glob": "src/*.py"}
+            return {
+                "tool": tool,
+                "pattern": ["def ", "return None", "if not", "(["][int(rng.integers(4))],
+                "path_glob": "src/*.py",
+            }
         if tool == "read_file":
-            return {"tool": tool, "path": path, "offset": int(rng.integers(0, 50)),
-                    "limit": int(rng.integers(1, 80))}
+            return {
+                "tool": tool,
+                "path": path,
+                "offset": int(rng.integers(0, 50)),
+                "limit": int(rng.integers(1, 80)),
+            }
         if tool == "edit_file":
             return {"tool": tool, "path": path, "old": "    return", "new": "    return"}
         return self._sample_common(tool, rng)

@@ -29,15 +29,45 @@ import difflib
 import re
 from dataclasses import dataclass
 
-OPS = ("compare_negate", "compare_boundary", "int_delta", "bool_flip", "boolop_swap",
-       "binop_swap", "negate_test", "swap_args", "drop_stmt", "return_value", "default",
-       "replace_const")
-_NEGATE = {ast.Eq: "!=", ast.NotEq: "==", ast.Lt: ">=", ast.GtE: "<", ast.Gt: "<=",
-           ast.LtE: ">", ast.In: "not in", ast.NotIn: "in", ast.Is: "is not", ast.IsNot: "is"}
+OPS = (
+    "compare_negate",
+    "compare_boundary",
+    "int_delta",
+    "bool_flip",
+    "boolop_swap",
+    "binop_swap",
+    "negate_test",
+    "swap_args",
+    "drop_stmt",
+    "return_value",
+    "default",
+    "replace_const",
+)
+_NEGATE = {
+    ast.Eq: "!=",
+    ast.NotEq: "==",
+    ast.Lt: ">=",
+    ast.GtE: "<",
+    ast.Gt: "<=",
+    ast.LtE: ">",
+    ast.In: "not in",
+    ast.NotIn: "in",
+    ast.Is: "is not",
+    ast.IsNot: "is",
+}
 _BOUNDARY = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">"}
-_OP_TEXT = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
-            ast.GtE: ">=", ast.In: "in", ast.NotIn: r"not\s+in", ast.Is: "is",
-            ast.IsNot: r"is\s+not"}
+_OP_TEXT = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: r"not\s+in",
+    ast.Is: "is",
+    ast.IsNot: r"is\s+not",
+}
 
 
 class MutationError(ValueError):
@@ -55,9 +85,9 @@ class Mutation:
 
 @dataclass(frozen=True)
 class Applied:
-    source: str          # the whole mutated file
-    original_func: str   # the function's lines before (the reference fix puts these back)
-    mutated_func: str    # the function's lines after
+    source: str  # the whole mutated file
+    original_func: str  # the function's lines before (the reference fix puts these back)
+    mutated_func: str  # the function's lines after
     changed_lines: tuple[str, ...]  # original lines (stripped) that the mutation removed/changed
 
 
@@ -102,8 +132,10 @@ class _Text:
         return self.starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8"))
 
     def span(self, node) -> tuple[int, int]:
-        return (self.offset(node.lineno, node.col_offset),
-                self.offset(node.end_lineno, node.end_col_offset))
+        return (
+            self.offset(node.lineno, node.col_offset),
+            self.offset(node.end_lineno, node.end_col_offset),
+        )
 
 
 def _targets(fn, op: str, value: str | None) -> list:
@@ -111,8 +143,11 @@ def _targets(fn, op: str, value: str | None) -> list:
     out: list[ast.AST]
     if op in ("compare_negate", "compare_boundary"):
         table = _NEGATE if op == "compare_negate" else _BOUNDARY
-        out = [n for n in nodes if isinstance(n, ast.Compare) and len(n.ops) == 1
-               and type(n.ops[0]) in table]
+        out = [
+            n
+            for n in nodes
+            if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in table
+        ]
     elif op == "int_delta":
         out = [n for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int]
     elif op == "bool_flip":
@@ -120,24 +155,36 @@ def _targets(fn, op: str, value: str | None) -> list:
     elif op == "boolop_swap":
         out = [n for n in nodes if isinstance(n, ast.BoolOp) and len(n.values) == 2]
     elif op == "binop_swap":
-        out = [n for n in nodes if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add,
-                                                                                   ast.Sub))]
+        out = [
+            n for n in nodes if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub))
+        ]
     elif op == "negate_test":
         out = [n for n in nodes if isinstance(n, (ast.If, ast.While, ast.IfExp))]
     elif op == "swap_args":
-        out = [n for n in nodes if isinstance(n, ast.Call) and len(n.args) >= 2
-               and not any(isinstance(a, ast.Starred) for a in n.args[:2])]
+        out = [
+            n
+            for n in nodes
+            if isinstance(n, ast.Call)
+            and len(n.args) >= 2
+            and not any(isinstance(a, ast.Starred) for a in n.args[:2])
+        ]
     elif op == "drop_stmt":
-        out = [n for n in nodes if isinstance(n, ast.stmt)
-               and (value is None or type(n).__name__ == value)]
+        out = [
+            n
+            for n in nodes
+            if isinstance(n, ast.stmt) and (value is None or type(n).__name__ == value)
+        ]
     elif op == "return_value":
         out = [n for n in nodes if isinstance(n, ast.Return)]
     elif op == "default":
         a = fn.args
         out = [d for d in list(a.defaults) + list(a.kw_defaults) if d is not None]
     elif op == "replace_const":
-        out = [n for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)
-               and not _is_docstring(fn, n)]
+        out = [
+            n
+            for n in nodes
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and not _is_docstring(fn, n)
+        ]
     else:
         raise MutationError(f"unknown operator {op!r}; known: {', '.join(OPS)}")
     return sorted(out, key=lambda n: (n.lineno, n.col_offset))
@@ -154,7 +201,7 @@ def _gap_replace(text: _Text, left, right, pattern: str, new: str) -> tuple[int,
     m = re.search(rf"(?<![\w=!<>])(?:{pattern})(?![\w=])", gap)
     if m is None:
         raise MutationError(f"operator not found between operands: {gap!r}")
-    return a, b, gap[:m.start()] + new + gap[m.end():]
+    return a, b, gap[: m.start()] + new + gap[m.end() :]
 
 
 def _edit(text: _Text, node, op: str, value: str | None) -> tuple[int, int, str]:
@@ -172,12 +219,12 @@ def _edit(text: _Text, node, op: str, value: str | None) -> tuple[int, int, str]
         return a, b, "False" if node.value else "True"
     if op == "boolop_swap":
         word = "and" if isinstance(node.op, ast.And) else "or"
-        return _gap_replace(text, node.values[0], node.values[1], word,
-                            "or" if word == "and" else "and")
+        return _gap_replace(
+            text, node.values[0], node.values[1], word, "or" if word == "and" else "and"
+        )
     if op == "binop_swap":
         sym = "+" if isinstance(node.op, ast.Add) else "-"
-        return _gap_replace(text, node.left, node.right, re.escape(sym),
-                            "-" if sym == "+" else "+")
+        return _gap_replace(text, node.left, node.right, re.escape(sym), "-" if sym == "+" else "+")
     if op == "negate_test":
         test = node.test
         a, b = text.span(test)
@@ -195,9 +242,11 @@ def _edit(text: _Text, node, op: str, value: str | None) -> tuple[int, int, str]
         first, last = node.lineno - 1, node.end_lineno - 1
         line = text.lines[first]
         indent = line[: len(line) - len(line.lstrip())]
-        if text.offset(node.lineno, node.col_offset) != text.starts[first] + len(indent) or \
-                text.lines[last][len(text.lines[last].encode()[:node.end_col_offset]
-                                     .decode()):].strip() not in ("", "\\"):
+        if text.offset(node.lineno, node.col_offset) != text.starts[first] + len(
+            indent
+        ) or text.lines[last][
+            len(text.lines[last].encode()[: node.end_col_offset].decode()) :
+        ].strip() not in ("", "\\"):
             raise MutationError("statement does not occupy whole lines")
         return text.starts[first], text.starts[last + 1], ""
     if op in ("return_value", "default", "replace_const"):
@@ -239,11 +288,14 @@ def apply(source: str, m: Mutation) -> Applied:
     orig_func, mut_func = "".join(old_lines[s0:e0]), "".join(new_lines[s1:e1])
     if old_lines[:s0] != new_lines[:s1] or old_lines[e0:] != new_lines[e1:]:
         raise MutationError("mutation leaked outside the function")
-    changed = tuple(ln[2:].strip() for ln in difflib.ndiff(orig_func.splitlines(),
-                                                           mut_func.splitlines())
-                    if ln.startswith("- ") and ln[2:].strip())
-    return Applied(source=out, original_func=orig_func, mutated_func=mut_func,
-                   changed_lines=changed)
+    changed = tuple(
+        ln[2:].strip()
+        for ln in difflib.ndiff(orig_func.splitlines(), mut_func.splitlines())
+        if ln.startswith("- ") and ln[2:].strip()
+    )
+    return Applied(
+        source=out, original_func=orig_func, mutated_func=mut_func, changed_lines=changed
+    )
 
 
 def _pad_empty_block(source: str, qualname: str) -> str:

@@ -56,6 +56,7 @@ def _limits(memory_mb: int, cpu_seconds: int):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
+
     return apply
 
 
@@ -85,9 +86,15 @@ def _fold(lines: list[str], root: str) -> tuple[dict[str, str], dict[str, str]]:
     return out, messages
 
 
-def run_pytest(python: str | os.PathLike, root: str | os.PathLike, source_dirs, args: list[str],
-               *, timeout: float = DEFAULT_TIMEOUT, memory_mb: int = DEFAULT_MEMORY_MB
-               ) -> RunResult:
+def run_pytest(
+    python: str | os.PathLike,
+    root: str | os.PathLike,
+    source_dirs,
+    args: list[str],
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+) -> RunResult:
     """Run ``pytest args`` in ``root`` with ``root/<source_dirs>`` first on the import path.
 
     ``<root>`` in ``args`` and in the reported test ids stands for ``root`` (some parametrized
@@ -100,23 +107,50 @@ def run_pytest(python: str | os.PathLike, root: str | os.PathLike, source_dirs, 
         (tmp / "home").mkdir()
         env = {
             "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(tmp / "home"), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8", "COLUMNS": "80", "NO_COLOR": "1", "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUTF8": "1",
-            "PYTHONPATH": os.pathsep.join([*(str(root / d) for d in source_dirs),
-                                           str(PROBE_DIR)]),
+            "HOME": str(tmp / "home"),
+            "TMPDIR": str(tmp),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "COLUMNS": "80",
+            "NO_COLOR": "1",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUTF8": "1",
+            "PYTHONPATH": os.pathsep.join([*(str(root / d) for d in source_dirs), str(PROBE_DIR)]),
             "PUSHBENCH_PROBE_OUT": str(probe_out),
         }
-        cmd = [str(python), "-m", "pytest", "-p", "pushbench_probe", "-p", "no:cacheprovider",
-               "-q", "--tb=short", "--color=no", "-o", "console_output_style=classic",
-               "--rootdir", str(root), "--basetemp", str(tmp / "basetemp"),
-               *(a.replace(ROOT, str(root)) for a in args)]
+        cmd = [
+            str(python),
+            "-m",
+            "pytest",
+            "-p",
+            "pushbench_probe",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=short",
+            "--color=no",
+            "-o",
+            "console_output_style=classic",
+            "--rootdir",
+            str(root),
+            "--basetemp",
+            str(tmp / "basetemp"),
+            *(a.replace(ROOT, str(root)) for a in args),
+        ]
         start = time.monotonic()
         timed_out = False
         with open(log, "wb") as fh:
-            proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=fh,
-                                    stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=_limits(memory_mb, int(timeout) + 10))
+            proc = subprocess.Popen(
+                cmd,
+                cwd=root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_limits(memory_mb, int(timeout) + 10),
+            )
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -128,14 +162,19 @@ def run_pytest(python: str | os.PathLike, root: str | os.PathLike, source_dirs, 
                     pass
                 proc.wait()
         seconds = time.monotonic() - start
-        lines = probe_out.read_text("utf-8", "replace").splitlines() if probe_out.exists() \
-            else []
+        lines = probe_out.read_text("utf-8", "replace").splitlines() if probe_out.exists() else []
         tail = _tail(log.read_bytes().decode("utf-8", "replace"), root, venv_bin.parent, tmp)
         if timed_out:
             tail += f"\n[pushbench] timeout: the test run was killed after {timeout:g} s"
         outcomes, messages = _fold(lines, str(root))
-        return RunResult(outcomes=outcomes, messages=messages, returncode=rc, timed_out=timed_out,
-                         seconds=seconds, tail=tail)
+        return RunResult(
+            outcomes=outcomes,
+            messages=messages,
+            returncode=rc,
+            timed_out=timed_out,
+            seconds=seconds,
+            tail=tail,
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -145,8 +184,12 @@ _DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?")
 
 def _tail(text: str, root: Path, venv: Path, tmp: Path) -> str:
     text = _ANSI.sub("", text)
-    for path, name in ((str(root) + "/", ""), (str(root), "."), (str(venv), "<venv>"),
-                       (str(tmp), "<tmp>")):
+    for path, name in (
+        (str(root) + "/", ""),
+        (str(root), "."),
+        (str(venv), "<venv>"),
+        (str(tmp), "<tmp>"),
+    ):
         text = text.replace(path, name)
     # pytest's summary and --durations lines carry wall-clock time; observations must not.
     text = _DURATION.sub(" in <t>", text)

@@ -43,8 +43,13 @@ def main():
                 if rx.search(line):
                     if skip <= total < skip + take:
                         text = line.strip()
-                        matches.append({"path": rel, "line": i, "text": text[:MAX_TEXT]
-                                        + ("..." if len(text) > MAX_TEXT else "")})
+                        matches.append(
+                            {
+                                "path": rel,
+                                "line": i,
+                                "text": text[:MAX_TEXT] + ("..." if len(text) > MAX_TEXT else ""),
+                            }
+                        )
                     total += 1
     json.dump({"total": total, "files": files, "matches": matches}, sys.stdout)
 

@@ -94,8 +94,9 @@ def cache_file(snapshot: str, recipe_file: str | Path | None = None) -> Path:
     cfg = raw["snapshots"].get(snapshot)
     if cfg is None:
         raise UnitBuildError(f"the SWE-lite recipe {path} has no units for snapshot {snapshot!r}")
-    blob = json.dumps({"cands": cfg, "venv": venvs.spec(snapshot).key,
-                       "py": sys.version_info[:2]}, sort_keys=True)
+    blob = json.dumps(
+        {"cands": cfg, "venv": venvs.spec(snapshot).key, "py": sys.version_info[:2]}, sort_keys=True
+    )
     digest = hashlib.sha256(blob.encode()).hexdigest()[:10]
     name = f"{snapshot}-{pin.sha256[:12]}-v{raw['unit_set_version']}-{digest}.json"
     return paths.home() / "swelite" / name
@@ -109,8 +110,9 @@ def is_built(snapshot: str, recipe_file: str | Path | None = None) -> bool:
 _LOADED: dict[str, dict] = {}
 
 
-def load(snapshot: str, recipe_file: str | Path | None = None, *, build_if_missing: bool = True,
-         log=None) -> dict:
+def load(
+    snapshot: str, recipe_file: str | Path | None = None, *, build_if_missing: bool = True, log=None
+) -> dict:
     """The validated unit set of ``snapshot`` (building and caching it on first use)."""
     path = cache_file(snapshot, recipe_file)
     key = str(path)
@@ -118,11 +120,14 @@ def load(snapshot: str, recipe_file: str | Path | None = None, *, build_if_missi
         return _LOADED[key]
     if not path.is_file():
         if not build_if_missing:
-            raise UnitBuildError(f"the SWE-lite unit set of {snapshot} is not built; run "
-                                 "`pushbench swelite build`")
+            raise UnitBuildError(
+                f"the SWE-lite unit set of {snapshot} is not built; run `pushbench swelite build`"
+            )
         if log is None:
+
             def log(msg: str) -> None:
                 print(f"[pushbench] swelite {snapshot}: {msg}", file=sys.stderr, flush=True)
+
         log("unit set not built yet; validating it once (runs the snapshot's tests many times)")
         build(snapshot, recipe_file, log=log, progress=True)
     data = json.loads(path.read_text())
@@ -130,8 +135,9 @@ def load(snapshot: str, recipe_file: str | Path | None = None, *, build_if_missi
     return data
 
 
-def backlog(unit_set: dict, target: int, seed: int, size_factor: float, min_extra: int
-            ) -> list[dict]:
+def backlog(
+    unit_set: dict, target: int, seed: int, size_factor: float, min_extra: int
+) -> list[dict]:
     """The backlog of a (snapshot, target) task: a seeded order of the kept units, cut to
     ``max(N + min_extra, ceil(size_factor * N))`` units (fewer when fewer are kept)."""
     kept = unit_set["kept"]
@@ -155,14 +161,19 @@ def module_expected(unit_set: dict, unit: dict, others) -> list[str]:
     for o in others:
         if o["key"] != unit["key"]:
             excluded.update(o["broken"])
-    return [n for m in unit["modules"] for n in unit_set["baseline_passing"].get(m, ())
-            if n not in excluded]
+    return [
+        n
+        for m in unit["modules"]
+        for n in unit_set["baseline_passing"].get(m, ())
+        if n not in excluded
+    ]
 
 
 # ----- building ------------------------------------------------------------------------------
 def _matches(nodeid: str, prefixes) -> bool:
-    return any(nodeid == p or nodeid.startswith(p + "::") or nodeid.startswith(p + "[")
-               for p in prefixes)
+    return any(
+        nodeid == p or nodeid.startswith(p + "::") or nodeid.startswith(p + "[") for p in prefixes
+    )
 
 
 def _leak_tokens(cand: dict) -> list[str]:
@@ -202,9 +213,14 @@ class _Progress:
                 TimeElapsedColumn,
             )
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=False)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
             self.bar.start()
             self.task = self.bar.add_task(label, total=total)
 
@@ -217,8 +233,14 @@ class _Progress:
             self.bar.stop()
 
 
-def build(snapshot: str, recipe_file: str | Path | None = None, *, force: bool = False,
-          log=None, progress: bool = False) -> dict:
+def build(
+    snapshot: str,
+    recipe_file: str | Path | None = None,
+    *,
+    force: bool = False,
+    log=None,
+    progress: bool = False,
+) -> dict:
     """Validate the recipe's candidates for ``snapshot`` and cache the kept unit set."""
     out_path = cache_file(snapshot, recipe_file)
     if out_path.is_file() and not force:
@@ -226,8 +248,7 @@ def build(snapshot: str, recipe_file: str | Path | None = None, *, force: bool =
     with locked(f"swelite-{snapshot}"):
         if out_path.is_file() and not force:
             return json.loads(out_path.read_text())
-        data = _build(snapshot, recipe(recipe_path(recipe_file)), log or (lambda m: None),
-                      progress)
+        data = _build(snapshot, recipe(recipe_path(recipe_file)), log or (lambda m: None), progress)
         paths.private_dir(out_path.parent)  # the unit set names the mutated functions
         paths.write_private(out_path, json.dumps(data, indent=1).encode())
     _LOADED.pop(str(out_path), None)
@@ -260,10 +281,18 @@ def _build(snapshot: str, raw: dict, log, show_progress: bool) -> dict:
         if base.timed_out:
             raise UnitBuildError(f"{snapshot}: the baseline test run timed out")
         bar.advance("baseline")
-        passing = {m: sorted(n for n, o in base.outcomes.items()
-                             if o == "passed" and n.split("::")[0] == m) for m in modules}
-        failing = {m: sorted(n for n, o in base.outcomes.items()
-                             if o != "passed" and n.split("::")[0] == m) for m in modules}
+        passing = {
+            m: sorted(
+                n for n, o in base.outcomes.items() if o == "passed" and n.split("::")[0] == m
+            )
+            for m in modules
+        }
+        failing = {
+            m: sorted(
+                n for n, o in base.outcomes.items() if o != "passed" and n.split("::")[0] == m
+            )
+            for m in modules
+        }
         kept: list[dict] = []
         for c in cands:
             bar.advance(f"{snapshot}: {c['key']}")
@@ -282,21 +311,29 @@ def _build(snapshot: str, raw: dict, log, show_progress: bool) -> dict:
         bar.close()
         shutil.rmtree(scratch, ignore_errors=True)
     data = {
-        "schema": CACHE_SCHEMA, "snapshot": snapshot, "snapshot_sha256": pin.sha256,
-        "unit_set_version": raw["unit_set_version"], "venv": str(venvs.venv_dir(snapshot)),
+        "schema": CACHE_SCHEMA,
+        "snapshot": snapshot,
+        "snapshot_sha256": pin.sha256,
+        "unit_set_version": raw["unit_set_version"],
+        "venv": str(venvs.venv_dir(snapshot)),
         "built_seconds": round(time.monotonic() - t0, 1),
-        "candidates": len(cands), "kept_count": len(kept), "discarded_count": len(discarded),
-        "kept": kept, "discarded": discarded,
-        "baseline_passing": passing, "baseline_failing": failing,
+        "candidates": len(cands),
+        "kept_count": len(kept),
+        "discarded_count": len(discarded),
+        "kept": kept,
+        "discarded": discarded,
+        "baseline_passing": passing,
+        "baseline_failing": failing,
         "verifier_seconds": [round(t, 3) for t in timings],
     }
-    log(f"kept {len(kept)} of {len(cands)} candidate units ({len(discarded)} discarded) in "
-        f"{data['built_seconds']} s")
+    log(
+        f"kept {len(kept)} of {len(cands)} candidate units ({len(discarded)} discarded) in "
+        f"{data['built_seconds']} s"
+    )
     return data
 
 
-def _validate_one(c: dict, root: Path, run, passing, discard, timings, all_modules
-                  ) -> dict | None:
+def _validate_one(c: dict, root: Path, run, passing, discard, timings, all_modules) -> dict | None:
     mods = sorted({p.split("::")[0] for p in c["tests"]})
     pool = [n for m in mods for n in passing.get(m, ()) if _matches(n, c["tests"])]
     if not pool:
@@ -305,8 +342,10 @@ def _validate_one(c: dict, root: Path, run, passing, discard, timings, all_modul
     path = root / c["file"]
     try:
         original = path.read_text(encoding="utf-8")
-        applied = mutate.apply(original, mutate.Mutation(c["file"], c["function"], c["op"],
-                                                         int(c.get("k", 0)), c.get("value")))
+        applied = mutate.apply(
+            original,
+            mutate.Mutation(c["file"], c["function"], c["op"], int(c.get("k", 0)), c.get("value")),
+        )
     except (OSError, mutate.MutationError, SyntaxError) as e:
         discard(c, f"mutation does not apply: {e}")
         return None
@@ -325,8 +364,12 @@ def _validate_one(c: dict, root: Path, run, passing, discard, timings, all_modul
         if mutated.timed_out:
             discard(c, "the mutated test run times out")
             return None
-        broken = sorted(n for m in all_modules for n in passing.get(m, ())
-                        if mutated.outcomes.get(n) != "passed")
+        broken = sorted(
+            n
+            for m in all_modules
+            for n in passing.get(m, ())
+            if mutated.outcomes.get(n) != "passed"
+        )
         chosen = [n for n in pool if n in broken]
         if not chosen:
             discard(c, "the chosen tests still pass on the mutated snapshot")
@@ -345,11 +388,21 @@ def _validate_one(c: dict, root: Path, run, passing, discard, timings, all_modul
         path.write_text(original, encoding="utf-8")
     start, end = mutate.function_span(original, c["function"])
     return {
-        "key": c["key"], "file": c["file"], "function": c["function"], "op": c["op"],
-        "k": int(c.get("k", 0)), "value": c.get("value"), "title": c["title"].strip(),
-        "issue": " ".join(c["issue"].split()), "observed": _observed(c, mutated.messages, chosen),
-        "tests": chosen, "modules": mods, "broken": broken, "span": [start, end],
-        "original_func": applied.original_func, "mutated_func": applied.mutated_func,
+        "key": c["key"],
+        "file": c["file"],
+        "function": c["function"],
+        "op": c["op"],
+        "k": int(c.get("k", 0)),
+        "value": c.get("value"),
+        "title": c["title"].strip(),
+        "issue": " ".join(c["issue"].split()),
+        "observed": _observed(c, mutated.messages, chosen),
+        "tests": chosen,
+        "modules": mods,
+        "broken": broken,
+        "span": [start, end],
+        "original_func": applied.original_func,
+        "mutated_func": applied.mutated_func,
         "changed_lines": list(applied.changed_lines),
     }
 
@@ -365,8 +418,7 @@ def _clash(unit: dict, kept: list[dict]) -> str | None:
     return None
 
 
-def _validate_together(kept: list[dict], root: Path, run, passing, failing, discard
-                       ) -> list[dict]:
+def _validate_together(kept: list[dict], root: Path, run, passing, failing, discard) -> list[dict]:
     if not kept:
         return kept
     originals = {u["file"]: (root / u["file"]).read_text(encoding="utf-8") for u in kept}
@@ -376,8 +428,7 @@ def _validate_together(kept: list[dict], root: Path, run, passing, failing, disc
         together = run(mods, timeout=BUILD_TIMEOUT)
         ok = []
         for u in kept:
-            if together.timed_out or any(together.outcomes.get(n) == "passed"
-                                         for n in u["tests"]):
+            if together.timed_out or any(together.outcomes.get(n) == "passed" for n in u["tests"]):
                 discard(u, "some of its tests pass when all units are applied together")
             else:
                 ok.append(u)
@@ -386,16 +437,19 @@ def _validate_together(kept: list[dict], root: Path, run, passing, failing, disc
         for u in ok:
             path = root / u["file"]
             text = path.read_text(encoding="utf-8")
-            path.write_text(text.replace(u["mutated_func"], u["original_func"], 1),
-                            encoding="utf-8")
+            path.write_text(
+                text.replace(u["mutated_func"], u["original_func"], 1), encoding="utf-8"
+            )
             try:
                 r = run(module_args(unit_set, u))
                 expected = module_expected(unit_set, u, kept)
                 if r.passed(u["tests"]) and r.passed(expected):
                     final.append(u)
                 else:
-                    discard(u, "fixing it alone does not pass its module check alongside the "
-                            "other units")
+                    discard(
+                        u,
+                        "fixing it alone does not pass its module check alongside the other units",
+                    )
             finally:
                 path.write_text(text, encoding="utf-8")
         return final

@@ -48,14 +48,17 @@ class TestEnvSpec:
 @cache
 def specs() -> dict[str, TestEnvSpec]:
     raw = yaml.safe_load((paths.data_dir("tasks") / "swelite" / "venvs.yaml").read_text())
-    return {name: TestEnvSpec(snapshot=name, **{k: tuple(v) for k, v in cfg.items()})
-            for name, cfg in raw["snapshots"].items()}
+    return {
+        name: TestEnvSpec(snapshot=name, **{k: tuple(v) for k, v in cfg.items()})
+        for name, cfg in raw["snapshots"].items()
+    }
 
 
 def spec(snapshot: str) -> TestEnvSpec:
     if snapshot not in specs():
-        raise VenvError(f"no SWE-lite test environment for snapshot {snapshot!r}; known: "
-                        f"{', '.join(specs())}")
+        raise VenvError(
+            f"no SWE-lite test environment for snapshot {snapshot!r}; known: {', '.join(specs())}"
+        )
     return specs()[snapshot]
 
 
@@ -82,14 +85,25 @@ def ensure(snapshot: str, log=None) -> Path:
         if (final / _MARKER).is_file():
             return python_of(final)
         if log:
-            log(f"building the test environment of {snapshot} ({len(s.requirements)} pinned "
-                "packages) ...")
+            log(
+                f"building the test environment of {snapshot} ({len(s.requirements)} pinned "
+                "packages) ..."
+            )
         paths.private_dir(final.parent)
         # A venv hard-codes its own path, so it is built in place; the marker comes last.
         shutil.rmtree(final, ignore_errors=True)
         _run([sys.executable, "-m", "venv", str(final)], "create the venv")
-        cmd = [str(python_of(final)), "-m", "pip", "install", "--no-deps", "--quiet",
-               "--disable-pip-version-check", "--no-input", *s.requirements]
+        cmd = [
+            str(python_of(final)),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            *s.requirements,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
@@ -99,10 +113,15 @@ def ensure(snapshot: str, log=None) -> Path:
                 f"packages could not be installed (offline?). pip said: {tail or 'nothing'}."
                 f"\nConnect to the package index once and run `pushbench swelite build`, or "
                 f"point pip at a wheel folder holding {', '.join(s.requirements)} "
-                "(PIP_FIND_LINKS=DIR PIP_NO_INDEX=1).")
+                "(PIP_FIND_LINKS=DIR PIP_NO_INDEX=1)."
+            )
         paths.tighten_tree(final)  # venv and pip create with the umask's modes
-        paths.write_private(final / _MARKER, json.dumps(
-            {"snapshot": snapshot, "key": s.key, "requirements": list(s.requirements)}).encode())
+        paths.write_private(
+            final / _MARKER,
+            json.dumps(
+                {"snapshot": snapshot, "key": s.key, "requirements": list(s.requirements)}
+            ).encode(),
+        )
     return python_of(final)
 
 

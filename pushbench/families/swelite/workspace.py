@@ -16,16 +16,37 @@ from pathlib import Path
 from ...envs.sandbox import Workspace
 
 FIXED_MTIME = 946684800  # 2000-01-01T00:00:00Z
-IGNORED = (".git", ".pushbench-snapshot.json", "__pycache__", "*.pyc", "*.pyo", ".pytest_cache",
-           ".mypy_cache", ".ruff_cache", ".tox", ".nox", "*.egg-info", "*.orig", "*.rej",
-           "*.bak", "*~", "*.swp", ".coverage")
+IGNORED = (
+    ".git",
+    ".pushbench-snapshot.json",
+    "__pycache__",
+    "*.pyc",
+    "*.pyo",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    "*.egg-info",
+    "*.orig",
+    "*.rej",
+    "*.bak",
+    "*~",
+    "*.swp",
+    ".coverage",
+)
 
 
 def copy_clean(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Copy the snapshot tree ``src`` to ``dest`` (which must not exist) without the ignored
     parts."""
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*IGNORED),
-                    copy_function=shutil.copyfile, symlinks=True)
+    shutil.copytree(
+        src,
+        dest,
+        ignore=shutil.ignore_patterns(*IGNORED),
+        copy_function=shutil.copyfile,
+        symlinks=True,
+    )
     return Path(dest)
 
 
@@ -36,21 +57,23 @@ def apply_units(root: str | os.PathLike, units) -> None:
         path = root / u["file"]
         text = path.read_text(encoding="utf-8")
         if text.count(u["original_func"]) != 1:
-            raise RuntimeError(f"unit {u['key']}: its function is not found exactly once in "
-                               f"{u['file']} (overlapping units?)")
+            raise RuntimeError(
+                f"unit {u['key']}: its function is not found exactly once in "
+                f"{u['file']} (overlapping units?)"
+            )
         path.write_text(text.replace(u["original_func"], u["mutated_func"], 1), encoding="utf-8")
 
 
 def freeze_times(root: str | os.PathLike[str]) -> None:
     for dirpath, dirs, files in os.walk(root, topdown=False):
         for name in files + dirs:
-            os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME),
-                     follow_symlinks=False)
+            os.utime(os.path.join(dirpath, name), (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
     os.utime(root, (FIXED_MTIME, FIXED_MTIME))
 
 
-def create(snapshot_root: str | os.PathLike, units, prefix: str = "pushbench-swelite-"
-           ) -> Workspace:
+def create(
+    snapshot_root: str | os.PathLike, units, prefix: str = "pushbench-swelite-"
+) -> Workspace:
     """A fresh temporary workspace holding the mutated snapshot (caller removes it)."""
     parent = Path(tempfile.mkdtemp(prefix=prefix))
     try:

@@ -35,8 +35,9 @@ def tree(root: str | os.PathLike) -> dict[str, bytes]:
     return out
 
 
-def changes(before: dict[str, bytes], after: dict[str, bytes]
-            ) -> tuple[list[str], list[str], list[str]]:
+def changes(
+    before: dict[str, bytes], after: dict[str, bytes]
+) -> tuple[list[str], list[str], list[str]]:
     """``(changed, created, deleted)`` paths, sorted."""
     changed = sorted(p for p in before if p in after and before[p] != after[p])
     created = sorted(p for p in after if p not in before)
@@ -77,8 +78,11 @@ def edit_calls(path: str, old_text: str, new_text: str) -> list[dict]:
     if not old_text:
         raise ValueError(f"{path}: the file was empty; edit_file cannot anchor a change")
     a, b = old_text.splitlines(keepends=True), new_text.splitlines(keepends=True)
-    ops = [o for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-           if o[0] != "equal"]
+    ops = [
+        o
+        for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if o[0] != "equal"
+    ]
     if len(ops) > MAX_EDITS_PER_FILE:
         raise ValueError(f"{path}: more than {MAX_EDITS_PER_FILE} changed regions")
     calls: list[dict] = []

@@ -58,24 +58,39 @@ MAX_HISTORY_CHARS = 400_000  # per turn kept in the transcript (the digest-free 
 
 class AiderParams(NoParams):
     model_server: Literal["oracle-edit"] | None = Field(
-        None, description="serve this text-edit policy on loopback (oracle-edit: the "
-        "reference fixes; an oracle, never a result)")
-    base_url: str | None = Field(None, max_length=2048, description="a real OpenAI-compatible "
-                                 "endpoint (with /v1) instead of model_server")
+        None,
+        description="serve this text-edit policy on loopback (oracle-edit: the "
+        "reference fixes; an oracle, never a result)",
+    )
+    base_url: str | None = Field(
+        None,
+        max_length=2048,
+        description="a real OpenAI-compatible endpoint (with /v1) instead of model_server",
+    )
     model: str = Field("pushbench-policy", min_length=1, max_length=256)
-    api_key_env: str | None = Field(None, max_length=128, description="variable holding the "
-                                    "endpoint's key")
+    api_key_env: str | None = Field(
+        None, max_length=128, description="variable holding the endpoint's key"
+    )
     edit_format: Literal["diff", "whole"] = "diff"
     map_tokens: int = Field(0, ge=0, le=65536, description="Aider's repo-map size (0: none)")
-    context: int = Field(32768, ge=1024, le=10**7, description="the model's context window "
-                         "(Aider's model metadata)")
-    max_tokens: int | None = Field(None, ge=1, le=10**6, description="completion tokens per "
-                                   "request (sent by Aider; default: the endpoint's)")
+    context: int = Field(
+        32768, ge=1024, le=10**7, description="the model's context window (Aider's model metadata)"
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=10**6,
+        description="completion tokens per request (sent by Aider; default: the endpoint's)",
+    )
     turn_timeout: float = Field(600.0, gt=0, le=86400)
     episode_timeout: float = Field(7200.0, gt=0, le=10 * 86400)
     max_turns_per_unit: int = Field(2, ge=1, le=20)
-    aider_bin: str | None = Field(None, max_length=4096, description="Aider program (default: "
-                                  "the one `pushbench baselines install aider` installed)")
+    aider_bin: str | None = Field(
+        None,
+        max_length=4096,
+        description="Aider program (default: "
+        "the one `pushbench baselines install aider` installed)",
+    )
 
     @model_validator(mode="after")
     def _one_endpoint(self):
@@ -110,8 +125,11 @@ class AiderPolicy(Policy):
         out = super().describe()
         out["simulated"] = self.simulated
         if self.oracle:
-            out.update(oracle=True, note="oracle-edit answers with the reference fixes; tests "
-                       "the harness, never a result")
+            out.update(
+                oracle=True,
+                note="oracle-edit answers with the reference fixes; tests "
+                "the harness, never a result",
+            )
         return out
 
     def reset(self, first_observation: str) -> None:
@@ -131,8 +149,9 @@ class AiderPolicy(Policy):
             shutil.copytree(env.unwrapped._ws.root, self.repo, symlinks=True)
             (work / "home").mkdir()
             P.write_metadata(work / "model-metadata.json", self.p.model, self.p.context)
-            P.write_settings(work / "model-settings.yml", self.p.model, self.p.edit_format,
-                             self.p.max_tokens)
+            P.write_settings(
+                work / "model-settings.yml", self.p.model, self.p.edit_format, self.p.max_tokens
+            )
             version = P.aider_version(program)
             if self.oracle:
                 try:
@@ -143,11 +162,15 @@ class AiderPolicy(Policy):
             else:
                 url = self.p.base_url or ""  # params: exactly one of model_server, base_url
                 key = os.environ.get(self.p.api_key_env or "", "") or "none"
-            self.info = {"version": version, "edit_format": self.p.edit_format,
-                         "model": self.p.model, "endpoint": "model-server" if self.oracle
-                         else self.p.base_url, "oracle": self.oracle,
-                         "step_charge": "one step per environment call; per Aider turn "
-                                        "max(model requests, edit_file calls)"}
+            self.info = {
+                "version": version,
+                "edit_format": self.p.edit_format,
+                "model": self.p.model,
+                "endpoint": "model-server" if self.oracle else self.p.base_url,
+                "oracle": self.oracle,
+                "step_charge": "one step per environment call; per Aider turn "
+                "max(model requests, edit_file calls)",
+            }
             self.env, self.work, self.program = env, work, program
             self.url, self.key = url, key
             self.deadline = time.monotonic() + self.p.episode_timeout
@@ -194,18 +217,27 @@ class AiderPolicy(Policy):
 
     def _standard(self) -> None:
         ids = self._list_units()
-        issues = [self._issue_text(u, self._step({"tool": "inspect", "unit_id": u})
-                                   .get("result") or {}) for u in ids]
-        msg = (f"This repository has {len(ids)} reported issues. Fix each of them by editing "
-               f"the library source under {', '.join(self.first['result'].get('editable', []))}"
-               " (not the tests).\n\n" + "\n".join(issues))
+        issues = [
+            self._issue_text(u, self._step({"tool": "inspect", "unit_id": u}).get("result") or {})
+            for u in ids
+        ]
+        msg = (
+            f"This repository has {len(ids)} reported issues. Fix each of them by editing "
+            f"the library source under {', '.join(self.first['result'].get('editable', []))}"
+            " (not the tests).\n\n" + "\n".join(issues)
+        )
         self._turn(ids, msg)
         accepted = 0
         for uid in ids:
             r = self._step({"tool": "submit", "unit_id": uid}).get("result") or {}
             accepted += sum(v.get("verdict") == "accepted" for v in r.get("verdicts", ()))
-        self._step({"tool": "final", "reported_count": accepted,
-                    "message": f"Aider worked through the backlog; {accepted} accepted"})
+        self._step(
+            {
+                "tool": "final",
+                "reported_count": accepted,
+                "message": f"Aider worked through the backlog; {accepted} accepted",
+            }
+        )
 
     def _unitqgp(self) -> None:
         self._list_units()
@@ -216,20 +248,27 @@ class AiderPolicy(Policy):
             for uid in book.get("passed", ()):  # verified but not submitted: submit it
                 self._step({"tool": "submit", "unit_id": uid})
             book = (self.last.get("progress") or {}).get("units") or {}
-            todo = [u for u in list(book.get("failing", ())) + list(book.get("pending", ()))
-                    if tries.get(u, 0) < self.p.max_turns_per_unit]
+            todo = [
+                u
+                for u in list(book.get("failing", ())) + list(book.get("pending", ()))
+                if tries.get(u, 0) < self.p.max_turns_per_unit
+            ]
             if not todo:
                 break
             uid = todo[0]
             tries[uid] = tries.get(uid, 0) + 1
             r = self._step({"tool": "inspect", "unit_id": uid}).get("result") or {}
             uid = r.get("unit_id", uid)  # the controller may have moved to another unit
-            msg = ("Fix this reported issue by editing the library source under "
-                   f"{', '.join(self.first['result'].get('editable', []))} (not the tests).\n\n"
-                   + self._issue_text(uid, r))
+            msg = (
+                "Fix this reported issue by editing the library source under "
+                f"{', '.join(self.first['result'].get('editable', []))} (not the tests).\n\n"
+                + self._issue_text(uid, r)
+            )
             if uid in failed_output:
-                msg += ("\nA previous fix did not pass the issue's tests. The end of the test "
-                        f"output:\n\n{failed_output[uid]}\n")
+                msg += (
+                    "\nA previous fix did not pass the issue's tests. The end of the test "
+                    f"output:\n\n{failed_output[uid]}\n"
+                )
             self._turn([uid], msg)
             v = self._step({"tool": "run_verifier", "unit_id": uid}).get("result") or {}
             if v.get("passed"):
@@ -238,28 +277,51 @@ class AiderPolicy(Policy):
                 failed_output[uid] = str(v.get("output_tail", ""))[-3000:]
         count = int((self.last.get("progress") or {}).get("valid_count", 0))
         while True:  # the completion gate may turn final into status below target
-            self._step({"tool": "final", "reported_count": count,
-                        "message": "Aider worked through every unit the tracker handed over"})
+            self._step(
+                {
+                    "tool": "final",
+                    "reported_count": count,
+                    "message": "Aider worked through every unit the tracker handed over",
+                }
+            )
 
     # ----- one Aider turn -------------------------------------------------------------------
     def _turn(self, units: list[str], message: str) -> None:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise PolicyError("aider_timeout", f"the episode timeout of "
-                              f"{self.p.episode_timeout:g} s passed before turn "
-                              f"{len(self.turns) + 1}")
+            raise PolicyError(
+                "aider_timeout",
+                f"the episode timeout of "
+                f"{self.p.episode_timeout:g} s passed before turn "
+                f"{len(self.turns) + 1}",
+            )
         before = E.tree(self.repo)
-        argv = P.turn_argv(self.program, self.url, self.key, self.p.model, self.p.edit_format,
-                           self.p.map_tokens, self.work, message, [])
-        res = P.run_turn(argv, self.repo, P.turn_env(self.work / "home", self.oracle),
-                         self.work, min(self.p.turn_timeout, left))
+        argv = P.turn_argv(
+            self.program,
+            self.url,
+            self.key,
+            self.p.model,
+            self.p.edit_format,
+            self.p.map_tokens,
+            self.work,
+            message,
+            [],
+        )
+        res = P.run_turn(
+            argv,
+            self.repo,
+            P.turn_env(self.work / "home", self.oracle),
+            self.work,
+            min(self.p.turn_timeout, left),
+        )
         after = E.tree(self.repo)
         changed, created, deleted = E.changes(before, after)
         calls, unexpressed = [], []
         for path in changed:
             try:
-                calls += E.edit_calls(path, before[path].decode("utf-8"),
-                                      after[path].decode("utf-8"))
+                calls += E.edit_calls(
+                    path, before[path].decode("utf-8"), after[path].decode("utf-8")
+                )
             except (UnicodeDecodeError, ValueError) as e:
                 unexpressed.append(f"{path}: {e}")
                 (self.repo / path).write_bytes(before[path])
@@ -269,36 +331,56 @@ class AiderPolicy(Policy):
             (self.repo / path).parent.mkdir(parents=True, exist_ok=True)
             (self.repo / path).write_bytes(before[path])
         requests = P.count_requests(res.llm_history)
-        turn: dict[str, Any] = {"turn": len(self.turns) + 1, "units": units, "rc": res.rc,
-                "timed_out": res.timed_out, "seconds": res.seconds, "model_requests": requests,
-                "edit_calls": len(calls), "status_charged": max(0, requests - len(calls)),
-                "created_undone": created, "deleted_undone": deleted,
-                "unexpressed": unexpressed, "message": message,
-                "llm_history": res.llm_history[:MAX_HISTORY_CHARS],
-                "llm_history_clipped": len(res.llm_history) > MAX_HISTORY_CHARS,
-                "aider_output_tail": res.stdout_tail, "edits": calls}
+        turn: dict[str, Any] = {
+            "turn": len(self.turns) + 1,
+            "units": units,
+            "rc": res.rc,
+            "timed_out": res.timed_out,
+            "seconds": res.seconds,
+            "model_requests": requests,
+            "edit_calls": len(calls),
+            "status_charged": max(0, requests - len(calls)),
+            "created_undone": created,
+            "deleted_undone": deleted,
+            "unexpressed": unexpressed,
+            "message": message,
+            "llm_history": res.llm_history[:MAX_HISTORY_CHARS],
+            "llm_history_clipped": len(res.llm_history) > MAX_HISTORY_CHARS,
+            "aider_output_tail": res.stdout_tail,
+            "edits": calls,
+        }
         self.turns.append(turn)
         for _ in range(turn["status_charged"]):
             self._step({"tool": "status"})
         for call in calls:
             obs = self._step(call)
             if not obs.get("ok"):  # refused (e.g. a test file): Aider's copy follows the env
-                cur = (self.repo / call["path"])
+                cur = self.repo / call["path"]
                 cur.write_bytes(before[call["path"]])
                 turn.setdefault("refused", []).append(
-                    {"path": call["path"], "error": obs.get("error", "")[:300]})
+                    {"path": call["path"], "error": obs.get("error", "")[:300]}
+                )
         if res.timed_out:
-            raise PolicyError("aider_timeout", f"Aider turn {turn['turn']} ran past the turn "
-                              f"timeout of {min(self.p.turn_timeout, left):g} s; killed")
+            raise PolicyError(
+                "aider_timeout",
+                f"Aider turn {turn['turn']} ran past the turn "
+                f"timeout of {min(self.p.turn_timeout, left):g} s; killed",
+            )
         if res.rc != 0:
-            raise PolicyError("aider_crashed", f"Aider turn {turn['turn']} exited with status "
-                              f"{res.rc}: {res.stdout_tail[-300:].strip()}")
+            raise PolicyError(
+                "aider_crashed",
+                f"Aider turn {turn['turn']} exited with status "
+                f"{res.rc}: {res.stdout_tail[-300:].strip()}",
+            )
 
     def episode_extras(self) -> dict:
         turns = self.turns
-        summary = {**self.info, "turns": len(turns),
-                   "model_requests": sum(t["model_requests"] for t in turns),
-                   "edit_calls": sum(t["edit_calls"] for t in turns),
-                   "status_charged": sum(t["status_charged"] for t in turns),
-                   "aider_seconds": round(sum(t["seconds"] for t in turns), 2)}
+        summary = {
+            **self.info,
+            "turns": len(turns),
+            "model_requests": sum(t["model_requests"] for t in turns),
+            "edit_calls": sum(t["edit_calls"] for t in turns),
+            "status_charged": sum(t["status_charged"] for t in turns),
+            "aider_seconds": round(sum(t["seconds"] for t in turns), 2),
+        }
         return {"aider": summary, "transcript": turns}

@@ -43,9 +43,14 @@ class TurnResult:
 
 def aider_version(program: str) -> str:
     try:
-        out = subprocess.run([program, "--version"], capture_output=True, text=True,
-                             timeout=120, stdin=subprocess.DEVNULL,
-                             env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"})
+        out = subprocess.run(
+            [program, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"},
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"unknown ({e})"
     return (out.stdout.strip().splitlines() or ["unknown"])[-1].removeprefix("aider ").strip()
@@ -58,10 +63,22 @@ def count_requests(llm_history: str) -> int:
 
 def write_metadata(path: Path, model: str, context: int = 32768) -> None:
     """The model-metadata file: Aider then needs no price map from the network."""
-    path.write_text(json.dumps({f"openai/{model}": {
-        "max_tokens": 4096, "max_input_tokens": context, "max_output_tokens": 4096,
-        "input_cost_per_token": 0.0, "output_cost_per_token": 0.0,
-        "litellm_provider": "openai", "mode": "chat"}}, indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                f"openai/{model}": {
+                    "max_tokens": 4096,
+                    "max_input_tokens": context,
+                    "max_output_tokens": 4096,
+                    "input_cost_per_token": 0.0,
+                    "output_cost_per_token": 0.0,
+                    "litellm_provider": "openai",
+                    "mode": "chat",
+                }
+            },
+            indent=1,
+        )
+    )
 
 
 def write_settings(path: Path, model: str, edit_format: str, max_tokens: int | None) -> None:
@@ -74,42 +91,95 @@ def write_settings(path: Path, model: str, edit_format: str, max_tokens: int | N
     path.write_text(json.dumps([entry], indent=1))
 
 
-def turn_argv(program: str, base_url: str, api_key: str, model: str, edit_format: str,
-              map_tokens: int, work: Path, message: str, files: list[str]) -> list[str]:
-    return [program, "--model", f"openai/{model}", "--openai-api-base", base_url,
-            "--openai-api-key", api_key, "--edit-format", edit_format, "--yes-always",
-            "--no-check-update", "--analytics-disable", "--no-show-model-warnings",
-            "--no-pretty", "--no-fancy-input", "--no-detect-urls", "--no-auto-commits",
-            "--no-git", "--no-show-release-notes", "--map-tokens", str(map_tokens),
-            "--model-metadata-file", str(work / "model-metadata.json"),
-            "--model-settings-file", str(work / "model-settings.yml"),
-            "--llm-history-file", str(work / "llm-history.txt"),
-            "--chat-history-file", str(work / "chat-history.md"),
-            "--input-history-file", str(work / "input-history.txt"),
-            "--message", message, *files]
+def turn_argv(
+    program: str,
+    base_url: str,
+    api_key: str,
+    model: str,
+    edit_format: str,
+    map_tokens: int,
+    work: Path,
+    message: str,
+    files: list[str],
+) -> list[str]:
+    return [
+        program,
+        "--model",
+        f"openai/{model}",
+        "--openai-api-base",
+        base_url,
+        "--openai-api-key",
+        api_key,
+        "--edit-format",
+        edit_format,
+        "--yes-always",
+        "--no-check-update",
+        "--analytics-disable",
+        "--no-show-model-warnings",
+        "--no-pretty",
+        "--no-fancy-input",
+        "--no-detect-urls",
+        "--no-auto-commits",
+        "--no-git",
+        "--no-show-release-notes",
+        "--map-tokens",
+        str(map_tokens),
+        "--model-metadata-file",
+        str(work / "model-metadata.json"),
+        "--model-settings-file",
+        str(work / "model-settings.yml"),
+        "--llm-history-file",
+        str(work / "llm-history.txt"),
+        "--chat-history-file",
+        str(work / "chat-history.md"),
+        "--input-history-file",
+        str(work / "input-history.txt"),
+        "--message",
+        message,
+        *files,
+    ]
 
 
 def turn_env(home: Path, offline: bool) -> dict[str, str]:
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
-    env.update(HOME=str(home), NO_COLOR="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
-               AIDER_ANALYTICS="false", TERM="dumb")
+    env.update(
+        HOME=str(home),
+        NO_COLOR="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        AIDER_ANALYTICS="false",
+        TERM="dumb",
+    )
     if offline:
-        env.update(HTTP_PROXY=DEAD_PROXY, HTTPS_PROXY=DEAD_PROXY, ALL_PROXY=DEAD_PROXY,
-                   http_proxy=DEAD_PROXY, https_proxy=DEAD_PROXY,
-                   NO_PROXY="127.0.0.1,localhost,::1", no_proxy="127.0.0.1,localhost,::1")
+        env.update(
+            HTTP_PROXY=DEAD_PROXY,
+            HTTPS_PROXY=DEAD_PROXY,
+            ALL_PROXY=DEAD_PROXY,
+            http_proxy=DEAD_PROXY,
+            https_proxy=DEAD_PROXY,
+            NO_PROXY="127.0.0.1,localhost,::1",
+            no_proxy="127.0.0.1,localhost,::1",
+        )
     return env
 
 
-def run_turn(argv: list[str], cwd: Path, env: dict[str, str], work: Path,
-             timeout: float) -> TurnResult:
+def run_turn(
+    argv: list[str], cwd: Path, env: dict[str, str], work: Path, timeout: float
+) -> TurnResult:
     """Run one Aider process to its end (or kill its group at ``timeout`` seconds)."""
     hist = work / "llm-history.txt"
     start = hist.stat().st_size if hist.exists() else 0
     log = work / "aider.out"
     t0 = time.monotonic()
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         timed_out = False
         try:
             rc = proc.wait(timeout=timeout)
@@ -129,10 +199,25 @@ class ModelServer:
         self.log = work / "model-server.jsonl"
         port_file = work / "model-server.port"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pushbench.cli", "model-server", "--policy", policy,
-             "--port", "0", "--port-file", str(port_file), "--log", str(self.log)],
-            stdout=open(work / "model-server.out", "ab"), stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "pushbench.cli",
+                "model-server",
+                "--policy",
+                policy,
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+                "--log",
+                str(self.log),
+            ],
+            stdout=open(work / "model-server.out", "ab"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + startup
         while not (port_file.exists() and port_file.read_text().strip()):
             if self.proc.poll() is not None or time.monotonic() > deadline:

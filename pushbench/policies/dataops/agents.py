@@ -141,18 +141,25 @@ class DataOpsDiligent(FamilyAgent):
 
     def _next(self) -> dict:
         if len(self.accepted) >= self.target:
-            return {"tool": "final", "reported_count": len(self.accepted),
-                    "message": f"the verifier accepted {len(self.accepted)} units"}
+            return {
+                "tool": "final",
+                "reported_count": len(self.accepted),
+                "message": f"the verifier accepted {len(self.accepted)} units",
+            }
         u = self.focus
         if u is None or u in self.accepted or u in self.dropped:
-            u = next((x for x in self.order if x not in self.accepted and x not in self.dropped),
-                     None)
+            u = next(
+                (x for x in self.order if x not in self.accepted and x not in self.dropped), None
+            )
             if u is None:
                 missing = [p for p in range(1, (self.pages or 1) + 1) if p not in self.pages_seen]
                 if self.pages is None or missing:
                     return {"tool": "list_units", "page": missing[0] if missing else 1}
-                return {"tool": "final", "reported_count": len(self.accepted),
-                        "message": "no unit left to work on"}
+                return {
+                    "tool": "final",
+                    "reported_count": len(self.accepted),
+                    "message": "no unit left to work on",
+                }
             self.focus = u
         if u not in self.info:
             return {"tool": "inspect", "unit_id": u}
@@ -161,8 +168,12 @@ class DataOpsDiligent(FamilyAgent):
             files = _files_from(self.seen)
             for f in self.info[u]["files"]:
                 if f not in files:
-                    return {"tool": "read_file", "path": f, "limit": READ_LIMIT,
-                            "offset": _next_offset(self.seen, f)}
+                    return {
+                        "tool": "read_file",
+                        "path": f,
+                        "limit": READ_LIMIT,
+                        "offset": _next_offset(self.seen, f),
+                    }
             try:
                 return _act_on(S.solve(self.info[u], files), u)
             except (KeyError, ValueError, IndexError, TypeError, StopIteration):
@@ -197,14 +208,18 @@ class DataOpsRandom(FamilyAgent):
         if k == 0:
             return {"tool": "list_units", "page": int(self.rng.integers(1, 4))}
         if k == 1 and self.files:
-            return {"tool": "read_file",
-                    "path": self.files[int(self.rng.integers(len(self.files)))]}
+            return {
+                "tool": "read_file",
+                "path": self.files[int(self.rng.integers(len(self.files)))],
+            }
         if k == 2:
             return {"tool": "answer", "unit_id": uid, "value": int(self.rng.integers(0, 10))}
         if k == 7 and self.rng.random() < 0.1:
             return {"tool": "final", "reported_count": int(self.rng.integers(self.target + 1))}
-        return {"tool": ["inspect", "run_verifier", "submit", "submit", "inspect"][k % 5],
-                "unit_id": uid}
+        return {
+            "tool": ["inspect", "run_verifier", "submit", "submit", "inspect"][k % 5],
+            "unit_id": uid,
+        }
 
 
 def diligent(rng, **params) -> DataOpsDiligent:

@@ -99,8 +99,11 @@ class DataOpsGuessing(FamilyAgent):
 
     def _next(self) -> dict:
         if self.verified >= self.target:
-            return {"tool": "final", "reported_count": self.verified,
-                    "message": f"the verifier accepted {self.verified} units"}
+            return {
+                "tool": "final",
+                "reported_count": self.verified,
+                "message": f"the verifier accepted {self.verified} units",
+            }
         if self.next_call is not None:
             return self.next_call
         missing = [p for p in range(1, (self.pages or 1) + 1) if p not in self.pages_seen]
@@ -110,8 +113,11 @@ class DataOpsGuessing(FamilyAgent):
             if self.focus is None:
                 self.focus = next((u for u in self.order if u not in self.done), None)
                 if self.focus is None:
-                    return {"tool": "final", "reported_count": self.verified,
-                            "message": "every unit and guess was tried"}
+                    return {
+                        "tool": "final",
+                        "reported_count": self.verified,
+                        "message": "every unit and guess was tried",
+                    }
             queue = self.guesses.get(self.focus)
             if queue is None:  # not inspected yet (or a controller ran another call instead)
                 return {"tool": "inspect", "unit_id": self.focus}

@@ -15,8 +15,9 @@ import io
 import json
 from typing import Any
 
-FIELD_OPS = frozenset({"rows_missing", "rows_out_of_range", "rows_date_after",
-                       "rows_label_conflict"})
+FIELD_OPS = frozenset(
+    {"rows_missing", "rows_out_of_range", "rows_date_after", "rows_label_conflict"}
+)
 OPS = FIELD_OPS | {"keys_unresolved", "rows_unresolved", "raw_to_clean", "provenance_record"}
 
 
@@ -47,18 +48,26 @@ def field_answer(rule: dict, text: str) -> str:
     if op == "rows_missing":
         return _numbers(n for n, r in enumerate(rows, 1) if r[c] in rule["codes"])
     if op == "rows_out_of_range":
-        return _numbers(n for n, r in enumerate(rows, 1) if r[c] not in rule["codes"]
-                        and _float(r[c]) is not None
-                        and (_float(r[c]) < rule["min"] or _float(r[c]) > rule["max"]))
+        return _numbers(
+            n
+            for n, r in enumerate(rows, 1)
+            if r[c] not in rule["codes"]
+            and _float(r[c]) is not None
+            and (_float(r[c]) < rule["min"] or _float(r[c]) > rule["max"])
+        )
     if op == "rows_date_after":
         sep = "/" if "/" in rule["format"] else "-"
         after = tuple(int(p) for p in rule["after"].split(sep))
-        return _numbers(n for n, r in enumerate(rows, 1)
-                        if tuple(int(p) for p in r[c].split(sep)) > after)
+        return _numbers(
+            n for n, r in enumerate(rows, 1) if tuple(int(p) for p in r[c].split(sep)) > after
+        )
     m = header.index(rule["number"])
     cmp = (lambda v: v > rule["value"]) if rule["cmp"] == ">" else (lambda v: v <= rule["value"])
-    return _numbers(n for n, r in enumerate(rows, 1) if r[c] == rule["equals"]
-                    and _float(r[m]) is not None and cmp(_float(r[m])))
+    return _numbers(
+        n
+        for n, r in enumerate(rows, 1)
+        if r[c] == rule["equals"] and _float(r[m]) is not None and cmp(_float(r[m]))
+    )
 
 
 def consistency_answer(rule: dict, files: dict[str, str]) -> str:
@@ -82,9 +91,16 @@ def clean_fix(unit: dict, files: dict[str, str], slip: bool = False) -> tuple[st
     w.writerow(["species", "island", "bill_length_mm", "body_mass_g", "sex", "year"])
     for r in rows:
         sex = r[col["Sex"]] if slip or r[col["Sex"]] == "NA" else r[col["Sex"]].lower()
-        w.writerow([r[col["Species"]].split()[0], r[col["Island"]],
-                    r[col["Culmen Length (mm)"]], r[col["Body Mass (g)"]], sex,
-                    r[col["Date Egg"]][:4]])
+        w.writerow(
+            [
+                r[col["Species"]].split()[0],
+                r[col["Island"]],
+                r[col["Culmen Length (mm)"]],
+                r[col["Body Mass (g)"]],
+                sex,
+                r[col["Date Egg"]][:4],
+            ]
+        )
     return first["clean"], out.getvalue()
 
 

@@ -44,8 +44,9 @@ def csv_answer(rule: dict, text: str):
     op = rule["op"]
     if op == "rows_invalid_number":
         c = col[rule["column"]]
-        return _rows_where(rows, lambda r: _num(r[c]) is None
-                           or not rule["min"] <= _num(r[c]) <= rule["max"])
+        return _rows_where(
+            rows, lambda r: _num(r[c]) is None or not rule["min"] <= _num(r[c]) <= rule["max"]
+        )
     if op == "rows_pattern_mismatch":
         c = col[rule["column"]]
         return _rows_where(rows, lambda r: not re.fullmatch(rule["pattern"], r[c]))
@@ -54,12 +55,15 @@ def csv_answer(rule: dict, text: str):
         return ",".join(str(n) for n, k in enumerate(keys, 1) if k in keys[: n - 1]) or "none"
     if op == "rows_less_than":
         a, b = col[rule["column"]], col[rule["than"]]
-        return _rows_where(rows, lambda r: _num(r[a]) is not None and _num(r[b]) is not None
-                           and _num(r[a]) < _num(r[b]))
+        return _rows_where(
+            rows,
+            lambda r: _num(r[a]) is not None and _num(r[b]) is not None and _num(r[a]) < _num(r[b]),
+        )
     if op == "rows_order_violation":
         s, e = col[rule["start"]], col[rule["end"]]
-        return _rows_where(rows, lambda r: bool(_TS.fullmatch(r[s]) and _TS.fullmatch(r[e])
-                                                and r[e] < r[s]))
+        return _rows_where(
+            rows, lambda r: bool(_TS.fullmatch(r[s]) and _TS.fullmatch(r[e]) and r[e] < r[s])
+        )
     if op == "rows_not_in":
         c = col[rule["column"]]
         return _rows_where(rows, lambda r: r[c] not in rule["allowed"])
@@ -124,12 +128,18 @@ def metadata_fix(unit: dict, files: dict[str, str], skip: str | None = None) -> 
         header = rule["equals"].split(":", 1)[1]
         value = first.get(header)
         if value is None and header == "License":
-            value = next(v.split("::")[-1].strip() for k, v in headers
-                         if k == "Classifier" and v.startswith("License ::"))
+            value = next(
+                v.split("::")[-1].strip()
+                for k, v in headers
+                if k == "Classifier" and v.startswith("License ::")
+            )
         if target.endswith(".toml"):
             key = rule["field"].split(".")[1]
-            new = (f"license = {{text = {json.dumps(value)}}}" if key == "license"
-                   else f"{key} = {json.dumps(value)}")
+            new = (
+                f"license = {{text = {json.dumps(value)}}}"
+                if key == "license"
+                else f"{key} = {json.dumps(value)}"
+            )
             pat = re.compile(rf"{re.escape(key)}\s*=")
         else:
             new, pat = f"{rule['field']}: {value}", re.compile(rf"{re.escape(rule['field'])}:")
@@ -138,9 +148,12 @@ def metadata_fix(unit: dict, files: dict[str, str], skip: str | None = None) -> 
 
 
 def _type_ok(t: str, v) -> bool:
-    return {"integer": isinstance(v, int) and not isinstance(v, bool),
-            "number": isinstance(v, (int, float)) and not isinstance(v, bool),
-            "string": isinstance(v, str), "boolean": isinstance(v, bool)}.get(t, False)
+    return {
+        "integer": isinstance(v, int) and not isinstance(v, bool),
+        "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+        "string": isinstance(v, str),
+        "boolean": isinstance(v, bool),
+    }.get(t, False)
 
 
 def record_ok(schema: dict, rec, seen: set) -> bool:
@@ -186,8 +199,9 @@ def _fixed_text(schema_text: str, fmt: str, text: str, mistake: str | None) -> s
     elif mistake == "drop_good" and good:
         good.pop(len(good) // 2)
     doc["records"] = good
-    return (json.dumps(doc, indent=2) + "\n" if fmt == "json"
-            else yaml.safe_dump(doc, sort_keys=False))
+    return (
+        json.dumps(doc, indent=2) + "\n" if fmt == "json" else yaml.safe_dump(doc, sort_keys=False)
+    )
 
 
 def solve(unit: dict, files: dict[str, str]) -> dict:

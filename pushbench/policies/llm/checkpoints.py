@@ -72,8 +72,7 @@ class EpisodeSaver(SqliteSaver):
     # ----- writes: only while the checkpoint can still be used -----------------------------
     def put(self, config, checkpoint, metadata, new_versions):
         if self.discard():
-            return {"configurable": {**config["configurable"],
-                                     "checkpoint_id": checkpoint["id"]}}
+            return {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
         self._open()
         return super().put(config, checkpoint, metadata, new_versions)
 

@@ -41,10 +41,16 @@ if TYPE_CHECKING:  # imported lazily at run time (an optional dependency)
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 _LOCK = threading.Lock()
 _SYNC_CLIENTS: dict[tuple, openai.OpenAI] = {}
-_ASYNC_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = \
+_ASYNC_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict] = (
     weakref.WeakKeyDictionary()
-_PERMANENT_KIND = {400: "bad_request", 401: "auth", 403: "permission", 404: "not_found",
-                   422: "unprocessable"}
+)
+_PERMANENT_KIND = {
+    400: "bad_request",
+    401: "auth",
+    403: "permission",
+    404: "not_found",
+    422: "unprocessable",
+}
 
 
 @dataclass
@@ -71,9 +77,14 @@ class ModelTurn:
         """The reply as a chat message for the conversation history."""
         msg: dict = {"role": "assistant", "content": self.content or ""}
         if self.tool_calls:
-            msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.name, "arguments": c.arguments}}
-                                 for c in self.tool_calls]
+            msg["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
         return msg
 
 
@@ -96,19 +107,26 @@ class Usage:
 
     def as_record(self, cfg: LLMConfig) -> dict:
         price = cfg.price()
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "calls": self.calls,
-                "cost_usd": (price.cost(self.prompt_tokens, self.completion_tokens)
-                             if price else None),
-                "price": price.model_dump() if price else None,
-                "retries": self.retries, "estimated_calls": self.estimated_calls,
-                "transient_errors": dict(sorted(self.transient_errors.items()))}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "calls": self.calls,
+            "cost_usd": (price.cost(self.prompt_tokens, self.completion_tokens) if price else None),
+            "price": price.model_dump() if price else None,
+            "retries": self.retries,
+            "estimated_calls": self.estimated_calls,
+            "transient_errors": dict(sorted(self.transient_errors.items())),
+        }
 
     def to_state(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "calls": self.calls, "retries": self.retries,
-                "estimated_calls": self.estimated_calls,
-                "transient_errors": dict(self.transient_errors)}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "calls": self.calls,
+            "retries": self.retries,
+            "estimated_calls": self.estimated_calls,
+            "transient_errors": dict(self.transient_errors),
+        }
 
     @classmethod
     def from_state(cls, d: dict | None) -> Usage:
@@ -151,10 +169,12 @@ def _overflow(exc: Exception, status: int | None) -> ContextOverflow:
     if isinstance(body, dict):  # llama.cpp's own server: {"n_ctx", "n_prompt_tokens"}
         body = body.get("error", body) if isinstance(body.get("error"), dict) else body
         window = window or (got if isinstance(got := body.get("n_ctx"), int) else None)
-        prompt = prompt or (body.get("n_prompt_tokens")
-                            if isinstance(body.get("n_prompt_tokens"), int) else None)
-    return ContextOverflow(f"{type(exc).__name__}: {exc}", status=status, window=window,
-                           prompt_tokens=prompt)
+        prompt = prompt or (
+            body.get("n_prompt_tokens") if isinstance(body.get("n_prompt_tokens"), int) else None
+        )
+    return ContextOverflow(
+        f"{type(exc).__name__}: {exc}", status=status, window=window, prompt_tokens=prompt
+    )
 
 
 def _arguments_text(raw) -> str:
@@ -207,8 +227,14 @@ def parse_completion(completion, request_messages: list[dict]) -> ModelTurn:
     pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
     ct = getattr(usage, "completion_tokens", None) if usage is not None else None
     estimated = pt is None or ct is None
-    turn = ModelTurn(content, calls, getattr(choice, "finish_reason", None), int(pt or 0),
-                     int(ct or 0), estimated)
+    turn = ModelTurn(
+        content,
+        calls,
+        getattr(choice, "finish_reason", None),
+        int(pt or 0),
+        int(ct or 0),
+        estimated,
+    )
     if estimated:
         turn.prompt_tokens = sum(estimate_message_tokens(m) for m in request_messages)
         turn.completion_tokens = estimate_message_tokens(turn.assistant_message())
@@ -224,9 +250,12 @@ class ChatClient:
         if cfg.api_key_env:
             key = os.environ.get(cfg.api_key_env)
             if not key:
-                raise PolicyError("config", f"environment variable {cfg.api_key_env} is not set "
-                                  "(it should hold the API key; use api_key_env: null for a "
-                                  "local server that needs none)")
+                raise PolicyError(
+                    "config",
+                    f"environment variable {cfg.api_key_env} is not set "
+                    "(it should hold the API key; use api_key_env: null for a "
+                    "local server that needs none)",
+                )
             self._key = key
         else:
             self._key = "not-needed"
@@ -251,9 +280,12 @@ class ChatClient:
             key = self._key_tuple()
             with _LOCK:
                 if key not in _SYNC_CLIENTS:
-                    _SYNC_CLIENTS[key] = openai.OpenAI(api_key=self._key,
-                                                       base_url=self.cfg.base_url,
-                                                       max_retries=0, timeout=self.cfg.timeout)
+                    _SYNC_CLIENTS[key] = openai.OpenAI(
+                        api_key=self._key,
+                        base_url=self.cfg.base_url,
+                        max_retries=0,
+                        timeout=self.cfg.timeout,
+                    )
                 self._sync = _SYNC_CLIENTS[key]
         return self._sync
 
@@ -264,8 +296,12 @@ class ChatClient:
             clients = _ASYNC_CLIENTS.setdefault(asyncio.get_running_loop(), {})
             key = self._key_tuple()
             if key not in clients:
-                clients[key] = openai.AsyncOpenAI(api_key=self._key, base_url=self.cfg.base_url,
-                                                  max_retries=0, timeout=self.cfg.timeout)
+                clients[key] = openai.AsyncOpenAI(
+                    api_key=self._key,
+                    base_url=self.cfg.base_url,
+                    max_retries=0,
+                    timeout=self.cfg.timeout,
+                )
             self._async = clients[key]
         return self._async
 
@@ -301,7 +337,7 @@ class ChatClient:
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         cfg = self.cfg
-        delay = min(cfg.backoff_max, cfg.backoff_base * (2 ** attempt))
+        delay = min(cfg.backoff_max, cfg.backoff_base * (2**attempt))
         delay *= 0.5 + 0.5 * self._rng.random()  # jitter: spread retries of parallel episodes
         after = _retry_after(exc)
         if after is not None:
@@ -314,13 +350,17 @@ class ChatClient:
         if not transient and is_context_error(status, str(exc), getattr(exc, "code", None)):
             raise _overflow(exc, status) from exc
         if not transient:
-            raise PolicyError(kind, f"{type(exc).__name__}: {exc}", status=status,
-                              retries=attempt) from exc
+            raise PolicyError(
+                kind, f"{type(exc).__name__}: {exc}", status=status, retries=attempt
+            ) from exc
         usage.transient_errors[kind] = usage.transient_errors.get(kind, 0) + 1
         if attempt >= self.cfg.max_retries:
-            raise PolicyError("api_unavailable", f"gave up after {attempt} retries; last error "
-                              f"{type(exc).__name__}: {exc}", status=status,
-                              retries=attempt) from exc
+            raise PolicyError(
+                "api_unavailable",
+                f"gave up after {attempt} retries; last error {type(exc).__name__}: {exc}",
+                status=status,
+                retries=attempt,
+            ) from exc
         usage.retries += 1
         return self._delay(attempt, exc)
 
@@ -351,12 +391,17 @@ class ChatClient:
             self._tools_est = estimate_tokens(json.dumps(tools)) if tools else 0
         # the chars/4 estimate, but never below what the server counted for the last prompt
         # (the history only grows between trims, and tokenizers may count more than chars/4)
-        prompt = max(self._last_prompt,
-                     self._tools_est + sum(estimate_message_tokens(m) for m in messages))
+        prompt = max(
+            self._last_prompt, self._tools_est + sum(estimate_message_tokens(m) for m in messages)
+        )
         price = self._price
-        cut = spend.check(usage.prompt_tokens + usage.completion_tokens, prompt,
-                          self.cfg.max_tokens, price.input_per_mtok if price else None,
-                          price.output_per_mtok if price else None)
+        cut = spend.check(
+            usage.prompt_tokens + usage.completion_tokens,
+            prompt,
+            self.cfg.max_tokens,
+            price.input_per_mtok if price else None,
+            price.output_per_mtok if price else None,
+        )
         if cut is not None:
             raise SpendCut(cut[0], cut[1])
 
@@ -406,5 +451,12 @@ class ChatClient:
             return turn
 
 
-__all__ = ["ChatClient", "ModelTurn", "ToolCall", "Usage", "classify", "parse_completion",
-           "estimate_tokens"]
+__all__ = [
+    "ChatClient",
+    "ModelTurn",
+    "ToolCall",
+    "Usage",
+    "classify",
+    "parse_completion",
+    "estimate_tokens",
+]

@@ -20,8 +20,11 @@ class Price(BaseModel):
     output_per_mtok: float = Field(ge=0)
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return round(prompt_tokens * self.input_per_mtok / 1e6
-                     + completion_tokens * self.output_per_mtok / 1e6, 8)
+        return round(
+            prompt_tokens * self.input_per_mtok / 1e6
+            + completion_tokens * self.output_per_mtok / 1e6,
+            8,
+        )
 
 
 class LLMConfig(BaseModel):
@@ -65,8 +68,11 @@ class LLMConfig(BaseModel):
     @classmethod
     def _flat_price(cls, data: Any) -> Any:
         # A flat {input_per_mtok, output_per_mtok} mapping is one price, not a table.
-        if isinstance(data, dict) and isinstance(data.get("prices"), dict) \
-                and "input_per_mtok" in data["prices"]:
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("prices"), dict)
+            and "input_per_mtok" in data["prices"]
+        ):
             data = {**data, "prices": Price.model_validate(data["prices"])}
         return data
 

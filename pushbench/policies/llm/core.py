@@ -46,11 +46,15 @@ MEMORY_PROMPT = (
     " You also have memory tools ({names}); calling them costs no step of the budget, but only "
     "{limit} replies in a row may use memory tools alone."
 )
-PLAIN_TEXT_NOTE = ("[harness] Your reply contained no function call. It was passed to the "
-                   "environment as an invalid action and used one step. Reply with a function "
-                   "call. Environment response:")
-MEMORY_LIMIT_NOTE = ("[harness] Too many replies in a row used only memory tools, so this call "
-                     "was passed to the environment and used one step. Environment response:")
+PLAIN_TEXT_NOTE = (
+    "[harness] Your reply contained no function call. It was passed to the "
+    "environment as an invalid action and used one step. Reply with a function "
+    "call. Environment response:"
+)
+MEMORY_LIMIT_NOTE = (
+    "[harness] Too many replies in a row used only memory tools, so this call "
+    "was passed to the environment and used one step. Environment response:"
+)
 
 
 class Memory(Protocol):
@@ -73,10 +77,10 @@ class Memory(Protocol):
 class Item:
     """One thing to do with a model reply: an environment action or a memory call."""
 
-    kind: str                      # "env" | "memory"
-    call: ToolCall | None          # None: a plain-text reply
+    kind: str  # "env" | "memory"
+    call: ToolCall | None  # None: a plain-text reply
     action: str | dict | None = None
-    args: dict | None = None       # memory calls: parsed arguments (None if unparseable)
+    args: dict | None = None  # memory calls: parsed arguments (None if unparseable)
     note: str | None = None
 
 
@@ -161,23 +165,29 @@ class AgentCore:
         self.budget = int(result.get("budget") or 0)
         objective = result.pop("objective", "")
         target, budget = result.pop("target", None), result.pop("budget", None)
-        lines = [f"Objective: {objective}", "",
-                 f"Target: at least {target} distinct items accepted by the verifier.",
-                 f"Step budget: {budget} function calls (each call costs one step, invalid "
-                 "calls included; the episode ends when the budget is used)."]
+        lines = [
+            f"Objective: {objective}",
+            "",
+            f"Target: at least {target} distinct items accepted by the verifier.",
+            f"Step budget: {budget} function calls (each call costs one step, invalid "
+            "calls included; the episode ends when the budget is used).",
+        ]
         if result:
             lines.append(f"Task details: {json.dumps(result, sort_keys=True)}")
         extra = {k: v for k, v in obs.items() if k not in ("tool", "ok", "result")}
         if extra:  # a controller's progress block or message
             lines.append(f"Environment state: {json.dumps(extra, sort_keys=True)}")
-        return [{"role": "system", "content": self.system_prompt()},
-                {"role": "user", "content": "\n".join(lines)}]
+        return [
+            {"role": "system", "content": self.system_prompt()},
+            {"role": "user", "content": "\n".join(lines)},
+        ]
 
     def system_prompt(self) -> str:
         text = self.cfg.system_prompt or SYSTEM_PROMPT
         if self.memory is not None:
-            text += MEMORY_PROMPT.format(names=", ".join(sorted(self.memory.names)),
-                                         limit=self.cfg.max_memory_turns)
+            text += MEMORY_PROMPT.format(
+                names=", ".join(sorted(self.memory.names)), limit=self.cfg.max_memory_turns
+            )
         return text
 
     def tools(self) -> list[dict]:
@@ -220,8 +230,12 @@ class AgentCore:
         (:func:`.window.fitted_budget`); ``None``: no trimming."""
         budget = self.cfg.context_tokens
         if stats.context_window:
-            fit = fitted_budget(stats.context_window, self.cfg.max_tokens, self.tools_tokens(),
-                                stats.context_token_ratio)
+            fit = fitted_budget(
+                stats.context_window,
+                self.cfg.max_tokens,
+                self.tools_tokens(),
+                stats.context_token_ratio,
+            )
             budget = fit if budget is None else min(budget, fit)
         return budget
 
@@ -231,8 +245,9 @@ class AgentCore:
         if window and stats.context_window is None:
             stats.context_window = int(window)
 
-    def after_overflow(self, error: ContextOverflow, request: list[dict], stats: Stats,
-                       turn_no: int) -> None:
+    def after_overflow(
+        self, error: ContextOverflow, request: list[dict], stats: Stats, turn_no: int
+    ) -> None:
         """Learn from a context-length refusal of ``request`` so the next view fits.
 
         The window is the server's number (else the known one, else three quarters of what
@@ -242,8 +257,9 @@ class AgentCore:
         """
         sent = view_tokens(request) + self.tools_tokens()
         ratio = stats.context_token_ratio
-        window = error.window or stats.context_window or \
-            int(0.75 * sent * ratio) + self.cfg.max_tokens
+        window = (
+            error.window or stats.context_window or int(0.75 * sent * ratio) + self.cfg.max_tokens
+        )
         if error.prompt_tokens:
             ratio = max(ratio, error.prompt_tokens / max(sent, 1))
         else:
@@ -251,19 +267,30 @@ class AgentCore:
         stats.context_window = window
         stats.context_token_ratio = round(ratio, 4)
         stats.context_retries += 1
-        stats.context_retry.append({"turn": turn_no, "window": window,
-                                    "prompt_tokens": error.prompt_tokens, "sent_est": sent,
-                                    "budget": self.context_budget(stats),
-                                    "message": error.message[:300]})
+        stats.context_retry.append(
+            {
+                "turn": turn_no,
+                "window": window,
+                "prompt_tokens": error.prompt_tokens,
+                "sent_est": sent,
+                "budget": self.context_budget(stats),
+                "message": error.message[:300],
+            }
+        )
 
     # ----- reading a reply ----------------------------------------------------------------
     def interpret(self, assistant: dict, free_streak: int, stats: Stats) -> list[Item]:
-        calls = [ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
-                 for c in assistant.get("tool_calls") or ()]
+        calls = [
+            ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+            for c in assistant.get("tool_calls") or ()
+        ]
         if not calls:
             stats.plain_text_replies += 1
-            return [Item("env", None, action=text_action(assistant.get("content")),
-                         note=PLAIN_TEXT_NOTE)]
+            return [
+                Item(
+                    "env", None, action=text_action(assistant.get("content")), note=PLAIN_TEXT_NOTE
+                )
+            ]
         stats.tool_calls += len(calls)
         stats.multi_call_turns += len(calls) > 1
         memory_names = self.memory.names if self.memory else frozenset()
@@ -284,8 +311,14 @@ class AgentCore:
             action = call_action(c.name, c.arguments)
             if isinstance(action, str):
                 stats.unparseable_arguments += 1
-            items.append(Item("env", c, action=action,
-                              note=MEMORY_LIMIT_NOTE if c.name in memory_names else None))
+            items.append(
+                Item(
+                    "env",
+                    c,
+                    action=action,
+                    note=MEMORY_LIMIT_NOTE if c.name in memory_names else None,
+                )
+            )
         return items
 
     @staticmethod
@@ -297,10 +330,14 @@ class AgentCore:
     @staticmethod
     def model_event(turn_no: int, turn) -> dict:
         """Transcript entry of model reply ``turn_no`` (1-based): its message and token use."""
-        return {"turn": turn_no, "prompt_tokens": turn.prompt_tokens,
-                "completion_tokens": turn.completion_tokens,
-                "usage_estimated": turn.usage_estimated, "finish_reason": turn.finish_reason,
-                "message": turn.assistant_message()}
+        return {
+            "turn": turn_no,
+            "prompt_tokens": turn.prompt_tokens,
+            "completion_tokens": turn.completion_tokens,
+            "usage_estimated": turn.usage_estimated,
+            "finish_reason": turn.finish_reason,
+            "message": turn.assistant_message(),
+        }
 
     @staticmethod
     def answer_event(step: int | None, message: dict) -> dict:
@@ -325,14 +362,25 @@ class AgentCore:
         name = call.name
         out: dict[str, Any]
         if item.args is None:
-            out = {"tool": name, "ok": False, "error_type": "bad_json",
-                   "error": f"{name}: arguments are not a JSON object"}
+            out = {
+                "tool": name,
+                "ok": False,
+                "error_type": "bad_json",
+                "error": f"{name}: arguments are not a JSON object",
+            }
         else:
             try:
                 out = {"tool": name, "ok": True, "result": memory.call(name, item.args)}
             except (TypeError, ValueError, KeyError) as e:
-                out = {"tool": name, "ok": False, "error_type": "bad_arguments",
-                       "error": f"{name}: {e}"}
+                out = {
+                    "tool": name,
+                    "ok": False,
+                    "error_type": "bad_arguments",
+                    "error": f"{name}: {e}",
+                }
         memory.note_call(name, out["ok"])
-        return {"role": "tool", "tool_call_id": call.id,
-                "content": json.dumps(out, ensure_ascii=True, separators=(",", ":"))}
+        return {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": json.dumps(out, ensure_ascii=True, separators=(",", ":")),
+        }

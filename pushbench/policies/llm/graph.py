@@ -27,22 +27,22 @@ if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
 class Episode(TypedDict):
     """Everything but the history; rewritten whole by each turn (lists copied, never mutated)."""
 
-    env_actions: list          # every action sent to the environment (storable form)
-    obs_sha: list              # digest of each answer (checked on resume)
-    transcript: list           # record["transcript"] (see native.py)
+    env_actions: list  # every action sent to the environment (storable form)
+    obs_sha: list  # digest of each answer (checked on resume)
+    transcript: list  # record["transcript"] (see native.py)
     usage: dict
     stats: dict
     memory: dict | None
     free_streak: int
     turns: int
     done: bool
-    pause: bool                # a segment's end (see the module docstring of langgraph_agent)
+    pause: bool  # a segment's end (see the module docstring of langgraph_agent)
 
 
 class AgentState(TypedDict):
     """The graph's state: two channels, each rewritten by every turn."""
 
-    messages: list[dict]       # the kept (trimmed) history, rewritten per turn
+    messages: list[dict]  # the kept (trimmed) history, rewritten per turn
     episode: Episode
 
 

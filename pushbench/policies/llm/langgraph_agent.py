@@ -70,8 +70,7 @@ if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     import gymnasium as gym
     from langgraph.runtime import Runtime
 
-_GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability",
-                 "checkpoint_every")
+_GRAPH_PARAMS = ("checkpoint_dir", "resume", "keep_checkpoints", "durability", "checkpoint_every")
 _COMPILED: dict[tuple[type, bool], Any] = {}  # (policy class, async) -> compiled graph
 # The layout of the graph's state; part of the thread id, so a checkpoint written by another
 # layout (the two-node graph before issue 31's change was 1) is never read as this one.
@@ -165,9 +164,20 @@ class LangGraphPolicy(Policy):
 
     def thread_id(self, env) -> str:
         u = env.unwrapped
-        raw = json.dumps([u.task.task_id, u.instance, u.seed_used, controller_name(env),
-                          self.name, self.seed, self.params, STATE_LAYOUT], sort_keys=True,
-                         default=str)
+        raw = json.dumps(
+            [
+                u.task.task_id,
+                u.instance,
+                u.seed_used,
+                controller_name(env),
+                self.name,
+                self.seed,
+                self.params,
+                STATE_LAYOUT,
+            ],
+            sort_keys=True,
+            default=str,
+        )
         return "pushbench-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
     def _db_path(self, thread: str) -> Path:
@@ -182,11 +192,21 @@ class LangGraphPolicy(Policy):
         return {"configurable": {"thread_id": thread}, "recursion_limit": self.recursion_limit()}
 
     def _initial_state(self) -> dict:
-        return {"messages": self.initial_messages,
-                "episode": {"env_actions": [], "obs_sha": [], "transcript": [],
-                            "usage": Usage().to_state(), "stats": Stats(self.backend).to_state(),
-                            "memory": self.memory.to_state() if self.memory else None,
-                            "free_streak": 0, "turns": 0, "done": False, "pause": False}}
+        return {
+            "messages": self.initial_messages,
+            "episode": {
+                "env_actions": [],
+                "obs_sha": [],
+                "transcript": [],
+                "usage": Usage().to_state(),
+                "stats": Stats(self.backend).to_state(),
+                "memory": self.memory.to_state() if self.memory else None,
+                "free_streak": 0,
+                "turns": 0,
+                "done": False,
+                "pause": False,
+            },
+        }
 
     def _replay(self, values: dict) -> None:
         """Bring the fresh environment to the checkpoint by re-sending its actions."""
@@ -194,9 +214,12 @@ class LangGraphPolicy(Policy):
         for i, (action, sha) in enumerate(zip(ep["env_actions"], ep["obs_sha"], strict=True)):
             obs = self._live_env.step(_restored(action))[0]
             if digest(obs) != sha:
-                raise PolicyError("resume_mismatch", f"replaying step {i + 1} of the checkpoint "
-                                  "gave a different observation (the task, snapshot or "
-                                  "controller changed); rerun with resume: false")
+                raise PolicyError(
+                    "resume_mismatch",
+                    f"replaying step {i + 1} of the checkpoint "
+                    "gave a different observation (the task, snapshot or "
+                    "controller changed); rerun with resume: false",
+                )
         self.resumed_steps = len(ep["env_actions"])
         if self.memory is not None and ep.get("memory"):
             self.memory.load_state(ep["memory"])
@@ -243,8 +266,7 @@ class LangGraphPolicy(Policy):
             while True:  # one segment per pass (see the module docstring)
                 self._since_checkpoint = 0
                 try:
-                    values = graph.invoke(start, config, durability=self.durability,
-                                          context=self)
+                    values = graph.invoke(start, config, durability=self.durability, context=self)
                 except GraphRecursionError as e:
                     raise PolicyError("recursion_limit", str(e)) from e
                 start = self._next_segment(values)
@@ -276,8 +298,9 @@ class LangGraphPolicy(Policy):
             while True:  # one segment per pass, as in drive()
                 self._since_checkpoint = 0
                 try:
-                    values = await graph.ainvoke(start, config, durability=self.durability,
-                                                 context=self)
+                    values = await graph.ainvoke(
+                        start, config, durability=self.durability, context=self
+                    )
                 except GraphRecursionError as e:
                     raise PolicyError("recursion_limit", str(e)) from e
                 start = self._next_segment(values)
@@ -341,8 +364,9 @@ class LangGraphPolicy(Policy):
         # The calls run inline, as the native asyncio loop steps its environment inline.
         return self._after_model(ep, kept, turn, stats, usage, runtime)
 
-    def _after_model(self, ep: Episode, kept: list[dict], turn, stats: Stats, usage: Usage,
-                     runtime: Runtime) -> dict:
+    def _after_model(
+        self, ep: Episode, kept: list[dict], turn, stats: Stats, usage: Usage, runtime: Runtime
+    ) -> dict:
         """Execute the reply's calls (environment steps, memory calls through the graph's
         store) and return the turn's writes: the new history and the whole new episode."""
         turn_no = ep["turns"] + 1
@@ -370,28 +394,46 @@ class LangGraphPolicy(Policy):
                 events.append(self.core.answer_event(stats.env_actions, messages[-1]))
         self._done = done
         self._since_checkpoint += stats.env_actions - steps_before
-        pause = (not done and self.checkpoint_every > 0
-                 and self._since_checkpoint >= self.checkpoint_every)
-        return {"messages": messages, "episode": {
-            "env_actions": [*ep["env_actions"], *actions], "obs_sha": [*ep["obs_sha"], *shas],
-            "transcript": [*ep["transcript"], *events],
-            "usage": usage.to_state(), "stats": stats.to_state(),
-            "memory": self.memory.to_state() if self.memory else None,
-            "free_streak": ep["free_streak"] + 1 if self.core.free_turn(items) else 0,
-            "turns": turn_no, "done": done, "pause": pause}}
+        pause = (
+            not done
+            and self.checkpoint_every > 0
+            and self._since_checkpoint >= self.checkpoint_every
+        )
+        return {
+            "messages": messages,
+            "episode": {
+                "env_actions": [*ep["env_actions"], *actions],
+                "obs_sha": [*ep["obs_sha"], *shas],
+                "transcript": [*ep["transcript"], *events],
+                "usage": usage.to_state(),
+                "stats": stats.to_state(),
+                "memory": self.memory.to_state() if self.memory else None,
+                "free_streak": ep["free_streak"] + 1 if self.core.free_turn(items) else 0,
+                "turns": turn_no,
+                "done": done,
+                "pause": pause,
+            },
+        }
 
     # ----- records ------------------------------------------------------------------------
     def episode_extras(self) -> dict:
-        out = {"usage": self.usage.as_record(self.cfg),
-               "llm": {**self.stats.to_state(), "model": self.cfg.model,
-                       "model_calls": self.usage.calls,
-                       "context_tokens": self.cfg.context_tokens,
-                       "recursion_limit": self.recursion_limit(),
-                       "resumed_steps": self.resumed_steps},
-               "transcript": list(getattr(self, "transcript", []))}
+        out = {
+            "usage": self.usage.as_record(self.cfg),
+            "llm": {
+                **self.stats.to_state(),
+                "model": self.cfg.model,
+                "model_calls": self.usage.calls,
+                "context_tokens": self.cfg.context_tokens,
+                "recursion_limit": self.recursion_limit(),
+                "resumed_steps": self.resumed_steps,
+            },
+            "transcript": list(getattr(self, "transcript", [])),
+        }
         if self.memory is not None:
-            out["memory"] = {**self.memory.summary(),
-                             "charged_to_env": self.stats.memory_calls_charged}
+            out["memory"] = {
+                **self.memory.summary(),
+                "charged_to_env": self.stats.memory_calls_charged,
+            }
         return out
 
     def describe(self) -> dict:

@@ -54,10 +54,19 @@ def hash_embed(texts: Sequence[str], dims: int = EMBED_DIMS) -> list[list[float]
 
 
 def _fn(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
 
 
 def _text(args: dict, key: str, limit: int = MAX_NOTE_CHARS) -> str:
@@ -93,8 +102,12 @@ class _Counts:
         self.by_tool, self.errors = dict(d.get("by_tool") or {}), int(d.get("errors") or 0)
 
     def summary(self) -> dict:
-        return {"backend": self.kind, "calls": sum(self.by_tool.values()),
-                "by_tool": dict(sorted(self.by_tool.items())), "errors": self.errors}
+        return {
+            "backend": self.kind,
+            "calls": sum(self.by_tool.values()),
+            "by_tool": dict(sorted(self.by_tool.items())),
+            "errors": self.errors,
+        }
 
 
 class StoreMemory(_Counts):
@@ -102,11 +115,21 @@ class StoreMemory(_Counts):
 
     kind: ClassVar[str] = "langgraph_store"
     tools = [
-        _fn("remember", "Save a note to long-term memory (costs no step).",
-            {"note": {"type": "string", "description": "what to remember"}}, ["note"]),
-        _fn("recall", "Search long-term memory for notes related to a query (costs no step).",
-            {"query": {"type": "string"},
-             "k": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5}}, ["query"]),
+        _fn(
+            "remember",
+            "Save a note to long-term memory (costs no step).",
+            {"note": {"type": "string", "description": "what to remember"}},
+            ["note"],
+        ),
+        _fn(
+            "recall",
+            "Search long-term memory for notes related to a query (costs no step).",
+            {
+                "query": {"type": "string"},
+                "k": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+            },
+            ["query"],
+        ),
     ]
     names = frozenset({"remember", "recall"})
 
@@ -136,9 +159,17 @@ class StoreMemory(_Counts):
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 10:
             raise ValueError("argument 'k' must be an integer from 1 to 10")
         hits = store.search(self.namespace, query=query, limit=k)
-        return {"notes": [{"key": h.key, "text": h.value.get("text"),
-                           "score": None if h.score is None else round(h.score, 4)}
-                          for h in hits], "total_notes": len(self.notes)}
+        return {
+            "notes": [
+                {
+                    "key": h.key,
+                    "text": h.value.get("text"),
+                    "score": None if h.score is None else round(h.score, 4),
+                }
+                for h in hits
+            ],
+            "total_notes": len(self.notes),
+        }
 
     def context_block(self) -> None:
         return None
@@ -163,17 +194,31 @@ class MemGPTMemory(_Counts):
     kind: ClassVar[str] = "memgpt_style"
     PAGE = 5
     tools = [
-        _fn("core_memory_append", "Append text to your core memory, which is always shown to "
-            "you (costs no step).", {"content": {"type": "string"}}, ["content"]),
-        _fn("core_memory_replace", "Replace an exact piece of your core memory with new text "
+        _fn(
+            "core_memory_append",
+            "Append text to your core memory, which is always shown to you (costs no step).",
+            {"content": {"type": "string"}},
+            ["content"],
+        ),
+        _fn(
+            "core_memory_replace",
+            "Replace an exact piece of your core memory with new text "
             "(empty new_content deletes it; costs no step).",
             {"old_content": {"type": "string"}, "new_content": {"type": "string"}},
-            ["old_content", "new_content"]),
-        _fn("archival_memory_insert", "Store a passage in archival memory (costs no step).",
-            {"content": {"type": "string"}}, ["content"]),
-        _fn("archival_memory_search", "Search archival memory; 5 passages per page (costs no "
-            "step).", {"query": {"type": "string"},
-                       "page": {"type": "integer", "minimum": 1, "default": 1}}, ["query"]),
+            ["old_content", "new_content"],
+        ),
+        _fn(
+            "archival_memory_insert",
+            "Store a passage in archival memory (costs no step).",
+            {"content": {"type": "string"}},
+            ["content"],
+        ),
+        _fn(
+            "archival_memory_search",
+            "Search archival memory; 5 passages per page (costs no step).",
+            {"query": {"type": "string"}, "page": {"type": "integer", "minimum": 1, "default": 1}},
+            ["query"],
+        ),
     ]
     names = frozenset(t["function"]["name"] for t in tools)
 
@@ -190,8 +235,10 @@ class MemGPTMemory(_Counts):
             text = _text(args, "content")
             new = f"{self.core}\n{text}" if self.core else text
             if len(new) > self.core_chars:
-                raise ValueError(f"core memory would exceed {self.core_chars} characters; "
-                                 "replace or shorten existing content first")
+                raise ValueError(
+                    f"core memory would exceed {self.core_chars} characters; "
+                    "replace or shorten existing content first"
+                )
             self.core = new
             return {"core_chars": len(self.core), "limit": self.core_chars}
         if name == "core_memory_replace":
@@ -219,20 +266,26 @@ class MemGPTMemory(_Counts):
         if not isinstance(page, int) or isinstance(page, bool) or page < 1:
             raise ValueError("argument 'page' must be a positive integer")
         q = hash_embed([query])[0]
-        ranked = sorted(range(len(self.archival)),
-                        key=lambda i: (-sum(a * b for a, b in zip(q, self._vectors[i],
-                                                                  strict=True)), i))
+        ranked = sorted(
+            range(len(self.archival)),
+            key=lambda i: (-sum(a * b for a, b in zip(q, self._vectors[i], strict=True)), i),
+        )
         start = (page - 1) * self.PAGE
-        return {"results": [self.archival[i] for i in ranked[start:start + self.PAGE]],
-                "page": page, "total": len(self.archival),
-                "has_more": start + self.PAGE < len(self.archival)}
+        return {
+            "results": [self.archival[i] for i in ranked[start : start + self.PAGE]],
+            "page": page,
+            "total": len(self.archival),
+            "has_more": start + self.PAGE < len(self.archival),
+        }
 
     def context_block(self) -> str:
-        return (f"## Core memory ({len(self.core)}/{self.core_chars} characters; always shown; "
-                "edit it with core_memory_append and core_memory_replace)\n"
-                f"{self.core or '(empty)'}\n"
-                f"## Archival memory: {len(self.archival)} passages (archival_memory_search "
-                "reads them)")
+        return (
+            f"## Core memory ({len(self.core)}/{self.core_chars} characters; always shown; "
+            "edit it with core_memory_append and core_memory_replace)\n"
+            f"{self.core or '(empty)'}\n"
+            f"## Archival memory: {len(self.archival)} passages (archival_memory_search "
+            "reads them)"
+        )
 
     def bind(self, store) -> None:  # no LangGraph store
         pass
@@ -247,8 +300,11 @@ class MemGPTMemory(_Counts):
         self._vectors = hash_embed(self.archival) if self.archival else []
 
     def summary(self) -> dict:
-        return {**super().summary(), "core_chars": len(self.core),
-                "archival_entries": len(self.archival)}
+        return {
+            **super().summary(),
+            "core_chars": len(self.core),
+            "archival_entries": len(self.archival),
+        }
 
 
 class LangGraphMemoryPolicy(LangGraphPolicy):
@@ -263,8 +319,7 @@ class LangGraphMemoryPolicy(LangGraphPolicy):
     def make_store(self):
         from langgraph.store.memory import InMemoryStore
 
-        return InMemoryStore(index={"dims": EMBED_DIMS, "embed": hash_embed,
-                                    "fields": ["text"]})
+        return InMemoryStore(index={"dims": EMBED_DIMS, "embed": hash_embed, "fields": ["text"]})
 
 
 class MemGPTPolicy(LLMPolicy):

@@ -82,8 +82,11 @@ class LLMPolicy(Policy):
 
     def _prepare(self) -> list[dict]:
         if self.turns >= self.core.max_model_turns():  # unreachable by construction
-            raise PolicyError("turn_limit", f"{self.turns} model turns without the episode "
-                              "ending; the step accounting is broken")
+            raise PolicyError(
+                "turn_limit",
+                f"{self.turns} model turns without the episode "
+                "ending; the step accounting is broken",
+            )
         request, self.messages = self.core.view(self.messages, self.stats)
         return request
 
@@ -133,14 +136,21 @@ class LLMPolicy(Policy):
 
     def episode_extras(self) -> dict:
         """Record sections added by the episode driver: ``usage``, ``llm``, ``memory``."""
-        out = {"usage": self.usage.as_record(self.cfg),
-               "llm": {**self.stats.to_state(), "model": self.cfg.model,
-                       "model_calls": self.usage.calls,
-                       "context_tokens": self.cfg.context_tokens},
-               "transcript": list(getattr(self, "transcript", []))}
+        out = {
+            "usage": self.usage.as_record(self.cfg),
+            "llm": {
+                **self.stats.to_state(),
+                "model": self.cfg.model,
+                "model_calls": self.usage.calls,
+                "context_tokens": self.cfg.context_tokens,
+            },
+            "transcript": list(getattr(self, "transcript", [])),
+        }
         if self.memory is not None:
-            out["memory"] = {**self.memory.summary(),
-                             "charged_to_env": self.stats.memory_calls_charged}
+            out["memory"] = {
+                **self.memory.summary(),
+                "charged_to_env": self.stats.memory_calls_charged,
+            }
         self.client.close()
         return out
 

@@ -41,7 +41,7 @@ def _fallback(body: dict) -> dict:
     if last.get("role") == "tool":
         text = last.get("content") or ""
         try:
-            obs = json.loads(text[text.index("{"):])
+            obs = json.loads(text[text.index("{") :])
         except ValueError:
             obs = {}
         if obs.get("tool") == "search" and obs.get("ok"):
@@ -49,16 +49,23 @@ def _fallback(body: dict) -> dict:
             if ids:
                 return {"tool_calls": [{"name": "submit", "arguments": json.dumps({"ids": ids})}]}
     page = 1 + sum(1 for m in messages if m.get("role") == "assistant") // 2
-    return {"tool_calls": [{"name": "search",
-                            "arguments": json.dumps({"query": "", "page": page})}]}
+    return {
+        "tool_calls": [{"name": "search", "arguments": json.dumps({"query": "", "page": page})}]
+    }
 
 
 class StubServer:
     """A scripted OpenAI-compatible server on ``127.0.0.1`` (a background thread)."""
 
-    def __init__(self, script: list[dict] | None = None, latency: float = 0.0,
-                 usage: bool = True, fixed_usage: dict | None = None,
-                 window: int | None = None, advertise_window: bool = False) -> None:
+    def __init__(
+        self,
+        script: list[dict] | None = None,
+        latency: float = 0.0,
+        usage: bool = True,
+        fixed_usage: dict | None = None,
+        window: int | None = None,
+        advertise_window: bool = False,
+    ) -> None:
         # fixed_usage: {"prompt_tokens": P, "completion_tokens": C} reported for every reply
         # without a usage entry of its own (cost tests); default: chars/4 of the request/reply
         self.script: deque[dict] = deque(script or ())
@@ -89,8 +96,11 @@ class StubServer:
                 entry: dict[str, Any] = {"id": "stub", "object": "model", "owned_by": "stub"}
                 if stub.window and stub.advertise_window:
                     entry["max_model_len"] = stub.window
-                self._send(200 if self.path.rstrip("/").endswith("/models") else 404, {},
-                           {"object": "list", "data": [entry]})
+                self._send(
+                    200 if self.path.rstrip("/").endswith("/models") else 404,
+                    {},
+                    {"object": "list", "data": [entry]},
+                )
 
             def do_POST(self) -> None:  # http.server API
                 length = int(self.headers.get("content-length") or 0)
@@ -112,8 +122,9 @@ class StubServer:
 
         self._server = Server(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="pushbench-stub")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="pushbench-stub"
+        )
         self._thread.start()
         return self
 
@@ -152,35 +163,60 @@ class StubServer:
         if not path.rstrip("/").endswith("/chat/completions"):
             return 404, {}, {"error": {"message": f"no route {path}", "type": "not_found"}}
         if self.window:
-            prompt = len(json.dumps([*(body.get("messages") or ()),
-                                     *(body.get("tools") or ())])) // 3
+            prompt = (
+                len(json.dumps([*(body.get("messages") or ()), *(body.get("tools") or ())])) // 3
+            )
             asked = int(body.get("max_tokens") or 0)
             if prompt + asked > self.window:
-                return 400, {}, {"error": {
-                    "message": "This model's maximum context length is "
-                               f"{self.window} tokens. "
-                               f"However, you requested {prompt + asked} tokens ({prompt} in "
-                               f"the messages, {asked} in the completion). Please reduce the "
-                               "length of the messages or completion.",
-                    "type": "invalid_request_error", "param": "messages",
-                    "code": "context_length_exceeded"}}
+                return (
+                    400,
+                    {},
+                    {
+                        "error": {
+                            "message": "This model's maximum context length is "
+                            f"{self.window} tokens. "
+                            f"However, you requested {prompt + asked} tokens ({prompt} in "
+                            f"the messages, {asked} in the completion). Please reduce the "
+                            "length of the messages or completion.",
+                            "type": "invalid_request_error",
+                            "param": "messages",
+                            "code": "context_length_exceeded",
+                        }
+                    },
+                )
         entry = entry if entry is not None else _fallback(body)
         if "status" in entry:
             status = int(entry["status"])
-            return status, dict(entry.get("headers") or {}), {
-                "error": {"message": entry.get("message", f"stub error {status}"),
-                          "type": "stub_error", "code": status}}
-        calls = [{"id": c.get("id", f"call_{n}_{i}"), "type": "function",
-                  "function": {"name": c["name"], "arguments": c.get("arguments", "{}")}}
-                 for i, c in enumerate(entry.get("tool_calls") or ())]
+            return (
+                status,
+                dict(entry.get("headers") or {}),
+                {
+                    "error": {
+                        "message": entry.get("message", f"stub error {status}"),
+                        "type": "stub_error",
+                        "code": status,
+                    }
+                },
+            )
+        calls = [
+            {
+                "id": c.get("id", f"call_{n}_{i}"),
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c.get("arguments", "{}")},
+            }
+            for i, c in enumerate(entry.get("tool_calls") or ())
+        ]
         message: dict = {"role": "assistant", "content": entry.get("content")}
         if calls:
             message["tool_calls"] = calls
         payload: dict = {
-            "id": f"chatcmpl-stub-{n}", "object": "chat.completion", "created": 0,
+            "id": f"chatcmpl-stub-{n}",
+            "object": "chat.completion",
+            "created": 0,
             "model": body.get("model", "stub"),
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+            ],
         }
         usage = entry.get("usage", "default")
         if usage == "default" and self.usage and self.fixed_usage:
@@ -190,8 +226,10 @@ class StubServer:
             completion = len(json.dumps(message)) // 4
             usage = {"prompt_tokens": prompt, "completion_tokens": completion}
         if isinstance(usage, dict):
-            payload["usage"] = {**usage, "total_tokens": usage["prompt_tokens"]
-                                + usage["completion_tokens"]}
+            payload["usage"] = {
+                **usage,
+                "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+            }
         return 200, {}, payload
 
 

@@ -31,13 +31,17 @@ from .config import LLMConfig
 _PROBE_TIMEOUT = 5.0
 _CACHE: dict[tuple, int | None] = {}
 _LOCK = threading.Lock()
-_MODEL_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length",
-               "n_ctx")
-_WINDOW_RE = re.compile(r"(?:maximum context length|context window|context size|n_ctx)"
-                        r"\D{0,40}?(\d{3,9})", re.IGNORECASE)
-_MESSAGES_RE = re.compile(r"(\d{1,9}) in the messages|messages resulted in (\d{1,9}) tokens|"
-                          r"prompt (?:is|has) (\d{1,9}) tokens|(\d{1,9}) in your prompt",
-                          re.IGNORECASE)
+_MODEL_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length", "n_ctx")
+_WINDOW_RE = re.compile(
+    r"(?:maximum context length|context window|context size|n_ctx)"
+    r"\D{0,40}?(\d{3,9})",
+    re.IGNORECASE,
+)
+_MESSAGES_RE = re.compile(
+    r"(\d{1,9}) in the messages|messages resulted in (\d{1,9}) tokens|"
+    r"prompt (?:is|has) (\d{1,9}) tokens|(\d{1,9}) in your prompt",
+    re.IGNORECASE,
+)
 
 
 def _int(v) -> int | None:
@@ -49,8 +53,7 @@ def _from_models(payload, model: str) -> int | None:
     if not isinstance(data, list):
         return None
     entries = [e for e in data if isinstance(e, dict)]
-    chosen = [e for e in entries if e.get("id") == model] or (entries if len(entries) == 1
-                                                             else [])
+    chosen = [e for e in entries if e.get("id") == model] or (entries if len(entries) == 1 else [])
     for entry in chosen:
         for key in _MODEL_KEYS:
             if _int(entry.get(key)):
@@ -72,8 +75,7 @@ def _from_props(payload) -> int | None:
 
 def _from_ollama(payload) -> int | None:
     params = payload.get("parameters") if isinstance(payload, dict) else None
-    m = re.search(r"^\s*num_ctx\s+(\d+)", params, re.MULTILINE) if isinstance(params, str) \
-        else None
+    m = re.search(r"^\s*num_ctx\s+(\d+)", params, re.MULTILINE) if isinstance(params, str) else None
     return int(m.group(1)) if m else None
 
 
@@ -85,6 +87,7 @@ def _probe(cfg: LLMConfig, key: str | None) -> int | None:
     root = base[:-3] if base.endswith("/v1") else base
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     with httpx.Client(timeout=_PROBE_TIMEOUT, headers=headers) as http:
+
         def get(url: str):
             try:
                 r = http.get(url)

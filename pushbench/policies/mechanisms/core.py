@@ -27,7 +27,8 @@ class Mechanism:
         self.value = value
         entropy = None if seed is None else int(seed)
         self.rng = np.random.default_rng(
-            np.random.SeedSequence(entropy, spawn_key=(zlib.crc32(self.key.encode()),)))
+            np.random.SeedSequence(entropy, spawn_key=(zlib.crc32(self.key.encode()),))
+        )
 
     def fires(self) -> bool:
         """One Bernoulli draw with probability ``value`` (rates only)."""

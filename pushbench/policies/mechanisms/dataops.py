@@ -41,7 +41,7 @@ class DataOpsAgent:
         self.abandoned: set[str] = set()
         self.failures: dict[str, int] = {}
         self.focus: str | None = None
-        self.stage: dict[str, str] = {}   # unit -> solve | verify | submit
+        self.stage: dict[str, str] = {}  # unit -> solve | verify | submit
         self.stuck_left = 0
         self.tally = 0
         self.verified = True
@@ -181,18 +181,28 @@ class DataOpsAgent:
         files = _files_from(self.history)
         for f in info["files"]:
             if f not in files:
-                return {"tool": "read_file", "path": f, "offset": _next_offset(self.history, f),
-                        "limit": READ_LIMIT}
+                return {
+                    "tool": "read_file",
+                    "path": f,
+                    "offset": _next_offset(self.history, f),
+                    "limit": READ_LIMIT,
+                }
         if self.stuck_left > 0:  # a stale loop: looks at the same unit again
             self.stuck_left -= 1
             m = self.hooks.need("stuck")  # stuck_left is set only by the stuck mechanism
             k = int(m.rng.integers(len(info["files"]) + 1))
-            return ({"tool": "inspect", "unit_id": u} if k == 0 else
-                    {"tool": "read_file", "path": info["files"][k - 1], "limit": READ_LIMIT})
+            return (
+                {"tool": "inspect", "unit_id": u}
+                if k == 0
+                else {"tool": "read_file", "path": info["files"][k - 1], "limit": READ_LIMIT}
+            )
         try:
             wrong = self.hooks.first("wrong_answer", self)
-            sol = S.perturb(info, files, self.hooks.need("answer_error").rng) if wrong \
+            sol = (
+                S.perturb(info, files, self.hooks.need("answer_error").rng)
+                if wrong
                 else S.solve(info, files)
+            )
         except (KeyError, ValueError, IndexError, TypeError, StopIteration):
             self.abandoned.add(u)
             self.focus = None

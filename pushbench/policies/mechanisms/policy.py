@@ -33,23 +33,77 @@ FAMILIES = ("reposcan", "dataops", "dataops_public")
 # answer_error (1 - accuracy), notes_loss (1 - notes) and give_up are the earlier presets'.
 PRESETS: dict[str, dict[str, dict[str, float | int]]] = {
     "reposcan": {
-        "weak": dict(window=4, drift=0.4, misread=0.1, give_up=0.006, insist=0.5, overbatch=0.3,
-                     repeat_search=0.2, misjudge=0.25, fabricate=0.1),
-        "mid": dict(window=8, drift=0.2, misread=0.05, give_up=0.003, insist=0.25,
-                    overbatch=0.2, repeat_search=0.1, misjudge=0.15, fabricate=0.05),
-        "strong": dict(window=16, drift=0.07, misread=0.02, give_up=0.0015, insist=0.1,
-                       overbatch=0.1, repeat_search=0.05, misjudge=0.08, fabricate=0.02),
+        "weak": dict(
+            window=4,
+            drift=0.4,
+            misread=0.1,
+            give_up=0.006,
+            insist=0.5,
+            overbatch=0.3,
+            repeat_search=0.2,
+            misjudge=0.25,
+            fabricate=0.1,
+        ),
+        "mid": dict(
+            window=8,
+            drift=0.2,
+            misread=0.05,
+            give_up=0.003,
+            insist=0.25,
+            overbatch=0.2,
+            repeat_search=0.1,
+            misjudge=0.15,
+            fabricate=0.05,
+        ),
+        "strong": dict(
+            window=16,
+            drift=0.07,
+            misread=0.02,
+            give_up=0.0015,
+            insist=0.1,
+            overbatch=0.1,
+            repeat_search=0.05,
+            misjudge=0.08,
+            fabricate=0.02,
+        ),
     },
     "dataops": {
-        "weak": dict(window=8, drift=0.5, misread=0.1, give_up=0.01, insist=0.5,
-                     skip_verify=0.4, forget_submit=0.3, stuck=0.35, answer_error=0.3,
-                     notes_loss=0.8),
-        "mid": dict(window=12, drift=0.35, misread=0.05, give_up=0.006, insist=0.25,
-                    skip_verify=0.25, forget_submit=0.2, stuck=0.25, answer_error=0.2,
-                    notes_loss=0.55),
-        "strong": dict(window=20, drift=0.2, misread=0.02, give_up=0.003, insist=0.1,
-                       skip_verify=0.1, forget_submit=0.1, stuck=0.15, answer_error=0.1,
-                       notes_loss=0.25),
+        "weak": dict(
+            window=8,
+            drift=0.5,
+            misread=0.1,
+            give_up=0.01,
+            insist=0.5,
+            skip_verify=0.4,
+            forget_submit=0.3,
+            stuck=0.35,
+            answer_error=0.3,
+            notes_loss=0.8,
+        ),
+        "mid": dict(
+            window=12,
+            drift=0.35,
+            misread=0.05,
+            give_up=0.006,
+            insist=0.25,
+            skip_verify=0.25,
+            forget_submit=0.2,
+            stuck=0.25,
+            answer_error=0.2,
+            notes_loss=0.55,
+        ),
+        "strong": dict(
+            window=20,
+            drift=0.2,
+            misread=0.02,
+            give_up=0.003,
+            insist=0.1,
+            skip_verify=0.1,
+            forget_submit=0.1,
+            stuck=0.15,
+            answer_error=0.1,
+            notes_loss=0.25,
+        ),
     },
 }
 PRESETS["dataops_public"] = PRESETS["dataops"]  # one agent model for both DataOps families
@@ -63,8 +117,9 @@ def _field(cls):
 
 
 def _params_model(name: str, families: tuple[str, ...]) -> type[NoParams]:
-    fields = {k: _field(c) for k, c in sorted(REGISTRY.items())
-              if any(f in c.families for f in families)}
+    fields = {
+        k: _field(c) for k, c in sorted(REGISTRY.items()) if any(f in c.families for f in families)
+    }
     return create_model(name, __base__=NoParams, **fields)
 
 
@@ -74,8 +129,11 @@ FAMILY_PARAMS = {f: _params_model(f"Simulated{f.title()}Params", (f,)) for f in 
 
 def mechanisms_for(family: str, params: dict, seed: int | None) -> Hooks:
     """The mechanisms switched on by ``params`` (None values are off) on ``family``."""
-    ms = [REGISTRY[k](v, seed) for k, v in sorted(params.items())
-          if v is not None and family in REGISTRY[k].families]
+    ms = [
+        REGISTRY[k](v, seed)
+        for k, v in sorted(params.items())
+        if v is not None and family in REGISTRY[k].families
+    ]
     return Hooks(ms)
 
 
@@ -103,7 +161,8 @@ class SimulatedPolicy(Policy):
         if family not in FAMILY_PARAMS:
             raise UnsupportedFamily(
                 f"policy {cls.name!r} has no agent for {family} tasks (there is no simulated "
-                "agent for that family; use diligent, random or an LLM policy)")
+                "agent for that family; use diligent, random or an LLM policy)"
+            )
         return FAMILY_PARAMS[family]
 
     def given_params(self) -> dict:

@@ -21,8 +21,9 @@ RESULT_KEYS = ("ok", "tool", "result", "error", "error_type")  # what the enviro
 def decode(text) -> dict:
     """The observation as an agent sees it; only text is accepted (never a Python object)."""
     if not isinstance(text, str):
-        raise TypeError("simulated agents read the rendered observation text only, got "
-                        f"{type(text).__name__}")
+        raise TypeError(
+            f"simulated agents read the rendered observation text only, got {type(text).__name__}"
+        )
     return json.loads(text)
 
 
@@ -83,8 +84,7 @@ def units_under(obs: dict, words: tuple[str, ...]) -> set[str]:
     """Unit ids listed in an added block under a label containing one of ``words``."""
     out: set[str] = set()
     for path, v in _walk(extra_blocks(obs)):
-        if isinstance(v, str) and UNIT_ID.match(v) and path \
-                and any(w in path[-1] for w in words):
+        if isinstance(v, str) and UNIT_ID.match(v) and path and any(w in path[-1] for w in words):
             out.add(v)
     return out
 

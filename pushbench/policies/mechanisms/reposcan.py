@@ -39,23 +39,35 @@ class RepoScanAgent:
         self.plan = queries_for(self.spec)
         self.done_queries: set[str] = set()
         self.history: deque[tuple[dict | None, dict]] = deque(maxlen=self.hooks.memory())
-        self.scratch: list[str] = []     # judged plausible, not sent yet
+        self.scratch: list[str] = []  # judged plausible, not sent yet
         self.tally = 0
-        self.verified = True             # the tally was read from a shown count
+        self.verified = True  # the tally was read from a shown count
         self.last_action: dict | None = None
 
     # ----- views of what is in memory -----------------------------------------------------
     def sent_ids(self) -> set[str]:
-        return {i for a, _ in self.history if a and a.get("tool") == "submit"
-                for i in a.get("ids", ()) if isinstance(i, str)}
+        return {
+            i
+            for a, _ in self.history
+            if a and a.get("tool") == "submit"
+            for i in a.get("ids", ())
+            if isinstance(i, str)
+        }
 
     def seen_hits(self) -> list[dict]:
-        return [h for _, o in self.history if o.get("ok") and o.get("tool") == "search"
-                for h in o["result"]["results"]]
+        return [
+            h
+            for _, o in self.history
+            if o.get("ok") and o.get("tool") == "search"
+            for h in o["result"]["results"]
+        ]
 
     def next_page(self, query: str, obs: dict) -> int:
-        pages = {o["result"]["page"] for _, o in self.history
-                 if o.get("ok") and o.get("tool") == "search" and o["result"]["query"] == query}
+        pages = {
+            o["result"]["page"]
+            for _, o in self.history
+            if o.get("ok") and o.get("tool") == "search" and o["result"]["query"] == query
+        }
         shown, nxt = reading.pages_mentioned(obs, query)
         pages |= shown
         if nxt is not None and nxt not in pages:
@@ -74,17 +86,22 @@ class RepoScanAgent:
     def _read(self, obs: dict) -> None:
         result = obs.get("result") if obs.get("ok") else None
         last = self.last_action or {}
-        if (isinstance(result, dict) and obs.get("tool") == "submit"
-                and last.get("tool") == "submit"):
+        if (
+            isinstance(result, dict)
+            and obs.get("tool") == "submit"
+            and last.get("tool") == "submit"
+        ):
             sent = len(last.get("ids", ()))
             bump = self.hooks.first("read_submit", self, sent, result["verdicts"])
             if bump is not None:
                 self.tally, self.verified = self.tally + bump, False
             else:
-                read = [(v["id"], self.hooks.read_verdict(v["verdict"]))
-                        for v in result["verdicts"]]
-                misread = [x for x, v in zip(read, result["verdicts"], strict=True)
-                           if x[1] != v["verdict"]]
+                read = [
+                    (v["id"], self.hooks.read_verdict(v["verdict"])) for v in result["verdicts"]
+                ]
+                misread = [
+                    x for x, v in zip(read, result["verdicts"], strict=True) if x[1] != v["verdict"]
+                ]
                 for ident, verdict in misread:
                     if verdict == "rejected":  # believes it did not go through: sends it again
                         self.scratch.append(ident)
@@ -110,8 +127,11 @@ class RepoScanAgent:
             return quit_
         if self.tally >= self.target:
             if self.verified or not self.hooks.checks_status():
-                return {"tool": "final", "reported_count": int(self.tally),
-                        "message": f"found {self.tally} identifiers"}
+                return {
+                    "tool": "final",
+                    "reported_count": int(self.tally),
+                    "message": f"found {self.tally} identifiers",
+                }
             if last.get("tool") != "status":
                 return {"tool": "status"}
         if not obs.get("ok") and obs.get("tool") == "submit" and len(last.get("ids", ())) > MAX_IDS:
@@ -144,7 +164,7 @@ class RepoScanAgent:
                 continue
             plausible = judge(self.spec, hit) != "no"
             flipped = self.hooks.first("misjudge", self, plausible)
-            if (plausible if flipped is None else flipped):
+            if plausible if flipped is None else flipped:
                 self.scratch.append(ident)
 
     def _search(self, obs: dict) -> dict:
@@ -153,8 +173,11 @@ class RepoScanAgent:
             if self.scratch:
                 return self._send_scratch()
             if self.verified or not self.hooks.checks_status():
-                return {"tool": "final", "reported_count": int(self.tally),
-                        "message": "searched everything I could think of"}
+                return {
+                    "tool": "final",
+                    "reported_count": int(self.tally),
+                    "message": "searched everything I could think of",
+                }
             return {"tool": "status"}
         repeat = self.hooks.first("repeat_search", self, open_queries[0])
         if repeat is not None:
@@ -202,12 +225,16 @@ class SearchRepetition(_RepoScan):
     key = "repeat_search"
 
     def repeat_search(self, agent, query):
-        started = sorted({o["result"]["query"] for _, o in agent.history
-                          if o.get("ok") and o.get("tool") == "search"})
+        started = sorted(
+            {
+                o["result"]["query"]
+                for _, o in agent.history
+                if o.get("ok") and o.get("tool") == "search"
+            }
+        )
         if not started or not self.fires():
             return None
-        return {"tool": "search", "query": started[int(self.rng.integers(len(started)))],
-                "page": 1}
+        return {"tool": "search", "query": started[int(self.rng.integers(len(started)))], "page": 1}
 
 
 @register

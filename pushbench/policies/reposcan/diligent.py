@@ -42,8 +42,11 @@ class DiligentPolicy(Policy):
         self.steps_left -= 1 if obs.get("tool") != "reset" else 0
         self._read(obs)
         if len(self.accepted) >= self.target:
-            return {"tool": "final", "reported_count": len(self.accepted),
-                    "message": f"verifier accepted {len(self.accepted)} identifiers"}
+            return {
+                "tool": "final",
+                "reported_count": len(self.accepted),
+                "message": f"verifier accepted {len(self.accepted)} identifiers",
+            }
         pending = self.sure + self.unsure
         if len(pending) >= BATCH or (pending and (self.exhausted or self.steps_left <= 2)):
             batch = (self.sure + self.unsure)[:BATCH]

@@ -71,13 +71,19 @@ class ExhaustivePolicy(Policy):
         if obs.get("ok") and "valid_count" in result and obs.get("tool") == "submit":
             self.verified = int(result["valid_count"])
         if self.verified >= self.target:
-            return {"tool": "final", "reported_count": self.verified,
-                    "message": f"the verifier accepted {self.verified} identifiers"}
+            return {
+                "tool": "final",
+                "reported_count": self.verified,
+                "message": f"the verifier accepted {self.verified} identifiers",
+            }
         if self.pending:
             batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
             return {"tool": "submit", "ids": batch}
         if not self.more:
-            return {"tool": "final", "reported_count": self.verified,
-                    "message": "every definition was submitted"}
+            return {
+                "tool": "final",
+                "reported_count": self.verified,
+                "message": "every definition was submitted",
+            }
         self.page += 1
         return {"tool": "search", "query": "", "page": self.page}

@@ -46,18 +46,23 @@ def property_from_objective(objective: str) -> str:
     if stated:  # compound, negated and newer-atom predicates state their expression verbatim
         return parse_predicate(stated.group(1)).canonical
     if "of these conditions:" in objective:
-        raise ValueError("the objective combines several conditions without stating the "
-                         "expression as (predicate: `...`); the scripted judge reads such "
-                         "objectives only with the expression stated")
+        raise ValueError(
+            "the objective combines several conditions without stating the "
+            "expression as (predicate: `...`); the scripted judge reads such "
+            "objectives only with the expression stated"
+        )
     m = re.search(r"parameter named `([A-Za-z_][A-Za-z0-9_]*)`", objective)
     if m and parse_predicate(f"fixture:{m.group(1)}").description in objective:
         return f"fixture:{m.group(1)}"
     for spec in JUDGED:
         if parse_predicate(spec).description in objective:
             return spec
-    raise ValueError("cannot tell the property from the objective: it states no expression "
-                     "as (predicate: `...`) and describes none of the atoms "
-                     + ", ".join(JUDGED) + ", fixture:X in their words")
+    raise ValueError(
+        "cannot tell the property from the objective: it states no expression "
+        "as (predicate: `...`) and describes none of the atoms "
+        + ", ".join(JUDGED)
+        + ", fixture:X in their words"
+    )
 
 
 def _atom_queries(name: str, arg) -> list[str]:
@@ -65,11 +70,16 @@ def _atom_queries(name: str, arg) -> list[str]:
         return [f"test {arg}", arg, "test", ""]
     if name in ("param", "decorator", "calls"):
         return [arg, ""]
-    return {"assert": ["assert", "test", ""], "returns": ["return", ""],
-            "raises": ["raise", "error", "exception", "fail", "invalid", ""],
-            "decorated": ["fixture", "property", "setupmethod", ""],
-            "yields": ["yield", ""], "async": ["async", ""], "method": ["self", ""],
-            "test": ["test", ""]}.get(name, [""])
+    return {
+        "assert": ["assert", "test", ""],
+        "returns": ["return", ""],
+        "raises": ["raise", "error", "exception", "fail", "invalid", ""],
+        "decorated": ["fixture", "property", "setupmethod", ""],
+        "yields": ["yield", ""],
+        "async": ["async", ""],
+        "method": ["self", ""],
+        "test": ["test", ""],
+    }.get(name, [""])
 
 
 def _positive_atoms(node, negated: bool = False):
@@ -97,12 +107,13 @@ def queries_for(spec: str) -> list[str]:
 
 def _split(snippet: str) -> tuple[list[str], list[str], bool]:
     lines = snippet.split("\n")
-    start = next((i for i, ln in enumerate(lines)
-                  if ln.lstrip().startswith(("def ", "async def "))), 0)
+    start = next(
+        (i for i, ln in enumerate(lines) if ln.lstrip().startswith(("def ", "async def "))), 0
+    )
     end = start
     while end < len(lines) - 1 and not lines[end].rstrip().endswith(":"):
         end += 1
-    return lines[: end + 1], lines[end + 1:], len(lines) >= SNIPPET_LINES
+    return lines[: end + 1], lines[end + 1 :], len(lines) >= SNIPPET_LINES
 
 
 def _old_atom(spec: str, hit: dict) -> str:
@@ -191,8 +202,12 @@ def judge_atom(name: str, arg, hit: dict) -> str:
         return "maybe"
     if name == "param":
         a = fn.args
-        every = (*a.posonlyargs, *a.args, *a.kwonlyargs,
-                 *(p for p in (a.vararg, a.kwarg) if p is not None))
+        every = (
+            *a.posonlyargs,
+            *a.args,
+            *a.kwonlyargs,
+            *(p for p in (a.vararg, a.kwarg) if p is not None),
+        )
         return "yes" if any(p.arg == arg for p in every) else "no"
     if name == "decorator":
         return "yes" if arg in indexer._decorator_names(fn) else "no"
@@ -211,8 +226,11 @@ def _def_index(lines: list[str], hit: dict) -> int | None:
     sig = hit.get("signature", "").removesuffix("...")
     for i, line in enumerate(lines):
         text = line.strip()
-        if text.startswith(("def ", "async def ")) and sig and (
-                text.startswith(sig) or sig.startswith(text.removesuffix("..."))):
+        if (
+            text.startswith(("def ", "async def "))
+            and sig
+            and (text.startswith(sig) or sig.startswith(text.removesuffix("...")))
+        ):
             return i
     return None
 
@@ -240,8 +258,9 @@ def _visible_function(hit: dict):
                 tree = ast.parse(textwrap.dedent("\n".join(part + tail)))
             except (SyntaxError, ValueError):
                 continue
-            if len(tree.body) == 1 and isinstance(tree.body[0],
-                                                  (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if len(tree.body) == 1 and isinstance(
+                tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)
+            ):
                 return tree.body[0], whole and end == len(lines) and not tail
     return None, False
 

@@ -14,8 +14,13 @@ from ..base import NoParams, Policy, parse_observation
 
 
 class Params(NoParams):
-    stop_rate: float = Field(0.02, ge=0.0, le=1.0, description="chance per step to end the "
-                             "episode (RepoScan; the DataOps and SWE-lite floors take none)")
+    stop_rate: float = Field(
+        0.02,
+        ge=0.0,
+        le=1.0,
+        description="chance per step to end the "
+        "episode (RepoScan; the DataOps and SWE-lite floors take none)",
+    )
 
 
 class RandomPolicy(Policy):
@@ -51,13 +56,19 @@ class RandomPolicy(Policy):
         if r < self.stop_rate:
             if self.rng.random() < 0.5:
                 return {"tool": "ask_user", "message": "Should I keep going?"}
-            return {"tool": "final", "reported_count": int(self.rng.integers(0, 2 * self.target)),
-                    "message": "done"}
+            return {
+                "tool": "final",
+                "reported_count": int(self.rng.integers(0, 2 * self.target)),
+                "message": "done",
+            }
         if r < 0.1:
             return {"tool": "status"}
         if self.seen and r < 0.55:
             k = int(self.rng.integers(1, 11))
             picks = self.rng.choice(len(self.seen), size=min(k, len(self.seen)), replace=False)
             return {"tool": "submit", "ids": [self.seen[int(i)] for i in sorted(picks)]}
-        return {"tool": "search", "query": self.words[int(self.rng.integers(len(self.words)))],
-                "page": int(self.rng.integers(1, 6))}
+        return {
+            "tool": "search",
+            "query": self.words[int(self.rng.integers(len(self.words)))],
+            "page": int(self.rng.integers(1, 6)),
+        }

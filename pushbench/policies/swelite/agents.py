@@ -61,15 +61,17 @@ class _Lister(FamilyAgent):
                 self.accepted.add(v["id"])
 
     def _next_unit_or_list(self):
-        u = next((x for x in self.order if x not in self.accepted and x not in self.dropped),
-                 None)
+        u = next((x for x in self.order if x not in self.accepted and x not in self.dropped), None)
         if u is not None:
             return u
         missing = [p for p in range(1, (self.pages or 1) + 1) if p not in self.pages_seen]
         if self.pages is None or missing:
             return {"tool": "list_units", "page": missing[0] if missing else 1}
-        return {"tool": "final", "reported_count": len(self.accepted),
-                "message": "no unit left to work on"}
+        return {
+            "tool": "final",
+            "reported_count": len(self.accepted),
+            "message": "no unit left to work on",
+        }
 
 
 class SWELiteOracle(_Lister):
@@ -77,8 +79,12 @@ class SWELiteOracle(_Lister):
 
     name = "swelite-oracle"
 
-    def __init__(self, rng: np.random.Generator | None = None, recipe: str | None = None,
-                 solve_all: bool = False) -> None:
+    def __init__(
+        self,
+        rng: np.random.Generator | None = None,
+        recipe: str | None = None,
+        solve_all: bool = False,
+    ) -> None:
         super().__init__(rng)  # recipe and solve_all are validated by diligent-oracle's Params
         self.recipe = recipe
         self.solve_all = solve_all  # work through the whole backlog (solvability checks)
@@ -89,7 +95,7 @@ class SWELiteOracle(_Lister):
         self._reset_list(first_observation)
         data = U.load(self.snapshot, self.recipe)
         self.by_issue = {u["issue"]: u for u in data["kept"]}
-        self.known: dict[str, dict] = {}   # env unit id -> unit of the set
+        self.known: dict[str, dict] = {}  # env unit id -> unit of the set
         self.stage: dict[str, str] = {}
         self.focus: str | None = None
 
@@ -120,8 +126,11 @@ class SWELiteOracle(_Lister):
 
     def _next(self) -> dict:
         if len(self.accepted) >= self.target and not self.solve_all:
-            return {"tool": "final", "reported_count": len(self.accepted),
-                    "message": f"the verifier accepted {len(self.accepted)} units"}
+            return {
+                "tool": "final",
+                "reported_count": len(self.accepted),
+                "message": f"the verifier accepted {len(self.accepted)} units",
+            }
         u = self.focus
         if u is None or u in self.accepted or u in self.dropped:
             nxt = self._next_unit_or_list()
@@ -133,11 +142,19 @@ class SWELiteOracle(_Lister):
             return {"tool": "inspect", "unit_id": u}
         unit = self.known[u]
         if st == "inspected":
-            return {"tool": "read_file", "path": unit["file"], "offset": unit["span"][0],
-                    "limit": min(400, max(1, unit["span"][1] - unit["span"][0]))}
+            return {
+                "tool": "read_file",
+                "path": unit["file"],
+                "offset": unit["span"][0],
+                "limit": min(400, max(1, unit["span"][1] - unit["span"][0])),
+            }
         if st == "read":
-            return {"tool": "edit_file", "path": unit["file"], "old": unit["mutated_func"],
-                    "new": unit["original_func"]}
+            return {
+                "tool": "edit_file",
+                "path": unit["file"],
+                "old": unit["mutated_func"],
+                "new": unit["original_func"],
+            }
         if st == "edited":
             return {"tool": "run_verifier", "unit_id": u}
         if st == "passed":
@@ -166,8 +183,11 @@ class SWELiteTriage(_Lister):
                     return {"tool": "submit", "unit_id": r["unit_id"]}
                 self.dropped.add(r["unit_id"])
         if len(self.accepted) >= self.target:
-            return {"tool": "final", "reported_count": len(self.accepted),
-                    "message": f"the verifier accepted {len(self.accepted)} units"}
+            return {
+                "tool": "final",
+                "reported_count": len(self.accepted),
+                "message": f"the verifier accepted {len(self.accepted)} units",
+            }
         nxt = self._next_unit_or_list()
         if isinstance(nxt, dict):
             return nxt
@@ -197,14 +217,22 @@ class SWELiteRandom(FamilyAgent):
         if k == 0:
             return {"tool": "list_units", "page": int(self.rng.integers(1, 3))}
         if k == 1:
-            return {"tool": "read_file",
-                    "path": self.paths[int(self.rng.integers(len(self.paths)))]}
+            return {
+                "tool": "read_file",
+                "path": self.paths[int(self.rng.integers(len(self.paths)))],
+            }
         if k == 2:
             return {"tool": "search_code", "pattern": "def "}
         if k == 7 and self.rng.random() < 0.1:
             return {"tool": "final", "reported_count": int(self.rng.integers(self.target + 1))}
-        return {"tool": ["inspect", "run_verifier", "submit", "status", "inspect"][k % 5],
-                "unit_id": uid} if k % 5 != 3 else {"tool": "status"}
+        return (
+            {
+                "tool": ["inspect", "run_verifier", "submit", "status", "inspect"][k % 5],
+                "unit_id": uid,
+            }
+            if k % 5 != 3
+            else {"tool": "status"}
+        )
 
 
 def diligent(rng, **params) -> SWELiteTriage:

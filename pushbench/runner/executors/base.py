@@ -34,11 +34,17 @@ def run_spec(spec: EpisodeSpec) -> EpisodeResult:
     try:
         from ..episode import run_episode
 
-        record = run_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
-                             instance=spec.instance, budget=spec.budget,
-                             policy_params=dict(spec.policy_params) or None,
-                             label=spec.policy_label,
-                             max_episode_tokens=spec.max_episode_tokens)
+        record = run_episode(
+            spec.task_id,
+            spec.controller,
+            spec.policy,
+            spec.seed,
+            instance=spec.instance,
+            budget=spec.budget,
+            policy_params=dict(spec.policy_params) or None,
+            label=spec.policy_label,
+            max_episode_tokens=spec.max_episode_tokens,
+        )
         record["key"] = spec.key  # the spec's key is the resume authority (includes params)
         return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
     except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
@@ -50,11 +56,17 @@ async def arun_spec(spec: EpisodeSpec) -> EpisodeResult:
     try:
         from ..episode import arun_episode
 
-        record = await arun_episode(spec.task_id, spec.controller, spec.policy, spec.seed,
-                                    instance=spec.instance, budget=spec.budget,
-                                    policy_params=dict(spec.policy_params) or None,
-                                    label=spec.policy_label,
-                                    max_episode_tokens=spec.max_episode_tokens)
+        record = await arun_episode(
+            spec.task_id,
+            spec.controller,
+            spec.policy,
+            spec.seed,
+            instance=spec.instance,
+            budget=spec.budget,
+            policy_params=dict(spec.policy_params) or None,
+            label=spec.policy_label,
+            max_episode_tokens=spec.max_episode_tokens,
+        )
         record["key"] = spec.key
         return EpisodeResult(spec, line=episode_line(record), trace_gz=encode_trace(record))
     except Exception:  # noqa: BLE001 - recorded, reported separately, never kills the sweep
@@ -92,6 +104,7 @@ class Executor:
 
         def undo() -> None:
             spend.install(previous)
+
         return undo
 
     def run(self, specs: Iterable[EpisodeSpec]) -> Iterator[EpisodeResult]:
@@ -118,6 +131,7 @@ class Executor:
 
         def undo() -> None:
             limits.install(previous)
+
         return undo
 
     def __enter__(self) -> Executor:

@@ -33,8 +33,12 @@ class InProcessExecutor(Executor):
 _SHARED_ENV = ("PUSHBENCH_HOME", "PUSHBENCH_TASKS")
 
 
-def _worker_init(parent_alive, env: dict[str, str | None] | None = None, meter_value=None,
-                 cap_usd: float | None = None) -> None:
+def _worker_init(
+    parent_alive,
+    env: dict[str, str | None] | None = None,
+    meter_value=None,
+    cap_usd: float | None = None,
+) -> None:
     # Ctrl-C goes to the whole process group: the parent decides what stops, not the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(parent_alive,), daemon=True).start()
@@ -87,8 +91,12 @@ class LocalPoolExecutor(Executor):
 
     name = "process"
 
-    def __init__(self, workers: int = 2, window: int | None = None,
-                 fn: Callable[[EpisodeSpec], EpisodeResult] | None = None) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        window: int | None = None,
+        fn: Callable[[EpisodeSpec], EpisodeResult] | None = None,
+    ) -> None:
         super().__init__(workers)
         self.window = window or 2 * self.workers
         # what a worker runs per spec (default run_spec; must pickle by reference): tests
@@ -111,11 +119,12 @@ class LocalPoolExecutor(Executor):
             reader, self._alive = ctx.Pipe(duplex=False)
             meter = self._meter or (None, None)
             self._pool_meter = self._meter
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
-                                                initializer=_worker_init,
-                                                initargs=(reader, {k: os.environ.get(k)
-                                                                   for k in _SHARED_ENV},
-                                                          *meter))
+            self._pool = cf.ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=ctx,
+                initializer=_worker_init,
+                initargs=(reader, {k: os.environ.get(k) for k in _SHARED_ENV}, *meter),
+            )
             self._reader = reader  # kept until the pool has started its workers
         return self._pool
 
@@ -130,7 +139,8 @@ class LocalPoolExecutor(Executor):
             raise RuntimeError(
                 "the process pool's workers died before finishing any episode (see their "
                 "output above; a script fed on stdin cannot be re-imported by workers). "
-                f"Try --executor inprocess to see the error directly. ({err!r})") from err
+                f"Try --executor inprocess to see the error directly. ({err!r})"
+            ) from err
 
     def _close_pipe(self) -> None:
         for conn in (self._alive, self._reader):
@@ -177,9 +187,15 @@ class LocalPoolExecutor(Executor):
             except cf.process.BrokenProcessPool as e:
                 self._pool_broke(pool, e)
                 if alone:  # it broke a pool on its own: this episode kills its worker
-                    yield self.settled(EpisodeResult(spec, error=(
-                        "worker process died while running this episode (twice, the second "
-                        f"time alone in its pool): {e!r}. It runs again on resume.")))
+                    yield self.settled(
+                        EpisodeResult(
+                            spec,
+                            error=(
+                                "worker process died while running this episode (twice, the second "
+                                f"time alone in its pool): {e!r}. It runs again on resume."
+                            ),
+                        )
+                    )
                 else:  # maybe only a bystander of another episode's death: run it again
                     self._suspects.append(spec)
                 continue
@@ -223,11 +239,13 @@ class LocalPoolExecutor(Executor):
         workers as they start; an idle pool from an earlier sweep is restarted for it)."""
         if self._pool is not None and (meter is not None or self._pool_meter is not None):
             self.shutdown()  # idle workers started under another meter (or none): restart
-        self._meter = None if meter is None else (_context().Value("d", meter.spent_usd),
-                                                  meter.cap_usd)
+        self._meter = (
+            None if meter is None else (_context().Value("d", meter.spent_usd), meter.cap_usd)
+        )
 
         def undo() -> None:
             self._meter = None
+
         return undo
 
     def enforce_caps(self, caps: dict[str, int] | None) -> Callable[[], None]:

@@ -56,29 +56,46 @@ class RayOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     address: str | None = Field(
-        default=None, description="None: start a local instance; 'auto', 'HOST:PORT' or "
-        "'ray://HOST:PORT': join that cluster")
+        default=None,
+        description="None: start a local instance; 'auto', 'HOST:PORT' or "
+        "'ray://HOST:PORT': join that cluster",
+    )
     num_cpus: int | None = Field(
-        default=None, ge=1, description="CPUs of a local instance (default: --workers if > 1, "
-        "else all of this machine's)")
+        default=None,
+        ge=1,
+        description="CPUs of a local instance (default: --workers if > 1, "
+        "else all of this machine's)",
+    )
     task_cpus: float = Field(
-        default=1.0, gt=0, description="CPUs reserved per episode task; below 1 packs several "
-        "waiting LLM episodes on one CPU")
+        default=1.0,
+        gt=0,
+        description="CPUs reserved per episode task; below 1 packs several "
+        "waiting LLM episodes on one CPU",
+    )
     max_in_flight: int | None = Field(
-        default=None, ge=1, description="episodes submitted but unfinished (default: twice the "
-        "cluster's task slots)")
+        default=None,
+        ge=1,
+        description="episodes submitted but unfinished (default: twice the cluster's task slots)",
+    )
     max_retries: int = Field(default=1, ge=0, description="re-runs after a lost worker")
     forward_pushbench_env: bool = Field(
-        default=True, description="pass the driver's PUSHBENCH_* variables (PUSHBENCH_HOME, "
-        "PUSHBENCH_SDIST_DIR) to the workers")
+        default=True,
+        description="pass the driver's PUSHBENCH_* variables (PUSHBENCH_HOME, "
+        "PUSHBENCH_SDIST_DIR) to the workers",
+    )
     forward_env: list[str] = Field(
-        default_factory=list, description="driver environment variables passed to workers "
-        "besides PUSHBENCH_* (e.g. the API key variable of LLM policies)")
+        default_factory=list,
+        description="driver environment variables passed to workers "
+        "besides PUSHBENCH_* (e.g. the API key variable of LLM policies)",
+    )
     runtime_env: dict[str, Any] = Field(
-        default_factory=dict, description="extra Ray runtime_env entries (pip, working_dir, ...)")
+        default_factory=dict, description="extra Ray runtime_env entries (pip, working_dir, ...)"
+    )
     object_store_memory: int | None = Field(
-        default=512 * 1024 ** 2, ge=78 * 1024 ** 2,
-        description="object store bytes of a local instance (results are small)")
+        default=512 * 1024**2,
+        ge=78 * 1024**2,
+        description="object store bytes of a local instance (results are small)",
+    )
     log_to_driver: bool = True
 
 
@@ -92,13 +109,18 @@ def _ray():
 
 # ----- driver side ------------------------------------------------------------------------
 
+
 class RayExecutor(Executor):
     """Episodes as Ray tasks; ``workers`` sizes a local instance (ignored with an address)."""
 
     name = "ray"
 
-    def __init__(self, workers: int = 1, fn: Callable[[EpisodeSpec], EpisodeResult] | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        workers: int = 1,
+        fn: Callable[[EpisodeSpec], EpisodeResult] | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(workers)
         try:
             self.options = RayOptions(**options)
@@ -135,8 +157,11 @@ class RayExecutor(Executor):
         return lambda: self.set_endpoint_caps(None)
 
     def _runtime_env(self) -> dict:
-        env = {k: v for k, v in os.environ.items()
-               if k.startswith("PUSHBENCH_") and self.options.forward_pushbench_env}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith("PUSHBENCH_") and self.options.forward_pushbench_env
+        }
         for name in self.options.forward_env:
             if name in os.environ:
                 env[name] = os.environ[name]
@@ -149,13 +174,19 @@ class RayExecutor(Executor):
         ray = _ray()
         opts = self.options
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": opts.log_to_driver,
-                                      "runtime_env": self._runtime_env() or None}
+            kwargs: dict[str, Any] = {
+                "namespace": NAMESPACE,
+                "log_to_driver": opts.log_to_driver,
+                "runtime_env": self._runtime_env() or None,
+            }
             if opts.address is None:  # a private local instance, never someone else's
-                kwargs.update(address="local", include_dashboard=False,
-                              num_cpus=opts.num_cpus or (self.workers if self.workers > 1
-                                                         else os.cpu_count()),
-                              object_store_memory=opts.object_store_memory)
+                kwargs.update(
+                    address="local",
+                    include_dashboard=False,
+                    num_cpus=opts.num_cpus
+                    or (self.workers if self.workers > 1 else os.cpu_count()),
+                    object_store_memory=opts.object_store_memory,
+                )
             else:
                 kwargs["address"] = opts.address
             try:
@@ -164,11 +195,13 @@ class RayExecutor(Executor):
                 raise ExperimentError(
                     f"cannot join the Ray cluster at {opts.address!r} ({e}). Start one with "
                     "`ray start --head` (docs/ray.md), check --address, or leave --address out "
-                    "to run on a local Ray instance") from None
+                    "to run on a local Ray instance"
+                ) from None
             self._started_ray = True
         if self._task is None:
             self._task = ray.remote(max_retries=opts.max_retries, retry_exceptions=False)(
-                episode_task).options(num_cpus=opts.task_cpus)
+                episode_task
+            ).options(num_cpus=opts.task_cpus)
         cpus = float(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, int(cpus))  # reported in the sweep summary
         if not opts.max_in_flight:
@@ -182,9 +215,12 @@ class RayExecutor(Executor):
 
         here = ray.get_runtime_context().get_node_id()
         actor = ray.remote(EndpointLimiter).options(
-            name=f"pushbench-endpoint-limiter-{uuid.uuid4().hex[:8]}", namespace=NAMESPACE,
-            num_cpus=0, max_concurrency=10_000,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True))
+            name=f"pushbench-endpoint-limiter-{uuid.uuid4().hex[:8]}",
+            namespace=NAMESPACE,
+            num_cpus=0,
+            max_concurrency=10_000,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+        )
         self.limiter = actor.remote(self.caps)
         ray.get(self.limiter.stats.remote())  # up and running before episodes need it
 
@@ -222,9 +258,12 @@ class RayExecutor(Executor):
                 if self.limiter is not None:
                     self.limiter.end.remote(ref.task_id().hex())
                 attempts = self.options.max_retries + 1
-                result = EpisodeResult(spec, error=f"Ray task failed after {attempts} attempt(s) "
-                                       f"(infrastructure failure): {type(e).__name__}: {e}\n"
-                                       + traceback.format_exc(limit=2))
+                result = EpisodeResult(
+                    spec,
+                    error=f"Ray task failed after {attempts} attempt(s) "
+                    f"(infrastructure failure): {type(e).__name__}: {e}\n"
+                    + traceback.format_exc(limit=2),
+                )
             del self._refs[ref]
             yield self.settled(result)
 

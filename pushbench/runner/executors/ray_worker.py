@@ -147,6 +147,12 @@ class EndpointLimiter:
             self._drop(lease)
 
     async def stats(self) -> dict[str, dict]:
-        return {k: {"cap": limits.cap_for(self.caps, k), "in_flight": self.held.get(k, 0),
-                    "peak": self.peak.get(k, 0), "calls": self.calls.get(k, 0)}
-                for k in sorted(self.calls)}
+        return {
+            k: {
+                "cap": limits.cap_for(self.caps, k),
+                "in_flight": self.held.get(k, 0),
+                "peak": self.peak.get(k, 0),
+                "calls": self.calls.get(k, 0),
+            }
+            for k in sorted(self.calls)
+        }

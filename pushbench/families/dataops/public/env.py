@@ -35,7 +35,9 @@ from . import units as PU
 class DataOpsPublicEnv(DataOpsEnv):
     __doc__ = __doc__
     family: ClassVar[str] = "dataops_public"
-    _KINDS_TEXT: ClassVar[str] = ("field checks, metadata repairs and consistency questions "
-                                  "on excerpts of published data sets")
+    _KINDS_TEXT: ClassVar[str] = (
+        "field checks, metadata repairs and consistency questions "
+        "on excerpts of published data sets"
+    )
     _generate = staticmethod(PU.generate)
     _check_unit = staticmethod(PU.check)

@@ -56,15 +56,19 @@ def table(name: str) -> Table:
     if entry is None:
         raise ExcerptError(f"excerpt {name!r} is not in the DataOps-public manifest")
     if entry["licence"] not in ALLOWED_LICENCES:
-        raise ExcerptError(f"excerpt {name!r} has licence {entry['licence']!r}, not one of "
-                           f"{', '.join(sorted(ALLOWED_LICENCES))}")
+        raise ExcerptError(
+            f"excerpt {name!r} has licence {entry['licence']!r}, not one of "
+            f"{', '.join(sorted(ALLOWED_LICENCES))}"
+        )
     try:
         data = (folder() / name).read_bytes()
     except OSError as e:
         raise ExcerptError(f"excerpt {name!r} cannot be read ({e.strerror})") from None
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise ExcerptError(f"excerpt {name!r} does not match the sha256 in the manifest; "
-                           "re-derive it: python experiments/dataops_public_excerpts.py")
+        raise ExcerptError(
+            f"excerpt {name!r} does not match the sha256 in the manifest; "
+            "re-derive it: python experiments/dataops_public_excerpts.py"
+        )
     header, *rows = csv.reader(io.StringIO(data.decode("utf-8")))
     return Table(name, tuple(header), tuple(tuple(r) for r in rows))
 
@@ -72,6 +76,8 @@ def table(name: str) -> Table:
 def source_text(name: str) -> str:
     """The provenance lines of excerpt ``name`` as a unit's SOURCE.txt shows them."""
     e = manifest()["excerpts"][name]
-    return (f"dataset: {name}\npackage: {e['package']}\nversion: {e['version']}\n"
-            f"file: {e['file']}\nlicence: {e['licence']}\nsource: {e['source']}\n"
-            f"citation: {e['citation']}\n")
+    return (
+        f"dataset: {name}\npackage: {e['package']}\nversion: {e['version']}\n"
+        f"file: {e['file']}\nlicence: {e['licence']}\nsource: {e['source']}\n"
+        f"citation: {e['citation']}\n"
+    )

@@ -55,18 +55,36 @@ FIELD_RULES = (
     ("flights.csv", "rows_out_of_range", {"column": "dep_delay"}),
     ("seattle_weather.csv", "rows_out_of_range", {"column": "wind"}),
     ("seattle_weather.csv", "rows_out_of_range", {"column": "temp_max"}),
-    ("seattle_weather.csv", "rows_label_conflict",
-     {"column": "weather", "equals": "sun", "number": "precipitation", "cmp": ">", "value": 0}),
-    ("seattle_weather.csv", "rows_label_conflict",
-     {"column": "weather", "equals": "rain", "number": "precipitation", "cmp": "<=",
-      "value": 0}),
+    (
+        "seattle_weather.csv",
+        "rows_label_conflict",
+        {"column": "weather", "equals": "sun", "number": "precipitation", "cmp": ">", "value": 0},
+    ),
+    (
+        "seattle_weather.csv",
+        "rows_label_conflict",
+        {"column": "weather", "equals": "rain", "number": "precipitation", "cmp": "<=", "value": 0},
+    ),
 )
 CLEAN_HEADER = ("species", "island", "bill_length_mm", "body_mass_g", "sex", "year")
-RAW_COLUMNS = ("Sample Number", "Species", "Island", "Individual ID", "Date Egg",
-               "Culmen Length (mm)", "Body Mass (g)", "Sex")
-MAPPING = {"species": "the first word of Species", "island": "Island",
-           "bill_length_mm": "Culmen Length (mm)", "body_mass_g": "Body Mass (g)",
-           "sex": "Sex in lower case (NA stays NA)", "year": "the year of Date Egg"}
+RAW_COLUMNS = (
+    "Sample Number",
+    "Species",
+    "Island",
+    "Individual ID",
+    "Date Egg",
+    "Culmen Length (mm)",
+    "Body Mass (g)",
+    "Sex",
+)
+MAPPING = {
+    "species": "the first word of Species",
+    "island": "Island",
+    "bill_length_mm": "Culmen Length (mm)",
+    "body_mass_g": "Body Mass (g)",
+    "sex": "Sex in lower case (NA stays NA)",
+    "year": "the year of Date Egg",
+}
 RECORD_KEYS = ("dataset", "package", "version", "licence", "citation", "rows", "columns")
 WRONG_LICENCES = ("CC-BY-4.0", "MIT", "CC-BY-NC-4.0", "ODbL-1.0", "proprietary")
 
@@ -90,24 +108,33 @@ def evaluate(rule: dict, header, rows) -> list[int]:
     if op == "rows_missing":
         return _rows(lambda r: r[c] in rule["codes"], rows)
     if op == "rows_out_of_range":
-        return _rows(lambda r: r[c] not in rule["codes"] and _number(r[c]) is not None
-                     and not rule["min"] <= _number(r[c]) <= rule["max"], rows)
+        return _rows(
+            lambda r: (
+                r[c] not in rule["codes"]
+                and _number(r[c]) is not None
+                and not rule["min"] <= _number(r[c]) <= rule["max"]
+            ),
+            rows,
+        )
     if op == "rows_date_after":  # both formats put year, month, day in order: compare digits
         after = rule["after"].replace("/", "-")
         return _rows(lambda r: r[c].replace("/", "-") > after, rows)
     if op == "rows_label_conflict":
         m = list(header).index(rule["number"])
-        over = (lambda v: v > rule["value"]) if rule["cmp"] == ">" else (
-            lambda v: v <= rule["value"])
-        return _rows(lambda r: r[c] == rule["equals"] and _number(r[m]) is not None
-                     and over(_number(r[m])), rows)
+        over = (
+            (lambda v: v > rule["value"]) if rule["cmp"] == ">" else (lambda v: v <= rule["value"])
+        )
+        return _rows(
+            lambda r: r[c] == rule["equals"] and _number(r[m]) is not None and over(_number(r[m])),
+            rows,
+        )
     raise ValueError(f"unknown field rule {op!r}")
 
 
 def _window(rng, table: X.Table, lo: int, hi: int) -> tuple[int, list]:
     n = int(rng.integers(lo, hi + 1))
     start = int(rng.integers(0, len(table.rows) - n + 1))
-    return start, [list(r) for r in table.rows[start: start + n]]
+    return start, [list(r) for r in table.rows[start : start + n]]
 
 
 def _describe(rule: dict, path: str) -> str:
@@ -115,15 +142,18 @@ def _describe(rule: dict, path: str) -> str:
     if op == "rows_missing":
         what = f"have a missing {col} (missing is coded as NA or an empty cell)"
     elif op == "rows_out_of_range":
-        what = (f"have a {col} outside [{rule['min']}, {rule['max']}] (a missing value, "
-                "coded NA or empty, is not out of range)")
+        what = (
+            f"have a {col} outside [{rule['min']}, {rule['max']}] (a missing value, "
+            "coded NA or empty, is not out of range)"
+        )
     elif op == "rows_date_after":
         what = f"have a {col} (written {rule['format']}) later than {rule['after']}"
     else:
-        what = (f"have {col} = {rule['equals']} while {rule['number']} {rule['cmp']} "
-                f"{rule['value']}")
-    return (f"Which data rows of {path} {what}? Answer their row numbers (1 = the first row "
-            "after the header), comma-separated in ascending order (e.g. 4,17,102).")
+        what = f"have {col} = {rule['equals']} while {rule['number']} {rule['cmp']} {rule['value']}"
+    return (
+        f"Which data rows of {path} {what}? Answer their row numbers (1 = the first row "
+        "after the header), comma-separated in ascending order (e.g. 4,17,102)."
+    )
 
 
 def _field_rule(rng, op: str, params: dict, header, rows) -> dict:
@@ -141,8 +171,9 @@ def _field_rule(rng, op: str, params: dict, header, rows) -> dict:
             rule.update(min=0, max=0)
     if op == "rows_date_after":
         dates = sorted({r[c] for r in rows})
-        rule["after"] = dates[int(rng.integers(len(dates) // 3, max(len(dates) // 3 + 1,
-                                                                  2 * len(dates) // 3)))]
+        rule["after"] = dates[
+            int(rng.integers(len(dates) // 3, max(len(dates) // 3 + 1, 2 * len(dates) // 3)))
+        ]
     return rule
 
 
@@ -159,22 +190,29 @@ def _field_unit(rng, uid, cfg, ws) -> Unit:
     else:  # pragma: no cover - the excerpts always allow a window (tests build every backlog)
         raise RuntimeError("no field-check window found")
     [path] = put_files(ws, uid, {name: to_csv(list(t.header), rows)})
-    return Unit(uid, "field_check", f"{name}: {rule['column']} {op.replace('_', ' ')}",
-                _describe(rule, path), [path], [{**rule, "file": path}], "list",
-                {"answer": list_text(answer)})
+    return Unit(
+        uid,
+        "field_check",
+        f"{name}: {rule['column']} {op.replace('_', ' ')}",
+        _describe(rule, path),
+        [path],
+        [{**rule, "file": path}],
+        "list",
+        {"answer": list_text(answer)},
+    )
 
 
 def _consistency_unit(rng, uid, cfg, ws) -> Unit:
-    flights, planes, airports = (X.table(n) for n in
-                                 ("flights.csv", "planes.csv", "airports.csv"))
+    flights, planes, airports = (X.table(n) for n in ("flights.csv", "planes.csv", "airports.csv"))
     tail, dest = flights.column("tailnum"), flights.column("dest")
     by_key = rng.random() < 0.5
     for _ in range(_ATTEMPTS):
         _, rows = _window(rng, flights, 40, 120)
         if by_key:
             known = {r[0] for r in planes.rows}
-            answer = sorted({r[tail] for r in rows if r[tail] not in MISSING
-                             and r[tail] not in known})
+            answer = sorted(
+                {r[tail] for r in rows if r[tail] not in MISSING and r[tail] not in known}
+            )
             ok = 1 <= len(answer) <= MAX_ANSWER
         else:
             known = {r[0] for r in airports.rows}
@@ -189,29 +227,56 @@ def _consistency_unit(rng, uid, cfg, ws) -> Unit:
         others = [i for i, r in enumerate(planes.rows) if r[0] not in used]
         extra = set(rng.choice(others, int(rng.integers(20, 61)), replace=False).tolist())
         ref = [list(r) for i, r in enumerate(planes.rows) if r[0] in used or i in extra]
-        files = put_files(ws, uid, {"flights.csv": to_csv(list(flights.header), rows),
-                                    "planes.csv": to_csv(list(planes.header), ref)})
-        rule = {"op": "keys_unresolved", "file": files[0], "column": "tailnum",
-                "ref_file": files[1], "ref_column": "tailnum", "codes": list(MISSING)}
-        task = (f"Each flight in {files[0]} names its aircraft by tailnum; {files[1]} is the "
-                "aircraft register. Which tail numbers of the flights have no row in the "
-                "register (a missing tailnum, coded NA or empty, does not count)? Answer the "
-                "distinct tail numbers, comma-separated in ascending order (e.g. "
-                "N101AA,N202BB).")
+        files = put_files(
+            ws,
+            uid,
+            {
+                "flights.csv": to_csv(list(flights.header), rows),
+                "planes.csv": to_csv(list(planes.header), ref),
+            },
+        )
+        rule = {
+            "op": "keys_unresolved",
+            "file": files[0],
+            "column": "tailnum",
+            "ref_file": files[1],
+            "ref_column": "tailnum",
+            "codes": list(MISSING),
+        }
+        task = (
+            f"Each flight in {files[0]} names its aircraft by tailnum; {files[1]} is the "
+            "aircraft register. Which tail numbers of the flights have no row in the "
+            "register (a missing tailnum, coded NA or empty, does not count)? Answer the "
+            "distinct tail numbers, comma-separated in ascending order (e.g. "
+            "N101AA,N202BB)."
+        )
         title = "flights.tailnum vs planes register"
     else:
-        files = put_files(ws, uid, {"flights.csv": to_csv(list(flights.header), rows),
-                                    "airports.csv": to_csv(list(airports.header),
-                                                           [list(r) for r in airports.rows])})
-        rule = {"op": "rows_unresolved", "file": files[0], "column": "dest",
-                "ref_file": files[1], "ref_column": "faa"}
-        task = (f"Each flight in {files[0]} names its destination airport by its FAA code "
-                f"(dest); {files[1]} lists airports by faa. Which data rows of {files[0]} have "
-                "a dest that no airport row resolves? Answer their row numbers (1 = the first "
-                "row after the header), comma-separated in ascending order (e.g. 4,17,102).")
+        files = put_files(
+            ws,
+            uid,
+            {
+                "flights.csv": to_csv(list(flights.header), rows),
+                "airports.csv": to_csv(list(airports.header), [list(r) for r in airports.rows]),
+            },
+        )
+        rule = {
+            "op": "rows_unresolved",
+            "file": files[0],
+            "column": "dest",
+            "ref_file": files[1],
+            "ref_column": "faa",
+        }
+        task = (
+            f"Each flight in {files[0]} names its destination airport by its FAA code "
+            f"(dest); {files[1]} lists airports by faa. Which data rows of {files[0]} have "
+            "a dest that no airport row resolves? Answer their row numbers (1 = the first "
+            "row after the header), comma-separated in ascending order (e.g. 4,17,102)."
+        )
         title = "flights.dest vs airports"
-    return Unit(uid, "consistency", title, task, files, [rule], "list",
-                {"answer": list_text(answer)})
+    return Unit(
+        uid, "consistency", title, task, files, [rule], "list", {"answer": list_text(answer)}
+    )
 
 
 def _metadata_unit(rng, uid, cfg, ws) -> Unit:
@@ -222,15 +287,17 @@ def _clean_unit(rng, uid, ws) -> Unit:
     raw, clean = X.table("penguins_raw.csv"), X.table("penguins.csv")
     start, window = _window(rng, raw, 12, 30)  # the excerpts keep the same rows in order
     rows_raw = [[r[raw.column(c)] for c in RAW_COLUMNS] for r in window]
-    fixed = [[r[clean.column(c)] for c in CLEAN_HEADER]
-             for r in clean.rows[start: start + len(window)]]
+    fixed = [
+        [r[clean.column(c)] for c in CLEAN_HEADER] for r in clean.rows[start : start + len(window)]
+    ]
     shown = [list(r) for r in fixed]
     islands = sorted({r[clean.column("island")] for r in clean.rows})
     k = int(rng.integers(1, 4))
     for i in sorted(rng.choice(len(shown), k, replace=False).tolist()):
         raw_row, row = rows_raw[i], shown[i]
-        kinds = ["species", "year", "island", "mass"] + (["sex"] if row[4] != "NA" else
-                                                          ["sex_empty"])
+        kinds = ["species", "year", "island", "mass"] + (
+            ["sex"] if row[4] != "NA" else ["sex_empty"]
+        )
         kind = kinds[int(rng.integers(len(kinds)))]
         if kind == "species":
             row[0] = raw_row[1]
@@ -244,22 +311,52 @@ def _clean_unit(rng, uid, ws) -> Unit:
             row[1] = [x for x in islands if x != row[1]][int(rng.integers(len(islands) - 1))]
         else:
             row[3] = "NA" if row[3] != "NA" else "3700"
-    files = put_files(ws, uid, {"raw.csv": to_csv(list(RAW_COLUMNS), rows_raw),
-                                "clean.csv": to_csv(list(CLEAN_HEADER), shown)})
-    task = (f"{files[1]} is the cleaned form of {files[0]} (the Palmer penguins raw-to-clean "
-            "mapping), one row per raw row in the same order, but some rows do not follow the "
-            "mapping below. Edit the wrong cells of " + files[1] + " so that every row follows "
-            "it; keep the header and row order. Then run the verifier and submit.")
+    files = put_files(
+        ws,
+        uid,
+        {
+            "raw.csv": to_csv(list(RAW_COLUMNS), rows_raw),
+            "clean.csv": to_csv(list(CLEAN_HEADER), shown),
+        },
+    )
+    task = (
+        f"{files[1]} is the cleaned form of {files[0]} (the Palmer penguins raw-to-clean "
+        "mapping), one row per raw row in the same order, but some rows do not follow the "
+        "mapping below. Edit the wrong cells of " + files[1] + " so that every row follows "
+        "it; keep the header and row order. Then run the verifier and submit."
+    )
     rules: list[dict]
-    rules = [{"op": "raw_to_clean", "rule": "parses", "raw": files[0], "clean": files[1],
-              "text": f"{files[1]} parses as CSV"},
-             {"rule": "header", "text": "header is " + ",".join(CLEAN_HEADER)},
-             {"rule": "rows", "text": f"one row per data row of {files[0]}, same order"},
-             {"rule": "mapping", "mapping": dict(MAPPING),
-              "text": "every cell follows the mapping from its raw row"}]
-    return Unit(uid, "metadata_repair", "penguins raw-to-clean mapping", task, files, rules,
-                None, {"edit": "raw_to_clean", "target": files[1], "expected": fixed,
-                       "fixed_text": to_csv(list(CLEAN_HEADER), fixed)})
+    rules = [
+        {
+            "op": "raw_to_clean",
+            "rule": "parses",
+            "raw": files[0],
+            "clean": files[1],
+            "text": f"{files[1]} parses as CSV",
+        },
+        {"rule": "header", "text": "header is " + ",".join(CLEAN_HEADER)},
+        {"rule": "rows", "text": f"one row per data row of {files[0]}, same order"},
+        {
+            "rule": "mapping",
+            "mapping": dict(MAPPING),
+            "text": "every cell follows the mapping from its raw row",
+        },
+    ]
+    return Unit(
+        uid,
+        "metadata_repair",
+        "penguins raw-to-clean mapping",
+        task,
+        files,
+        rules,
+        None,
+        {
+            "edit": "raw_to_clean",
+            "target": files[1],
+            "expected": fixed,
+            "fixed_text": to_csv(list(CLEAN_HEADER), fixed),
+        },
+    )
 
 
 def _record_unit(rng, uid, ws) -> Unit:
@@ -268,9 +365,15 @@ def _record_unit(rng, uid, ws) -> Unit:
     t = X.table(name)
     _, rows = _window(rng, t, 15, 60)
     entry = X.manifest()["excerpts"][name]
-    expected = {"dataset": name, "package": entry["package"], "version": str(entry["version"]),
-                "licence": entry["licence"], "citation": entry["citation"], "rows": len(rows),
-                "columns": list(t.header)}
+    expected = {
+        "dataset": name,
+        "package": entry["package"],
+        "version": str(entry["version"]),
+        "licence": entry["licence"],
+        "citation": entry["citation"],
+        "rows": len(rows),
+        "columns": list(t.header),
+    }
     shown = json.loads(json.dumps(expected))
     for key in sorted(rng.choice(5, int(rng.integers(1, 4)), replace=False).tolist()):
         field = ("licence", "version", "rows", "columns", "citation")[key]
@@ -285,29 +388,70 @@ def _record_unit(rng, uid, ws) -> Unit:
             shown["columns"].pop(int(rng.integers(len(shown["columns"]))))
         else:
             shown["citation"] = shown["citation"].split(". ")[0] + "."
-    files = put_files(ws, uid, {name: to_csv(list(t.header), rows),
-                                "SOURCE.txt": X.source_text(name),
-                                "record.json": json.dumps(shown, indent=2) + "\n"})
+    files = put_files(
+        ws,
+        uid,
+        {
+            name: to_csv(list(t.header), rows),
+            "SOURCE.txt": X.source_text(name),
+            "record.json": json.dumps(shown, indent=2) + "\n",
+        },
+    )
     data, source, target = files
-    task = (f"{target} is the provenance record of {data}; some of its fields disagree with "
-            f"{source} (the source's own provenance) or with {data} itself. Edit {target} so "
-            "that it parses and every rule below holds. Then run the verifier and submit.")
-    rules = [{"op": "provenance_record", "rule": "parses", "record": target, "data": data,
-              "source": source, "text": f"{target} parses as a JSON object with exactly the "
-              "keys " + ",".join(RECORD_KEYS)}]
-    rules += [{"rule": k, "field": k, "equals": f"{source}: {k}"}
-              for k in ("dataset", "package", "version", "licence", "citation")]
-    rules += [{"rule": "rows", "field": "rows",
-               "equals": f"the number of data rows of {data} (header excluded), an integer"},
-              {"rule": "columns", "field": "columns",
-               "equals": f"the header of {data}: a list of the column names in order"}]
-    return Unit(uid, "metadata_repair", f"{name}: repair provenance record", task, files, rules,
-                None, {"edit": "provenance_record", "target": target, "expected": expected,
-                       "fixed_text": json.dumps(expected, indent=2) + "\n"})
+    task = (
+        f"{target} is the provenance record of {data}; some of its fields disagree with "
+        f"{source} (the source's own provenance) or with {data} itself. Edit {target} so "
+        "that it parses and every rule below holds. Then run the verifier and submit."
+    )
+    rules = [
+        {
+            "op": "provenance_record",
+            "rule": "parses",
+            "record": target,
+            "data": data,
+            "source": source,
+            "text": f"{target} parses as a JSON object with exactly the "
+            "keys " + ",".join(RECORD_KEYS),
+        }
+    ]
+    rules += [
+        {"rule": k, "field": k, "equals": f"{source}: {k}"}
+        for k in ("dataset", "package", "version", "licence", "citation")
+    ]
+    rules += [
+        {
+            "rule": "rows",
+            "field": "rows",
+            "equals": f"the number of data rows of {data} (header excluded), an integer",
+        },
+        {
+            "rule": "columns",
+            "field": "columns",
+            "equals": f"the header of {data}: a list of the column names in order",
+        },
+    ]
+    return Unit(
+        uid,
+        "metadata_repair",
+        f"{name}: repair provenance record",
+        task,
+        files,
+        rules,
+        None,
+        {
+            "edit": "provenance_record",
+            "target": target,
+            "expected": expected,
+            "fixed_text": json.dumps(expected, indent=2) + "\n",
+        },
+    )
 
 
-_BUILDERS = {"field_check": _field_unit, "metadata_repair": _metadata_unit,
-             "consistency": _consistency_unit}
+_BUILDERS = {
+    "field_check": _field_unit,
+    "metadata_repair": _metadata_unit,
+    "consistency": _consistency_unit,
+}
 
 
 def generate(cfg: dict, target: int, ws: Workspace) -> list[Unit]:
@@ -335,8 +479,11 @@ def _check_record(text: str, expected: dict) -> CheckResult:
     except (ValueError, RecursionError) as e:
         return CheckResult(False, "parses", f"the file is not valid JSON ({str(e)[:200]})")
     if not isinstance(doc, dict) or sorted(doc) != sorted(RECORD_KEYS):
-        return CheckResult(False, "parses", "the record is not a JSON object with exactly the "
-                           "keys " + ",".join(RECORD_KEYS))
+        return CheckResult(
+            False,
+            "parses",
+            "the record is not a JSON object with exactly the keys " + ",".join(RECORD_KEYS),
+        )
     for key in RECORD_KEYS:
         value = doc[key]
         if type(value) is not type(expected[key]) or value != expected[key]:

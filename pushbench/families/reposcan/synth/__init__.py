@@ -43,9 +43,21 @@ from .sigs import Namer
 from .testsuite import plan_tests, render_conftest, render_test_module
 from .vocab import DOMAINS, GENERIC_NOUNS, Draw
 
-__all__ = ["ATOMS", "DEFAULT_DENSITY", "DEFAULT_DEFS", "DEFAULT_MODULES", "GENERATOR_VERSION",
-           "MAX_DEFS", "DensityError", "SynthStats", "atom_spec", "generate", "parse_density",
-           "render", "tree_sha256"]
+__all__ = [
+    "ATOMS",
+    "DEFAULT_DENSITY",
+    "DEFAULT_DEFS",
+    "DEFAULT_MODULES",
+    "GENERATOR_VERSION",
+    "MAX_DEFS",
+    "DensityError",
+    "SynthStats",
+    "atom_spec",
+    "generate",
+    "parse_density",
+    "render",
+    "tree_sha256",
+]
 
 # Bump whenever the bytes written for some arguments change (vocabulary, templates, draw order):
 # a pinned synthetic snapshot records it next to its seed and sizes.
@@ -98,8 +110,13 @@ def _check_int(name: str, value, low: int, high: int) -> int:
     return value
 
 
-def render(*, seed: int, modules: int = DEFAULT_MODULES, defs: int = DEFAULT_DEFS,
-           density: Mapping[str, float] | None = None) -> tuple[dict[str, str], SynthStats]:
+def render(
+    *,
+    seed: int,
+    modules: int = DEFAULT_MODULES,
+    defs: int = DEFAULT_DEFS,
+    density: Mapping[str, float] | None = None,
+) -> tuple[dict[str, str], SynthStats]:
     """The repository as ``{relative path: text}`` (sorted paths) and its stats, in memory."""
     _check_int("seed", seed, 0, 2**63 - 1)
     _check_int("modules", modules, 1, 1000)
@@ -123,13 +140,22 @@ def render(*, seed: int, modules: int = DEFAULT_MODULES, defs: int = DEFAULT_DEF
     files["pyproject.toml"] = (
         f'[project]\nname = "{pkg.name}"\nversion = "0.1.0"\nrequires-python = ">=3.11"\n\n'
         f'[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
-        f'markers = ["slow: long-running tests"]\n')
+        f'markers = ["slow: long-running tests"]\n'
+    )
     files = dict(sorted(files.items()))
     roles = {r: sum(s.role == r for s in specs) for r in ("pkg", "test", "fixture", "decorator")}
     stats = SynthStats(
-        package=pkg.name, seed=seed, defs=defs, modules=modules, density=dens,
-        counts={a: sum(s.flags[a] for s in specs) for a in ATOMS}, roles=roles,
-        primary_fixture=tests.primary, files=tuple(files), tree_sha256=tree_sha256(files))
+        package=pkg.name,
+        seed=seed,
+        defs=defs,
+        modules=modules,
+        density=dens,
+        counts={a: sum(s.flags[a] for s in specs) for a in ATOMS},
+        roles=roles,
+        primary_fixture=tests.primary,
+        files=tuple(files),
+        tree_sha256=tree_sha256(files),
+    )
     return files, stats
 
 
@@ -143,8 +169,14 @@ def tree_sha256(files: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def generate(dest: Path, *, seed: int, modules: int = DEFAULT_MODULES, defs: int = DEFAULT_DEFS,
-             density: Mapping[str, float] | None = None) -> SynthStats:
+def generate(
+    dest: Path,
+    *,
+    seed: int,
+    modules: int = DEFAULT_MODULES,
+    defs: int = DEFAULT_DEFS,
+    density: Mapping[str, float] | None = None,
+) -> SynthStats:
     """Write a synthetic repository into ``dest`` (absent or an empty folder) and return its stats.
 
     All checks run before anything is written; the tree is written into a temporary sibling

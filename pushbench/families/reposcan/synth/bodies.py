@@ -14,32 +14,71 @@ from .sigs import Namer, Param, Scope, Sig
 from .vocab import Draw
 
 _EXPRS = {
-    "int": (("{x} * 2", "int"), ("{x} + 1", "int"), ("max({x}, 0)", "int"), ("str({x})", "str"),
-            ("float({x})", "float"), ("min({x}, _DEFAULT_LIMIT)", "int")),
-    "float": (("round({x}, 2)", "float"), ("{x} * 1.2", "float"), ("int({x})", "int"),
-              ("abs({x})", "float")),
-    "str": (("{x}.strip().lower()", "str"), ("{x}.split(_SEPARATOR)", "seq"), ("len({x})", "int"),
-            ("{x}.upper()", "str"), ("{x}.startswith(\"x\")", "bool")),
+    "int": (
+        ("{x} * 2", "int"),
+        ("{x} + 1", "int"),
+        ("max({x}, 0)", "int"),
+        ("str({x})", "str"),
+        ("float({x})", "float"),
+        ("min({x}, _DEFAULT_LIMIT)", "int"),
+    ),
+    "float": (
+        ("round({x}, 2)", "float"),
+        ("{x} * 1.2", "float"),
+        ("int({x})", "int"),
+        ("abs({x})", "float"),
+    ),
+    "str": (
+        ("{x}.strip().lower()", "str"),
+        ("{x}.split(_SEPARATOR)", "seq"),
+        ("len({x})", "int"),
+        ("{x}.upper()", "str"),
+        ('{x}.startswith("x")', "bool"),
+    ),
     "bool": (("not {x}", "bool"), ("int({x})", "int")),
-    "seq": (("sorted({x})", "seq"), ("len({x})", "int"), ("_SEPARATOR.join({x})", "str"),
-            ("[value for value in {x} if value]", "seq"), ("dict.fromkeys({x}, 0)", "map"),
-            ("list(reversed({x}))", "seq"), ("set({x})", "seq")),
-    "map": (("sorted({x})", "seq"), ("len({x})", "int"), ("dict({x})", "map"),
-            ("{{key: value for key, value in {x}.items() if value}}", "map"),
-            ("list({x}.values())", "seq")),
+    "seq": (
+        ("sorted({x})", "seq"),
+        ("len({x})", "int"),
+        ("_SEPARATOR.join({x})", "str"),
+        ("[value for value in {x} if value]", "seq"),
+        ("dict.fromkeys({x}, 0)", "map"),
+        ("list(reversed({x}))", "seq"),
+        ("set({x})", "seq"),
+    ),
+    "map": (
+        ("sorted({x})", "seq"),
+        ("len({x})", "int"),
+        ("dict({x})", "map"),
+        ("{{key: value for key, value in {x}.items() if value}}", "map"),
+        ("list({x}.values())", "seq"),
+    ),
     "obj": (("{x} is not None", "bool"), ("repr({x})", "str")),
 }
 _CHECKS = {  # (holds, fails) conditions per kind
-    "int": ("{x} >= 0", "{x} < 0"), "float": ("{x} >= 0", "{x} < 0"),
-    "str": ("{x}", "not {x}"), "bool": ("isinstance({x}, bool)", "not isinstance({x}, bool)"),
-    "seq": ("len({x}) > 0", "not {x}"), "map": ("{x} is not None", "{x} is None"),
+    "int": ("{x} >= 0", "{x} < 0"),
+    "float": ("{x} >= 0", "{x} < 0"),
+    "str": ("{x}", "not {x}"),
+    "bool": ("isinstance({x}, bool)", "not isinstance({x}, bool)"),
+    "seq": ("len({x}) > 0", "not {x}"),
+    "map": ("{x} is not None", "{x} is None"),
     "obj": ("{x} is not None", "{x} is None"),
 }
 _EXCEPTIONS = ("ValueError", "KeyError", "TypeError", "LookupError", "RuntimeError")
-_PHRASES = ("the {a} for each {b}", "every {a} in the {b}", "the {a} of the {b}",
-            "{a} entries from the {b}", "the current {a}")
-_MESSAGES = ("invalid {a}", "unknown {a}", "{a} out of range", "missing {a}", "{a} is empty",
-             "unexpected {a}")
+_PHRASES = (
+    "the {a} for each {b}",
+    "every {a} in the {b}",
+    "the {a} of the {b}",
+    "{a} entries from the {b}",
+    "the current {a}",
+)
+_MESSAGES = (
+    "invalid {a}",
+    "unknown {a}",
+    "{a} out of range",
+    "missing {a}",
+    "{a} is empty",
+    "unexpected {a}",
+)
 
 
 def words(name: str) -> str:
@@ -73,8 +112,9 @@ class Body:
         return self.draw.pick(self.vars)
 
     def phrase(self) -> str:
-        return self.draw.pick(_PHRASES).format(a=words(self.namer.noun()),
-                                               b=words(self.namer.noun()))
+        return self.draw.pick(_PHRASES).format(
+            a=words(self.namer.noun()), b=words(self.namer.noun())
+        )
 
     def docstring(self, summary: str, params: Sequence[Param] = ()) -> None:
         summary = summary[0].upper() + summary[1:].rstrip(".") + "."
@@ -102,12 +142,12 @@ class Body:
 
     def guard_assert(self) -> None:
         x, kind = self.pick()
-        self.add(f"assert {_CHECKS[kind][0].format(x=x)}, \"{self.message()}\"")
+        self.add(f'assert {_CHECKS[kind][0].format(x=x)}, "{self.message()}"')
 
     def guard_raise(self, package_error: str) -> None:
         x, kind = self.pick()
         self.add(f"if {_CHECKS[kind][1].format(x=x)}:")
-        self.add(f"raise {self.exception(package_error)}(f\"{self.message()}: {{{x}!r}}\")", 1)
+        self.add(f'raise {self.exception(package_error)}(f"{self.message()}: {{{x}!r}}")', 1)
 
     def assign(self) -> None:
         x, kind = self.pick()
@@ -158,7 +198,7 @@ class Body:
         self.add(f"def {helper}({arg}):")
         if with_raise:
             self.add(f"if {arg} is None:", 1)
-            self.add(f"raise ValueError(\"{self.message()}\")", 2)
+            self.add(f'raise ValueError("{self.message()}")', 2)
         self.add(f"return str({arg}).lower()", 1)
         var = self.new_var()
         self.add(f"{var} = sorted({seq}, key={helper})")

@@ -23,8 +23,9 @@ def measure(root: Path, primary_fixture: str) -> dict[str, int | None]:
     checkout cannot measure the atom), via :func:`indexer.facts_tree` /
     :func:`indexer.index_tree`."""
     root = Path(root)
-    return _count(indexer.facts_tree(root), [d.kind for d in indexer.index_tree(root)],
-                  primary_fixture)
+    return _count(
+        indexer.facts_tree(root), [d.kind for d in indexer.index_tree(root)], primary_fixture
+    )
 
 
 def measure_files(files: Mapping[str, str], primary_fixture: str) -> dict[str, int | None]:

@@ -63,8 +63,13 @@ class PackagePlan:
 
 
 def _decorator_sig(draw: Draw, spec: DefSpec, scope: Scope) -> Sig:
-    name = scope.claim(lambda a: draw.pick(vocab.DECORATOR_NAMES) if a < 30
-                       else snake(draw.pick(vocab.QUALIFIERS), draw.pick(vocab.DECORATOR_NAMES)))
+    name = scope.claim(
+        lambda a: (
+            draw.pick(vocab.DECORATOR_NAMES)
+            if a < 30
+            else snake(draw.pick(vocab.QUALIFIERS), draw.pick(vocab.DECORATOR_NAMES))
+        )
+    )
     sig = Sig(spec=spec, name=name, params=[Param("func", "obj", "Callable[..., Any]")])
     sig.ann_mode = "all" if spec["annotated"] else draw.pick(("none", "params"))
     return sig
@@ -72,11 +77,28 @@ def _decorator_sig(draw: Draw, spec: DefSpec, scope: Scope) -> Sig:
 
 def plan_package(draw: Draw, namer: Namer, specs: list[DefSpec], modules: int) -> PackagePlan:
     """Names and signatures of the package's definitions (bodies come later)."""
-    top = Scope(["logger", "asyncio", "contextlib", "functools", "logging", "typing", "dataclass",
-                 "field", "Decimal", *(c for c, _ in CONSTANTS)])
+    top = Scope(
+        [
+            "logger",
+            "asyncio",
+            "contextlib",
+            "functools",
+            "logging",
+            "typing",
+            "dataclass",
+            "field",
+            "Decimal",
+            *(c for c, _ in CONSTANTS),
+        ]
+    )
     name = snake(namer.noun().replace("_", ""), draw.pick(vocab.PACKAGE_SUFFIXES)).replace("_", "")
-    error = top.claim(lambda a: camel(namer.noun(), "error") if a < 30
-                      else camel(draw.pick(vocab.QUALIFIERS), namer.noun(), "error"))
+    error = top.claim(
+        lambda a: (
+            camel(namer.noun(), "error")
+            if a < 30
+            else camel(draw.pick(vocab.QUALIFIERS), namer.noun(), "error")
+        )
+    )
     mod_scope = Scope(["conftest", "tests", name])
     mods = [ModulePlan(i, mod_scope.claim(namer.var_name)) for i in range(modules)]
     decorators = [_decorator_sig(draw, s, top) for s in specs if s.role == "decorator"]
@@ -106,14 +128,14 @@ def _decorator_body(b: Body, sig: Sig, package_error: str) -> None:
     if spec["docstring"]:
         b.docstring(f"wrap ``func`` so that each call is {words(sig.name)} at debug level")
     if spec["assert"]:
-        b.add(f"assert callable(func), \"{sig.name} expects a callable\"")
+        b.add(f'assert callable(func), "{sig.name} expects a callable"')
     if spec["raises"]:
         b.add("if not callable(func):")
-        b.add(f"raise TypeError(f\"{sig.name} expects a callable, got {{func!r}}\")", 1)
+        b.add(f'raise TypeError(f"{sig.name} expects a callable, got {{func!r}}")', 1)
     b.add("")
     b.add("@functools.wraps(func)")
     b.add("def wrapper(*args, **kwargs):")
-    b.add(f"logger.debug(\"%s: {words(sig.name)} call\", func.__qualname__)", 1)
+    b.add(f'logger.debug("%s: {words(sig.name)} call", func.__qualname__)', 1)
     b.add("return func(*args, **kwargs)", 1)
     b.add("")
     b.add("return wrapper")
@@ -161,9 +183,11 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
         return render_signature(sig, indent) + b.lines
 
     if mod.index == 0:
-        chunks.append(f"class {pkg.error}(Exception):\n"
-                      f"    \"\"\"Raised when {words(namer.noun())} data cannot be "
-                      "processed.\"\"\"\n")
+        chunks.append(
+            f"class {pkg.error}(Exception):\n"
+            f'    """Raised when {words(namer.noun())} data cannot be '
+            'processed."""\n'
+        )
         for d in pkg.decorators:
             chunks.append("\n".join(body_of(d, "", [], [])) + "\n")
     shared = [(f, f.name) for f in [*local_funcs, *foreign]]
@@ -171,10 +195,12 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
         if isinstance(item, Sig):
             chunks.append("\n".join(body_of(item, "", [], shared)) + "\n")
             continue
-        lines = ["@dataclass", f"class {item.name}:",
-                 f"    \"\"\"{words(namer.noun()).capitalize()} "
-                 f"{words(namer.noun())} records.\"\"\"",
-                 ""]
+        lines = [
+            "@dataclass",
+            f"class {item.name}:",
+            f'    """{words(namer.noun()).capitalize()} {words(namer.noun())} records."""',
+            "",
+        ]
         lines += [f"    {f.name}: {f.ann} = {f.default}" for f in item.fields]
         for m in item.methods:
             lines.append("")
@@ -185,19 +211,34 @@ def render_module(draw: Draw, namer: Namer, pkg: PackagePlan, mod: ModulePlan) -
     by_module: dict[int, list[str]] = {}
     for n in sorted(wanted):
         by_module.setdefault(imported[n], []).append(n)
-    imports = "".join(vocab.from_import(f".{pkg.modules[i].name}", names) + "\n"
-                      for i, names in sorted(by_module.items()))
-    doc = f'"""{words(mod.name).capitalize()}: {draw.pick(vocab.VERBS)} and ' \
-          f'{draw.pick(vocab.VERBS)} {words(namer.noun())} data."""\n\n'
+    imports = "".join(
+        vocab.from_import(f".{pkg.modules[i].name}", names) + "\n"
+        for i, names in sorted(by_module.items())
+    )
+    doc = (
+        f'"""{words(mod.name).capitalize()}: {draw.pick(vocab.VERBS)} and '
+        f'{draw.pick(vocab.VERBS)} {words(namer.noun())} data."""\n\n'
+    )
     limit, sep = draw.between(5, 500), draw.pick((",", ";", "|", ":"))
     codes = ", ".join(repr(c) for c in draw.shuffled(("A1", "B2", "C3", "D4", "E5"))[:3])
-    consts = (f"logger = logging.getLogger(__name__)\n\n_DEFAULT_LIMIT = {limit}\n"
-              f"_SEPARATOR = {sep!r}\n_KNOWN_CODES = ({codes})\n")
-    return doc + HEADER + ("\n" + imports if imports else "") + "\n" + consts + "\n\n" + \
-        "\n\n".join(chunks)
+    consts = (
+        f"logger = logging.getLogger(__name__)\n\n_DEFAULT_LIMIT = {limit}\n"
+        f"_SEPARATOR = {sep!r}\n_KNOWN_CODES = ({codes})\n"
+    )
+    return (
+        doc
+        + HEADER
+        + ("\n" + imports if imports else "")
+        + "\n"
+        + consts
+        + "\n\n"
+        + "\n\n".join(chunks)
+    )
 
 
 def render_init(pkg: PackagePlan) -> str:
     names = ", ".join(m.name for m in pkg.modules)
-    return (f'"""{pkg.name}: {words(pkg.modules[0].name)} and related helpers."""\n\n'
-            f"from . import {names}\n\n__version__ = \"0.1.0\"\n")
+    return (
+        f'"""{pkg.name}: {words(pkg.modules[0].name)} and related helpers."""\n\n'
+        f'from . import {names}\n\n__version__ = "0.1.0"\n'
+    )

@@ -23,12 +23,31 @@ from dataclasses import dataclass, field
 from .vocab import Draw
 
 # The atoms the generator controls, in the order they are allocated.
-ATOMS = ("docstring", "assert", "returns", "raises", "decorated", "yields", "async", "method",
-         "annotated", "test", "fixture")
+ATOMS = (
+    "docstring",
+    "assert",
+    "returns",
+    "raises",
+    "decorated",
+    "yields",
+    "async",
+    "method",
+    "annotated",
+    "test",
+    "fixture",
+)
 
 DEFAULT_DENSITY: dict[str, float] = {
-    "docstring": 0.45, "assert": 0.2, "returns": 0.5, "raises": 0.15, "decorated": 0.25,
-    "yields": 0.06, "async": 0.1, "method": 0.45, "annotated": 0.4, "test": 0.3,
+    "docstring": 0.45,
+    "assert": 0.2,
+    "returns": 0.5,
+    "raises": 0.15,
+    "decorated": 0.25,
+    "yields": 0.06,
+    "async": 0.1,
+    "method": 0.45,
+    "annotated": 0.4,
+    "test": 0.3,
     "fixture": 0.08,
 }
 
@@ -64,8 +83,12 @@ def normalise_density(density: Mapping[str, float] | None) -> dict[str, float]:
         if key not in out:
             raise DensityError(f"unknown density atom {key!r}; known: {', '.join(ATOMS)}")
         value = density[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not 0.0 <= value <= 1.0
+        ):
             raise DensityError(f"density[{key!r}] must be a number in [0, 1], got {value!r}")
         out[key] = float(value)
     return out
@@ -82,15 +105,17 @@ def parse_density(text: str) -> dict[str, float]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise DensityError(f"density item {item!r} is not ATOM=FRACTION "
-                               f"(for example docstring=0.3)")
+            raise DensityError(
+                f"density item {item!r} is not ATOM=FRACTION (for example docstring=0.3)"
+            )
         if key in out:
             raise DensityError(f"density atom {key!r} is given twice")
         try:
             out[key] = float(value)
         except ValueError:
-            raise DensityError(f"density[{key!r}] must be a number in [0, 1], "
-                               f"got {value.strip()!r}") from None
+            raise DensityError(
+                f"density[{key!r}] must be a number in [0, 1], got {value.strip()!r}"
+            ) from None
     normalise_density(out)  # unknown atoms, NaN and out-of-range values
     return out
 
@@ -110,8 +135,9 @@ _WEIGHTS: dict[str, dict[str, float]] = {
 _FORCED = {"decorated": "fixture", "returns": "decorator"}
 
 
-def _choose(draw: Draw, specs: list[DefSpec], atom: str, k: int,
-            weight: Callable[[DefSpec], float]) -> None:
+def _choose(
+    draw: Draw, specs: list[DefSpec], atom: str, k: int, weight: Callable[[DefSpec], float]
+) -> None:
     forced = [s for s in specs if s.role == _FORCED.get(atom)]
     free = [s for s in specs if s.role != _FORCED.get(atom)]
     weights = [weight(s) for s in free]
@@ -120,7 +146,8 @@ def _choose(draw: Draw, specs: list[DefSpec], atom: str, k: int,
         raise DensityError(
             f"density of {atom!r} asks for {k} definitions but only {len(forced)} to "
             f"{len(forced) + room} can have it with the other densities (tests: "
-            f"{sum(s.role == 'test' for s in specs)}); lower it or change the others")
+            f"{sum(s.role == 'test' for s in specs)}); lower it or change the others"
+        )
     chosen = {s.idx for s in forced}
     chosen.update(s.idx for s in draw.weighted_sample(free, weights, k - len(forced)))
     for s in specs:
@@ -139,9 +166,15 @@ def _helper_counts(n: int, k: dict[str, int]) -> tuple[int, int]:
     n_dec = min(max(1, target_count(0.01, n)), 3) if k["decorated"] and n >= 10 else 0
 
     def ok(f: int, d: int) -> bool:
-        return (f + d <= non_tests and f <= k["decorated"] and d <= k["returns"]
-                and d <= n - k["decorated"] and k["async"] <= n - f - d
-                and k["method"] <= n - f - d and k["yields"] <= n - k["test"] - d)
+        return (
+            f + d <= non_tests
+            and f <= k["decorated"]
+            and d <= k["returns"]
+            and d <= n - k["decorated"]
+            and k["async"] <= n - f - d
+            and k["method"] <= n - f - d
+            and k["yields"] <= n - k["test"] - d
+        )
 
     while not ok(n_fix, n_dec) and n_dec:
         n_dec -= 1
@@ -154,8 +187,10 @@ def allocate(draw: Draw, n: int, density: Mapping[str, float]) -> list[DefSpec]:
     """Roles and atoms of ``n`` definitions, every atom at exactly its target count."""
     k = {a: target_count(density[a], n) for a in ATOMS}
     if k["fixture"] > k["test"]:
-        raise DensityError(f"density of 'fixture' ({density['fixture']}) exceeds that of "
-                           f"'test' ({density['test']}): only tests use fixtures")
+        raise DensityError(
+            f"density of 'fixture' ({density['fixture']}) exceeds that of "
+            f"'test' ({density['test']}): only tests use fixtures"
+        )
     n_fix, n_dec = _helper_counts(n, k)
     order = draw.shuffled(range(n))
     roles = {}
@@ -173,13 +208,19 @@ def allocate(draw: Draw, n: int, density: Mapping[str, float]) -> list[DefSpec]:
     _choose(draw, specs, "method", k["method"], _role_weight("method"))
     _choose(draw, specs, "async", k["async"], _role_weight("async"))
     yield_weight = _role_weight("yields")
-    _choose(draw, specs, "yields", k["yields"],
-            lambda s: yield_weight(s) * (0.5 if s["async"] else 1.0))
+    _choose(
+        draw, specs, "yields", k["yields"], lambda s: yield_weight(s) * (0.5 if s["async"] else 1.0)
+    )
     _limit_async_generators(draw, specs, n - k["returns"])
     _choose(draw, specs, "decorated", k["decorated"], _role_weight("decorated"))
     ret_weight = _role_weight("returns")
-    _choose(draw, specs, "returns", k["returns"],
-            lambda s: 0.0 if s["async"] and s["yields"] else ret_weight(s))
+    _choose(
+        draw,
+        specs,
+        "returns",
+        k["returns"],
+        lambda s: 0.0 if s["async"] and s["yields"] else ret_weight(s),
+    )
     for atom in ("raises", "assert", "docstring", "annotated"):
         _choose(draw, specs, atom, k[atom], _role_weight(atom))
     _choose(draw, specs, "fixture", k["fixture"], lambda s: 1.0 if s.role == "test" else 0.0)
@@ -195,11 +236,16 @@ def _limit_async_generators(draw: Draw, specs: list[DefSpec], cap: int) -> None:
     excess = len(both) - cap
     if excess <= 0:
         return
-    spare = [s for s in specs if not s["async"] and not s["yields"]
-             and _WEIGHTS["yields"].get(s.role, 0.0) > 0]
+    spare = [
+        s
+        for s in specs
+        if not s["async"] and not s["yields"] and _WEIGHTS["yields"].get(s.role, 0.0) > 0
+    ]
     if len(spare) < excess:
-        raise DensityError("densities of 'async', 'yields' and 'returns' are too high "
-                           "together: an async generator cannot return a value")
+        raise DensityError(
+            "densities of 'async', 'yields' and 'returns' are too high "
+            "together: an async generator cannot return a value"
+        )
     for s in draw.weighted_sample(both, [1.0] * len(both), excess):
         s.flags["yields"] = False
     for s in draw.weighted_sample(spare, [1.0] * len(spare), excess):

@@ -129,11 +129,13 @@ def choose_ann_mode(draw: Draw, spec: DefSpec, has_params: bool) -> str:
     return "partial"  # return annotated, one parameter not
 
 
-def pkg_signature(draw: Draw, namer: Namer, spec: DefSpec, scope: Scope, owner: str,
-                  custom: list[str]) -> Sig:
+def pkg_signature(
+    draw: Draw, namer: Namer, spec: DefSpec, scope: Scope, owner: str, custom: list[str]
+) -> Sig:
     """Signature of a library function or method; ``custom`` lists custom decorator names."""
-    sig = Sig(spec=spec, name=scope.claim(namer.func_name), owner=owner,
-              ret_kind=draw.pick(vocab.KINDS))
+    sig = Sig(
+        spec=spec, name=scope.claim(namer.func_name), owner=owner, ret_kind=draw.pick(vocab.KINDS)
+    )
     is_method, is_async, yields = spec["method"], spec["async"], spec["yields"]
     sig.first = "self" if is_method else None
     if spec["decorated"]:
@@ -187,8 +189,9 @@ def render_signature(sig: Sig, indent: str) -> list[str]:
     parts = [sig.first] if sig.first else []
     missing = sig.params[-1].name if sig.ann_mode == "partial" and sig.params else None
     for p in sig.params:
-        annotate = sig.ann_mode in ("all", "params") or (sig.ann_mode == "partial"
-                                                          and p.name != missing)
+        annotate = sig.ann_mode in ("all", "params") or (
+            sig.ann_mode == "partial" and p.name != missing
+        )
         if annotate:
             parts.append(f"{p.name}: {p.ann}" + (f" = {p.default}" if p.default else ""))
         else:

@@ -18,12 +18,18 @@ from .plan import DefSpec
 from .sigs import Namer, Param, Scope, Sig, choose_ann_mode, render_signature
 from .vocab import Draw, camel, snake
 
-_BUILTIN_ANN = {"tmp_path": "Path", "monkeypatch": "pytest.MonkeyPatch",
-                "capsys": "pytest.CaptureFixture[str]", "caplog": "pytest.LogCaptureFixture"}
+_BUILTIN_ANN = {
+    "tmp_path": "Path",
+    "monkeypatch": "pytest.MonkeyPatch",
+    "capsys": "pytest.CaptureFixture[str]",
+    "caplog": "pytest.LogCaptureFixture",
+}
 _FIXTURE_VALUES = ('{"code": "A1", "quantity": 3}', '["A1", "B2"]', '"north"', '{"limit": 10}')
 _EMPTY = ("0", "[]", '""')
-_PARAM_VALUES = {"int": ("[0, 1, 7]", "[2, 5]", "[10, 100, 1000]"),
-                 "str": ('["north", "south"]', '["EUR", "USD", "GBP"]', '["", "a1", "B-2"]')}
+_PARAM_VALUES = {
+    "int": ("[0, 1, 7]", "[2, 5]", "[10, 100, 1000]"),
+    "str": ('["north", "south"]', '["EUR", "USD", "GBP"]', '["", "a1", "B-2"]'),
+}
 
 
 @dataclass
@@ -47,13 +53,15 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
         if draw.chance(0.5):
             dep = draw.pick(pool)
             sig.params = [Param(dep, "obj", _BUILTIN_ANN.get(dep, "Any"))]
-        sig.decorators = [draw.pick(("pytest.fixture", "pytest.fixture()",
-                                     'pytest.fixture(scope="function")'))]
+        sig.decorators = [
+            draw.pick(("pytest.fixture", "pytest.fixture()", 'pytest.fixture(scope="function")'))
+        ]
         sig.ann_mode = choose_ann_mode(draw, s, bool(sig.params))
         fixtures.append(sig)
     primary = draw.pick([f.name for f in fixtures] or list(vocab.BUILTIN_FIXTURES))
-    others = [f.name for f in fixtures if f.name != primary] + \
-        [b for b in vocab.BUILTIN_FIXTURES if b != primary]
+    others = [f.name for f in fixtures if f.name != primary] + [
+        b for b in vocab.BUILTIN_FIXTURES if b != primary
+    ]
     plan = SuitePlan(fixtures, primary)
     every = [c for m in range(len(pkg.modules)) for c in pkg.callables(m)]
     for m in range(len(pkg.modules)):
@@ -69,11 +77,15 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             base = target[0].name if target else namer.noun()
             cscope = scope if s.group < 0 else group_scopes.setdefault(s.group, Scope())
             # claim() calls the namer at once; base is bound as a default all the same (B023)
-            name = cscope.claim(lambda a, base=base: snake("test", base)
-                                if a == 0 and draw.chance(0.4)
-                                else snake("test", base, draw.pick(vocab.SCENARIOS)) if a < 30
-                                else snake("test", base, draw.pick(vocab.SCENARIOS),
-                                           draw.pick(vocab.SCENARIOS)))
+            name = cscope.claim(
+                lambda a, base=base: (
+                    snake("test", base)
+                    if a == 0 and draw.chance(0.4)
+                    else snake("test", base, draw.pick(vocab.SCENARIOS))
+                    if a < 30
+                    else snake("test", base, draw.pick(vocab.SCENARIOS), draw.pick(vocab.SCENARIOS))
+                )
+            )
             sig = Sig(spec=s, name=name, first="self" if s["method"] else None, ret_kind="obj")
             names = [primary] if s["fixture"] else []
             names += draw.shuffled(others)[: draw.pick((0, 0, 1, 1, 2))]
@@ -83,8 +95,9 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
                 if r < 0.6:
                     kind = draw.pick(("int", "str"))
                     arg = Scope([primary, *names]).claim(namer.var_name)
-                    sig.decorators = [f'pytest.mark.parametrize("{arg}", '
-                                      f'{draw.pick(_PARAM_VALUES[kind])})']
+                    sig.decorators = [
+                        f'pytest.mark.parametrize("{arg}", {draw.pick(_PARAM_VALUES[kind])})'
+                    ]
                     sig.params.append(Param(arg, kind, kind))
                 elif r < 0.8:
                     sig.decorators = ["pytest.mark.slow"]
@@ -100,9 +113,18 @@ def plan_tests(draw: Draw, namer: Namer, specs: list[DefSpec], pkg: PackagePlan)
             tests_in = groups[g]
             first = plan.targets[tests_in[0].spec.idx]
             stem = first[1] or camel(first[0].name) if first else camel(namer.noun())
-            out.append((cls_scope.claim(lambda a, stem=stem: "Test" + stem if a == 0 else
-                                        "Test" + stem + camel(draw.pick(vocab.SCENARIOS))),
-                        tests_in))
+            out.append(
+                (
+                    cls_scope.claim(
+                        lambda a, stem=stem: (
+                            "Test" + stem
+                            if a == 0
+                            else "Test" + stem + camel(draw.pick(vocab.SCENARIOS))
+                        )
+                    ),
+                    tests_in,
+                )
+            )
         plan.modules[m] = draw.shuffled(out)
     return plan
 
@@ -146,10 +168,10 @@ def _fixture_body(b: Body, sig: Sig, pkg: PackagePlan, imports: list[str]) -> No
         b.guard_raise(pkg.error)
     if not spec["yields"] and not spec["returns"]:
         if sig.params and sig.params[0].name == "monkeypatch":
-            b.add(f"monkeypatch.setenv(\"{pkg.name.upper()}_MODE\", \"test\")")
+            b.add(f'monkeypatch.setenv("{pkg.name.upper()}_MODE", "test")')
         else:
             imports.append("import os")
-            b.add(f"os.environ.setdefault(\"{pkg.name.upper()}_MODE\", repr({value}))")
+            b.add(f'os.environ.setdefault("{pkg.name.upper()}_MODE", repr({value}))')
     if spec["yields"]:
         b.add(f"yield {value}")
         if not spec["returns"]:
@@ -200,11 +222,19 @@ def _test_body(b: Body, sig: Sig, target, imports: list[str]) -> None:
     else:
         b.add(f"{result} = {call}")
     if spec["assert"]:
-        b.add(d.pick((f"assert {result} is not None", f"assert {result} == {result}",
-                      f"assert {result}", f"assert {result} != {d.pick(_EMPTY)}")))
+        b.add(
+            d.pick(
+                (
+                    f"assert {result} is not None",
+                    f"assert {result} == {result}",
+                    f"assert {result}",
+                    f"assert {result} != {d.pick(_EMPTY)}",
+                )
+            )
+        )
     if spec["raises"]:
         b.add(f"if {result} is None:")
-        b.add(f"raise AssertionError(\"no result from {sig.name}\")", 1)
+        b.add(f'raise AssertionError("no result from {sig.name}")', 1)
     if spec["async"]:
         b.ensure_await()
     if spec["returns"]:
@@ -212,28 +242,37 @@ def _test_body(b: Body, sig: Sig, target, imports: list[str]) -> None:
 
 
 def render_conftest(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan) -> str:
-    imports = ["import pytest", "from pathlib import Path", "from typing import Any",
-               "from typing import Generator", "from typing import Iterator"]
+    imports = [
+        "import pytest",
+        "from pathlib import Path",
+        "from typing import Any",
+        "from typing import Generator",
+        "from typing import Iterator",
+    ]
     chunks = []
     for sig in plan.fixtures:
         b = Body(draw, namer, "    ", [p.name for p in sig.params])
         _fixture_body(b, sig, pkg, imports)
         chunks.append("\n".join(render_signature(sig, "") + b.lines) + "\n")
-    head = (f'"""Shared fixtures for the {pkg.name} tests."""\n\n'
-            "from __future__ import annotations\n\n")
+    head = (
+        f'"""Shared fixtures for the {pkg.name} tests."""\n\nfrom __future__ import annotations\n\n'
+    )
     return head + format_imports(imports, pkg.name) + "\n\n" + "\n\n".join(chunks)
 
 
-def render_test_module(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan,
-                       m: int) -> str:
-    imports = ["import asyncio", "import pytest", "from pathlib import Path",
-               "from typing import Any"]
+def render_test_module(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePlan, m: int) -> str:
+    imports = [
+        "import asyncio",
+        "import pytest",
+        "from pathlib import Path",
+        "from typing import Any",
+    ]
     chunks = []
     for owner, tests in plan.modules.get(m, []):
         indent = "    " if owner else ""
         lines = [f"class {owner}:"] if owner else []
         if owner and draw.chance(0.5):
-            lines += [f"    \"\"\"Tests of {words(namer.noun())} handling.\"\"\"", ""]
+            lines += [f'    """Tests of {words(namer.noun())} handling."""', ""]
         for i, sig in enumerate(tests):
             if i and owner:
                 lines.append("")
@@ -242,6 +281,8 @@ def render_test_module(draw: Draw, namer: Namer, plan: SuitePlan, pkg: PackagePl
             lines += render_signature(sig, indent) + b.lines
         chunks.append("\n".join(lines) + "\n")
     imports = [i.replace("{pkg}", pkg.name) for i in imports]
-    head = (f'"""Tests of {pkg.name}.{pkg.modules[m].name}."""\n\n'
-            f"from __future__ import annotations\n\n")
+    head = (
+        f'"""Tests of {pkg.name}.{pkg.modules[m].name}."""\n\n'
+        f"from __future__ import annotations\n\n"
+    )
     return head + format_imports(imports, pkg.name) + "\n\n" + "\n\n".join(chunks)
