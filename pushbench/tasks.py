@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -69,7 +69,7 @@ class UserRepoScanInstance(RepoScanInstance):
     """A user instance: the built-in fields plus its targets and its creation calibration."""
 
     targets: list[int] = Field(min_length=1)
-    calibration: dict | None = None
+    calibration: dict[str, Any] | None = None
 
     @field_validator("targets")
     @classmethod
@@ -106,7 +106,7 @@ class FamilyManifest(_Strict):
     entry_point: str
     targets: list[int]
     budget: BudgetRule
-    instances: dict[str, dict]
+    instances: dict[str, dict[str, Any]]
 
 
 class TaskSpec(_Strict):
@@ -318,7 +318,7 @@ def list_tasks(prefix: str | None = None, kind: str | None = None) -> list[str]:
     )
 
 
-def _natural(task_id: str) -> list:
+def _natural(task_id: str) -> list[int | str]:
     # "RepoScan-N10" after "RepoScan-N5": compare digit runs as numbers.
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", task_id)]
 
@@ -338,7 +338,7 @@ def get_task(task_id: str) -> TaskSpec:
     )
 
 
-def instance_config(family: str, instance: str) -> dict:
+def instance_config(family: str, instance: str) -> dict[str, Any]:
     """An instance's manifest fields (built-in, else user); ``KeyError`` if unknown."""
     builtin = manifests()[family].instances
     if instance in builtin:

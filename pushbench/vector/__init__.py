@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
@@ -114,7 +114,7 @@ _ENCODE = json.JSONEncoder(sort_keys=True).encode
 class ControllerInfoAsText(gym.Wrapper):
     """``info["controller"]`` as JSON text, so Gymnasium can batch infos of varying shape."""
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "controller" in info:
             info = {**info, "controller": _ENCODE(info["controller"])}
