@@ -75,11 +75,11 @@ source = { editable = "." }
 [[package]]
 name = "Pydantic_Core"
 version = "2.33.2"
-source = { registry = "https://pypi.org/simple" }
+source = { registry = "https://index.example/simple" }
 [[package]]
 name = "anyio"
 version = "4.9.0"
-source = { registry = "https://pypi.org/simple" }
+source = { registry = "https://index.example/simple" }
 [[package]]
 name = "gitdep"
 version = "1.0"
@@ -92,7 +92,7 @@ def test_constraints_from_a_lock_keep_registry_packages_sorted():
     assert constraints(LOCK, ("anyio",)) == ["pydantic-core==2.33.2"]
     twice = (
         LOCK + '[[package]]\nname = "anyio"\nversion = "4.8.0"\n'
-        'source = { registry = "https://pypi.org/simple" }\n'
+        'source = { registry = "https://index.example/simple" }\n'
     )
     with pytest.raises(ValueError, match="anyio is locked at 4.9.0 and 4.8.0"):
         constraints(twice)
@@ -109,7 +109,7 @@ def test_constraints_from_a_lock_keep_registry_packages_sorted():
 def test_derived_constraints_parse_as_an_exact_pin_file(pkgs):
     lock = "".join(
         f'[[package]]\nname = "{n}"\nversion = "{v}"\n'
-        'source = { registry = "https://pypi.org/simple" }\n'
+        'source = { registry = "https://index.example/simple" }\n'
         for n, v in pkgs.items()
     )
     try:
