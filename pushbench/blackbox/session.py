@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import __version__, paths, records
+from ..envs.actions import mcp_call
 from ..envs.base import QGPEnv, base_env
 from ..envs.spaces import MAX_ACTION_BYTES
 from ..tasks import family_version
@@ -438,10 +439,7 @@ class BlackBoxSession:
         elif set(arguments) == {self.sentinel} and arguments[self.sentinel] in self._stashed:
             action, proposed = self._stashed.pop(arguments[self.sentinel])
         else:
-            call: dict[str, Any] = {"tool": name}
-            for k, v in arguments.items():
-                # An argument named "tool" must not rename the call: keep it as an unknown one.
-                call["tool (argument)" if k == "tool" else k] = v
+            call = mcp_call(name, arguments)
             try:
                 text, size, too_big = bounded_dump(call)
             except (TypeError, ValueError, RecursionError):

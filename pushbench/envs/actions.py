@@ -134,6 +134,20 @@ def split_call(call: dict, tools) -> tuple[str, dict]:
     return tool, {k: v for k, v in call.items() if k != "tool"}
 
 
+def mcp_call(tool: Any, arguments: Any) -> dict[str, Any]:
+    """The action an MCP tool call stands for: ``{"tool": tool, **arguments}``.
+
+    An argument named ``tool`` must not rename the call: it is kept as the unknown argument
+    ``"tool (argument)"``. Arguments that are not a dict count as none. One place for the MCP
+    server (:mod:`pushbench.blackbox.session`), the replay of its traces
+    (:func:`pushbench.runner.replay_steps.trace_action`) and the Letta policy's replay.
+    """
+    call: dict[str, Any] = {"tool": tool}
+    for k, v in arguments.items() if isinstance(arguments, dict) else ():
+        call["tool (argument)" if k == "tool" else k] = v
+    return call
+
+
 def loads(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` that cannot raise anything but :class:`ActionError`.
 

@@ -41,6 +41,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ..baselines import installer as baselines
+from ..envs.actions import mcp_call
 from ..tasks import get_task
 from .base import NoParams, Policy, UnsupportedFamily, parse_observation
 from .errors import PolicyError
@@ -282,9 +283,7 @@ class LettaPolicy(Policy):
                     "process (a call after the end, an oversized call or a "
                     "workspace edit)",
                 )
-            action = {"tool": proposed.get("tool")}
-            for k, v in (proposed.get("arguments") or {}).items():
-                action["tool (argument)" if k == "tool" else k] = v
+            action = mcp_call(proposed.get("tool"), proposed.get("arguments"))
             obs, _, terminated, truncated, _ = env.step(action)
             if obs != t.get("observation"):
                 raise PolicyError(

@@ -154,6 +154,7 @@ def trace_action(proposed: Any) -> tuple[Any, bool]:
     unparsed by the environment; any text past the limit (or :data:`STAND_IN`) stands for it,
     and ``exact`` is False for the latter (its ``error_type`` may differ).
     """
+    from ..envs.actions import mcp_call
     from ..envs.spaces import MAX_ACTION_BYTES
 
     if not isinstance(proposed, dict):
@@ -164,11 +165,7 @@ def trace_action(proposed: Any) -> tuple[Any, bool]:
     if "unreadable" in proposed:  # the wire line the env refused for this reason
         text = _UNREADABLE.get(str(proposed.get("unreadable")))
         return (text, True) if text else (STAND_IN, False)
-    args = proposed.get("arguments")
-    call: dict[str, Any] = {"tool": proposed.get("tool")}
-    for k, v in args.items() if isinstance(args, dict) else ():
-        call["tool (argument)" if k == "tool" else k] = v
-    return call, True
+    return mcp_call(proposed.get("tool"), proposed.get("arguments")), True
 
 
 def steps_from_trace(lines: list[dict]) -> Steps:
