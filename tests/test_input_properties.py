@@ -236,6 +236,53 @@ def test_preview_is_total_and_bounded(action):
     assert len(json.dumps(out)) < 3000
 
 
+def _outcome(action):
+    try:
+        return A.decode(action)
+    except A.ActionError as e:
+        return e
+
+
+@NORMAL
+@given(actions(reposcan_valid()), st.sampled_from([20, 300, 2000]))
+def test_preview_decoded_equals_preview(action, limit):
+    """The controller previews a call it decoded already: same value, same types, and a dict
+    result shares nothing with the decoded call (mutating one leaves the other alone)."""
+    outcome = _outcome(action)
+    want = A.preview(action, limit)
+    got = A.preview_decoded(action, outcome, limit)
+    assert got == want and type(got) is type(want)
+    assert json.dumps(got) == json.dumps(want)
+    if isinstance(got, dict):
+        assert got is not outcome
+        got.clear()
+        assert A.preview(action, limit) == want  # the decoded call was not touched
+
+
+@SLOW
+@given(st.lists(actions(reposcan_valid()), min_size=1, max_size=12))
+def test_step_and_proposal_decoded_equal_their_plain_forms(steps):
+    """``step_decoded``/``proposal_decoded`` on a decoded call equal ``step``/``proposal`` on the
+    action itself: observation, reward, flags, info and the ledger entry."""
+    plain, fast = fresh(REPOSCAN), pushbench.make(REPOSCAN, budget=40)
+    try:
+        fast.reset(seed=0)
+        for raw in steps:
+            action = resolve(raw, plain)
+            outcome = _outcome(action)
+            if isinstance(outcome, dict):
+                u = plain.unwrapped
+                assert fast.unwrapped.proposal_decoded(outcome) == u.proposal(action)
+                got = fast.unwrapped.step_decoded(outcome)
+            else:
+                got = fast.step(action)
+            want = plain.step(action)
+            assert got == want
+            assert fast.unwrapped.ledger == plain.unwrapped.ledger
+    finally:
+        fast.close()
+
+
 @NORMAL
 @given(st.one_of(texts, text_fragments, st.integers(), st.builds(lambda s: "--" + s, texts)))
 def test_dataops_integer_answers_never_raise(value):

@@ -380,6 +380,29 @@ def preview(action: Any, limit: int = 2000) -> Any:
     if call is not None:
         text = json.dumps(call, ensure_ascii=True)
         return call if len(text) <= limit else text[:limit] + "..."
+    return _preview_other(action, limit)
+
+
+def preview_decoded(action: Any, outcome: dict | ActionError, limit: int = 2000) -> Any:
+    """``preview(action, limit)`` given what :func:`decode` made of ``action`` (the call it
+    returned, or the :class:`ActionError` it raised): the same value without decoding again.
+
+    A dict it returns is a fresh copy of ``outcome`` (it shares nothing with it), as
+    :func:`preview`'s own decode would be. For a caller that decoded ``action`` already (the
+    controller wrapper decodes each proposed call once).
+    """
+    if not isinstance(action, dict):  # preview decodes dicts only; text is quoted as text
+        return _preview_other(action, limit)
+    if isinstance(outcome, ActionError):
+        return f"<unreadable dict action: {outcome.error_type}>"
+    text = json.dumps(outcome, ensure_ascii=True)
+    # json.loads of that text equals the decoded call exactly (plain str keys, str/int/finite
+    # float/bool/None/list/dict values, no lone surrogates), and is a C-speed deep copy.
+    return json.loads(text) if len(text) <= limit else text[:limit] + "..."
+
+
+def _preview_other(action: Any, limit: int) -> Any:
+    """:func:`preview` of an action that is not a dict."""
     if isinstance(action, (bytes, bytearray, memoryview)):
         action = bytes(action[:limit]).decode("utf-8", "replace")
     if isinstance(action, str):
