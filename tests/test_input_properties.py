@@ -16,7 +16,7 @@ from functools import cache
 
 import pytest
 from adversarial import Resolve, actions, resolve, text_fragments, texts
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pushbench
@@ -228,12 +228,153 @@ def test_decode_is_total_and_bounded(action):
     assert A.preview(call) is not None
 
 
+class _Str(str):
+    def __str__(self):
+        return "changed"
+
+
+class _Int(int):
+    def __int__(self):
+        return 7
+
+
+_flat_scalars = st.one_of(
+    st.text(max_size=5),
+    st.sampled_from(["\ud800", "a\udfff", "x" * 70_000]),
+    st.integers(),
+    st.sampled_from([10**1000, -(10**1000), 10**1000 - 1, 2**3400]),
+    st.floats(),  # NaN and infinities included
+    st.booleans(),
+    st.none(),
+    st.builds(_Str, st.text(max_size=3)),
+    st.builds(_Int, st.integers(-3, 3)),
+)
+_flat_dicts = st.dictionaries(
+    st.one_of(st.text(max_size=4), st.sampled_from(["\udc00", 1, None])),
+    st.one_of(
+        _flat_scalars,
+        st.lists(_flat_scalars, max_size=4),
+        st.tuples(_flat_scalars),
+        st.lists(st.lists(_flat_scalars, max_size=2), max_size=2),
+        st.dictionaries(st.text(max_size=2), _flat_scalars, max_size=2),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(actions(reposcan_valid()), _flat_dicts, _flat_dicts))
+@example({"a": float("inf")})
+@example({"ids": ["a", float("nan")]})
+@example({"n": 10**1000})
+@example({"n": [-(10**1000)]})
+@example({"q": "\ud800"})
+@example({"\udc00": 1})
+@example({"q": _Str("x")})
+@example({"n": _Int(3)})
+@example({"ids": ["a", "b"]})
+@example({"ids": ("a",)})
+@example({"tool": "submit", "ids": ["x" * 70_000]})
+def test_flat_calls_decode_as_the_full_copy_does(action):
+    """The flat-call shortcut of dict decoding changes nothing: same call (types included) or
+    the same refusal (code and message) as the full copy alone."""
+    if not isinstance(action, dict):
+        return
+    fast = _outcome(action)
+    real = A._flat_copy
+    A._flat_copy = lambda _action: None  # the full copy only
+    try:
+        slow = _outcome(action)
+    finally:
+        A._flat_copy = real
+    if isinstance(slow, A.ActionError):
+        assert isinstance(fast, A.ActionError)
+        assert (fast.error_type, fast.message) == (slow.error_type, slow.message)
+    else:
+        assert fast == slow and json.dumps(fast) == json.dumps(slow)
+        assert _types(fast) == _types(slow)  # plain types only, no subclass kept
+        assert not _shared(fast, action)  # fresh containers, as the full copy makes
+
+
+def _types(value):
+    if isinstance(value, dict):
+        return [(type(k), _types(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_types(v) for v in value]
+    return type(value)
+
+
+def _shared(copy, original) -> bool:
+    """Whether a container of ``copy`` is an object of ``original``."""
+    seen, stack = set(), [original]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (dict, list, tuple)):
+            seen.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
+    stack = [copy]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (dict, list)):
+            if id(v) in seen:
+                return True
+            stack.extend(v.values() if isinstance(v, dict) else v)
+    return False
+
+
 @NORMAL
 @given(actions(reposcan_valid()))
 def test_preview_is_total_and_bounded(action):
     out = A.preview(action, 300)
     json.dumps(out, allow_nan=False).encode("utf-8")
     assert len(json.dumps(out)) < 3000
+
+
+def _outcome(action):
+    try:
+        return A.decode(action)
+    except A.ActionError as e:
+        return e
+
+
+@NORMAL
+@given(actions(reposcan_valid()), st.sampled_from([20, 300, 2000]))
+def test_preview_decoded_equals_preview(action, limit):
+    """The controller previews a call it decoded already: same value, same types, and a dict
+    result shares nothing with the decoded call (mutating one leaves the other alone)."""
+    outcome = _outcome(action)
+    want = A.preview(action, limit)
+    got = A.preview_decoded(action, outcome, limit)
+    assert got == want and type(got) is type(want)
+    assert json.dumps(got) == json.dumps(want)
+    if isinstance(got, dict):
+        assert got is not outcome
+        got.clear()
+        assert A.preview(action, limit) == want  # the decoded call was not touched
+
+
+@SLOW
+@given(st.lists(actions(reposcan_valid()), min_size=1, max_size=12))
+def test_step_and_proposal_decoded_equal_their_plain_forms(steps):
+    """``step_decoded``/``proposal_decoded`` on a decoded call equal ``step``/``proposal`` on the
+    action itself: observation, reward, flags, info and the ledger entry."""
+    plain, fast = fresh(REPOSCAN), pushbench.make(REPOSCAN, budget=40)
+    try:
+        fast.reset(seed=0)
+        for raw in steps:
+            action = resolve(raw, plain)
+            outcome = _outcome(action)
+            if isinstance(outcome, dict):
+                u = plain.unwrapped
+                assert fast.unwrapped.proposal_decoded(outcome) == u.proposal(action)
+                got = fast.unwrapped.step_decoded(outcome)
+            else:
+                got = fast.step(action)
+            want = plain.step(action)
+            assert got == want
+            assert fast.unwrapped.ledger == plain.unwrapped.ledger
+    finally:
+        fast.close()
 
 
 @NORMAL

@@ -226,6 +226,81 @@ def test_all_copies_batched_at_once_equal_gymnasiums_copy_by_copy(infos):
     assert list(got) == list(expected)  # and in Gymnasium's key order
 
 
+# infos as real steps make them, and worse: keys missing in some copies (an autoreset copy's
+# info has no ``controller``), text and None in one key, one kind per key or mixed kinds
+_step_infos = st.integers(1, 8).flatmap(
+    lambda n: st.lists(
+        st.dictionaries(
+            st.sampled_from(["qgp", "controller", "a", "_a", "b"]),
+            st.one_of(
+                st.none(),
+                st.text(max_size=3),
+                _scalars,
+                st.dictionaries(
+                    st.sampled_from(["terminated_by", "n", "_n", "x"]),
+                    st.one_of(st.none(), st.sampled_from(["final", "budget"]), _scalars),
+                    max_size=4,
+                ),
+            ),
+            max_size=4,
+        ),
+        min_size=n,
+        max_size=n,
+    )
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_step_infos)
+def test_key_by_key_batching_equals_gymnasiums_on_any_infos_it_accepts(infos):
+    """Missing keys, mixed kinds, mask-like keys: whenever Gymnasium batches the infos, ours
+    gives the same arrays, dtypes, masks and key order (the key-by-key path and its fallbacks)."""
+    gym_env = _Gym()
+    gym_env.num_envs = len(infos)
+    expected: dict = {}
+    try:
+        for i, info in enumerate(infos):
+            expected = gym_env._add_info(expected, info, i)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return  # Gymnasium cannot batch these (text into an int column, a mask-named key)
+    ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
+    ours.num_envs = len(infos)
+    got = ours._batch_infos(infos)
+    assert _shape_of(got) == _shape_of(expected)
+
+
+def _shape_of(batched):
+    """Everything comparable about a batched info: key order, dtypes, shapes, values' reprs
+    (Gymnasium leaves odd values in odd inputs, e.g. ``{1: None}`` for a dict then None)."""
+    if isinstance(batched, dict):
+        return [(repr(k), _shape_of(v)) for k, v in batched.items()]
+    if isinstance(batched, np.ndarray):
+        return (str(batched.dtype), batched.shape, [repr(x) for x in batched])
+    return repr(batched)
+
+
+def test_a_step_with_an_autoreset_copy_takes_the_one_array_path():
+    """Copy 1 autoreset (no ``controller``), copy 2 ended (``terminated_by`` text): still one
+    array per key, with Gymnasium's defaults and masks in the rows of copies without it."""
+    ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
+    ours.num_envs = 3
+    infos = [
+        {"qgp": {"n": 0, "terminated_by": None}, "controller": "{}"},
+        {"qgp": {"n": 1, "terminated_by": None}},
+        {"qgp": {"n": 2, "terminated_by": "final"}, "controller": "[]"},
+    ]
+    got = ours._batch_infos(infos)
+    assert list(got["controller"]) == ["{}", None, "[]"] and got["controller"].dtype == object
+    assert list(got["_controller"]) == [True, False, True]
+    assert list(got["qgp"]["terminated_by"]) == [None, None, "final"]
+    assert got["qgp"]["n"].dtype == np.int64 and list(got) == [
+        "qgp",
+        "_qgp",
+        "controller",
+        "_controller",
+    ]
+
+
 def test_uniform_infos_take_the_one_array_path():
     """The fast path is taken (not only equal): ints stay int64, text is an object array."""
     ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)

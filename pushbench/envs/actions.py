@@ -305,15 +305,54 @@ class _Budget:
 
 
 def _from_dict(action: dict) -> dict:
-    budget = _Budget()
-    call = _copy(action, 0, set(), budget)
+    call = _flat_copy(action) if type(action) is dict else None
+    if call is None:
+        call = _copy(action, 0, set(), _Budget())
     try:
-        size = len(json.dumps(call, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+        size = len(_SIZE_ENCODER.encode(call).encode("utf-8"))
     except (TypeError, ValueError, RecursionError):  # unreachable: _copy made it plain
         raise ActionError("bad_value", "action dict is not JSON-serialisable") from None
     if size > MAX_ACTION_BYTES:
         raise ActionError("too_large", f"action exceeds the {MAX_ACTION_BYTES}-byte limit")
     return call
+
+
+# json.dumps(..., ensure_ascii=False, allow_nan=False) builds this encoder on every call
+_SIZE_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+def _flat_copy(action: dict) -> dict | None:
+    """``_copy(action)`` for the shape of nearly every call, or ``None`` (then ``_copy``
+    decides, errors included): a plain dict of plain-string keys whose values are plain
+    ``str``/``int``/``float``/``bool``/``None`` or plain lists of those, none of which
+    ``_copy`` refuses. Such values ``_copy`` returns as they are (new dict, new lists), so the
+    result is the same; its size budget is a lower bound of the JSON size, so a call that
+    passes :func:`_from_dict`'s size check never ran out of it."""
+    out = {}
+    for k, v in action.items():
+        if type(k) is not str or not _plain_scalar(k):
+            return None
+        if type(v) is list:
+            for x in v:
+                if not _plain_scalar(x):
+                    return None
+            v = list(v)
+        elif not _plain_scalar(v):
+            return None
+        out[k] = v
+    return out
+
+
+def _plain_scalar(v: Any) -> bool:
+    """``v`` is a plain JSON scalar ``_copy`` returns unchanged (its exact type, no subclass)."""
+    t = type(v)
+    if t is str:
+        return v.isascii() or not _SURROGATE.search(v)
+    if t is int:
+        return v.bit_length() <= _INT_BITS and abs(v) < _INT_LIMIT
+    if t is float:
+        return math.isfinite(v)
+    return v is None or t is bool
 
 
 def _copy(value: Any, depth: int, path: set[int], budget: _Budget) -> Any:
@@ -380,6 +419,29 @@ def preview(action: Any, limit: int = 2000) -> Any:
     if call is not None:
         text = json.dumps(call, ensure_ascii=True)
         return call if len(text) <= limit else text[:limit] + "..."
+    return _preview_other(action, limit)
+
+
+def preview_decoded(action: Any, outcome: dict | ActionError, limit: int = 2000) -> Any:
+    """``preview(action, limit)`` given what :func:`decode` made of ``action`` (the call it
+    returned, or the :class:`ActionError` it raised): the same value without decoding again.
+
+    A dict it returns is a fresh copy of ``outcome`` (it shares nothing with it), as
+    :func:`preview`'s own decode would be. For a caller that decoded ``action`` already (the
+    controller wrapper decodes each proposed call once).
+    """
+    if not isinstance(action, dict):  # preview decodes dicts only; text is quoted as text
+        return _preview_other(action, limit)
+    if isinstance(outcome, ActionError):
+        return f"<unreadable dict action: {outcome.error_type}>"
+    text = json.dumps(outcome, ensure_ascii=True)
+    # json.loads of that text equals the decoded call exactly (plain str keys, str/int/finite
+    # float/bool/None/list/dict values, no lone surrogates), and is a C-speed deep copy.
+    return json.loads(text) if len(text) <= limit else text[:limit] + "..."
+
+
+def _preview_other(action: Any, limit: int) -> Any:
+    """:func:`preview` of an action that is not a dict."""
     if isinstance(action, (bytes, bytearray, memoryview)):
         action = bytes(action[:limit]).decode("utf-8", "replace")
     if isinstance(action, str):

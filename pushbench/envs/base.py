@@ -219,6 +219,18 @@ class QGPEnv(gym.Env):
         return {cls._instance_option: instance} if instance else None
 
     def step(self, action: Any):
+        return self._step(action, None)
+
+    def step_decoded(self, call: dict):
+        """``step(call)`` for a ``call`` that :func:`.actions.decode` returned (and nothing
+        changed since): the same result, without decoding the call a second time.
+
+        For the controller wrapper, which decodes each proposed call once before its
+        components see it. ``call`` is only read; the caller may keep it."""
+        return self._step(call, call)
+
+    def _step(self, action: Any, call: dict | None):
+        """:meth:`step`; ``call``: ``action`` already decoded (``None``: decode it here)."""
         if self._closed:
             raise NotResetError("the environment was closed; call reset() to start a new episode")
         if not self._started:
@@ -241,7 +253,7 @@ class QGPEnv(gym.Env):
         entry: dict[str, Any] = {"step": self.steps_used}
         reward = 0
         try:
-            tool, args = self._parse(action)
+            tool, args = self._parse(action) if call is None else self._parse_call(call)
             entry.update(tool=tool, args=self._ledger_args(tool, args))
             unclipped = self._ledger_unclipped(tool, args)
             if unclipped:
@@ -310,6 +322,10 @@ class QGPEnv(gym.Env):
                 tool = dict.get(action, "tool")
                 e.tool = tool if type(tool) is str and tool in self.TOOLS else None
             raise
+        return self._parse_call(call)
+
+    def _parse_call(self, call: dict) -> tuple[str, Any]:
+        """``(tool, validated arguments)`` of a call :func:`.actions.decode` returned."""
         tool, args = actions.split_call(call, self.TOOLS)
         try:
             parsed = self._adapters[tool].validate_python(args)
@@ -359,6 +375,20 @@ class QGPEnv(gym.Env):
             call: dict | None = actions.decode(action)
         except ActionError:
             call = None
+        return self._proposal_of(out, call)
+
+    def proposal_decoded(self, call: dict) -> dict:
+        """``proposal(call)`` for a ``call`` that :func:`.actions.decode` returned: the same
+        result without decoding it again (``call`` is only read)."""
+        try:
+            tool, _ = self._parse_call(call)
+            out: dict[str, Any] = {"tool": tool, "valid": True}
+        except ActionError as e:
+            out = {"tool": e.tool, "valid": False}
+        return self._proposal_of(out, call)
+
+    def _proposal_of(self, out: dict[str, Any], call: dict | None) -> dict:
+        """:meth:`proposal`'s ``out`` completed with the facts of the decoded ``call``."""
         if call is not None and call.get("tool") == "submit":
             out["ids"] = self._submission_ids(call)
         elif call is not None and call.get("tool") == "final":

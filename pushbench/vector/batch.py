@@ -3,6 +3,7 @@ without the overhead a Python loop over single environments does not pay (issue 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -47,49 +48,131 @@ class _BatchInfo(VectorEnv):
 
     def _batch_infos(self, env_infos: list[dict[str, Any]]) -> dict[str, Any]:
         """The infos of copies ``0 .. len(env_infos) - 1`` batched, equal to calling
-        ``_add_info`` copy by copy. When every copy's info has the same keys and each key one
-        value type (every RepoScan/DataOps step: ``qgp``'s counts, ``controller`` text), a
-        key's array is built in one ``np.array`` call instead of one assignment per copy."""
+        ``_add_info`` copy by copy (same keys, key order, arrays, dtypes and masks).
+
+        Key by key (:func:`_batch_keys`): a key whose values in the copies that have it are
+        all ints, all floats, all bools, or all text/``None`` (every key of a RepoScan/DataOps
+        step: ``qgp``'s counts, ``terminated_by``, the ``controller`` text) gets its array in
+        one ``np.array`` call, also on steps where some copies autoreset (their infos lack
+        ``controller``); any other key goes Gymnasium's way, copy by copy."""
+        if (
+            not env_infos
+            or len(env_infos) != self.num_envs
+            or any("final_obs" in i for i in env_infos)  # same_step mode only
+        ):
+            return self._add_infos(env_infos)
+        out = _batch_keys(self, list(env_infos))
+        return self._add_infos(env_infos) if out is None else out
+
+    def _add_infos(self, env_infos: list[dict[str, Any]]) -> dict[str, Any]:
+        """Gymnasium's way: ``_add_info`` copy by copy."""
         out: dict[str, Any] = {}
-        if env_infos and len(env_infos) == self.num_envs and _uniform(env_infos):
-            return _batch_uniform(self, env_infos, out)
         for i, env_info in enumerate(env_infos):
             out = self._add_info(out, env_info, i)
         return out
 
 
-_FAST_KINDS = {int: int, float: float, bool: bool, str: object, type(None): object}
+# The dtype Gymnasium's ``_add_info`` gives a key by the type of its first value (``np.zeros``
+# of int/float/bool; an object array of ``None`` for anything else), with the value a row of a
+# copy without the key keeps. Text and ``None`` share the object dtype, so a column mixing them
+# (``terminated_by`` on a step where one copy ends) is still one array.
+_FAST_KINDS: dict[type, tuple[Any, Any]] = {
+    int: (int, 0),
+    float: (float, 0.0),
+    bool: (bool, False),
+    str: (object, None),
+    type(None): (object, None),
+}
+_TEXT_OR_NONE = {str, type(None)}
 
 
-def _uniform(infos: list[dict[str, Any]]) -> bool:
-    keys = infos[0].keys()
-    return "final_obs" not in keys and all(i.keys() == keys for i in infos)
+def _batch_keys(env: _BatchInfo, infos: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """``infos`` (``None``: a copy without this dict) batched key by key, in Gymnasium's key
+    order (first appearance over the copies, each key followed by its ``_key`` mask); ``None``
+    when a key is not a string or starts with ``_`` (it could collide with a mask).
 
-
-def _batch_uniform(
-    env: _BatchInfo, infos: list[dict[str, Any]], out: dict[str, Any]
-) -> dict[str, Any]:
-    """``_batch_infos`` for infos with the same keys (``_uniform``): per key, one array when
-    every copy's value has one exact type Gymnasium types the same way (``_FAST_KINDS``: its
-    dtype rule gives int64, float64, bool or object); any other key goes copy by copy."""
+    Without such keys a key is independent of the others in ``_add_info`` (it writes its own
+    array and mask only), so a key that is not of one ``_FAST_KINDS`` rule or a dict in every
+    copy having it is batched by ``_add_info`` over those copies alone: the same result as the
+    whole infos copy by copy.
+    """
     n = len(infos)
-    for key in infos[0]:
-        values = [i[key] for i in infos]
-        kind = type(values[0])
-        same = all(type(v) is kind for v in values)
-        array: Any  # a nested info dict or one array for the key
-        if same and kind is dict and _uniform(values):
-            array = _batch_uniform(env, values, {})
-        elif same and kind in _FAST_KINDS:
-            array = np.array(values, dtype=_FAST_KINDS[kind])
-        else:  # Gymnasium's way, one copy at a time (key and mask land in the same order)
+    first = infos[0]
+    # every copy has the same keys (most steps): copy 0's order is the first-appearance order
+    same = first is not None and all(i is not None and i.keys() == first.keys() for i in infos)
+    keys: Any = first
+    if not same:
+        keys = {}
+        for info in infos:
+            if info is not None:
+                keys.update(dict.fromkeys(info))
+    if not _plain_keys(tuple(keys)):
+        return None
+    out: dict[str, Any] = {}
+    for key in keys:
+        if same:
+            values = [i[key] for i in infos]  # type: ignore[index]  # same: none is None
+            kinds = set(map(type, values))
+            present = None
+        else:
+            values = [_MISSING if i is None else i.get(key, _MISSING) for i in infos]
+            kinds = set(map(type, values))
+            kinds.discard(_Missing)
+            present = [v is not _MISSING for v in values]
+        array: Any = None
+        if kinds == {dict}:
+            array = _batch_keys(env, values if present is None else _or_none(values))
+        else:
+            rule = (
+                _FAST_KINDS.get(next(iter(kinds)))
+                if len(kinds) == 1
+                else _FAST_KINDS[str]
+                if kinds == _TEXT_OR_NONE
+                else None
+            )
+            if rule is not None:
+                dtype, fill = rule
+                if present is not None:
+                    values = [fill if v is _MISSING else v for v in values]
+                array = np.array(values, dtype=dtype)
+        if array is None:
             sub: dict[str, Any] = {}
             for j, v in enumerate(values):
-                sub = env._add_info(sub, {key: v}, j)
+                if v is not _MISSING:
+                    sub = env._add_info(sub, {key: v}, j)
             out.update(sub)
             continue
-        out[key], out["_" + key] = array, np.ones(n, dtype=np.bool_)
+        out[key] = array
+        out["_" + key] = _ones(n) if present is None else np.array(present, dtype=np.bool_)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_keys(keys: tuple) -> bool:
+    """No key is a non-string or starts with ``_`` (memoised: a step's keys repeat)."""
+    return all(type(k) is str and not k.startswith("_") for k in keys)
+
+
+_ONES: dict[int, np.ndarray] = {}  # n -> an all-True mask, never handed out (copied)
+
+
+def _ones(n: int) -> np.ndarray:
+    """A fresh all-True mask of ``n`` copies (copying a cached one is ten times np.ones)."""
+    ones = _ONES.get(n)
+    if ones is None:
+        ones = _ONES[n] = np.ones(n, dtype=np.bool_)
+    return ones.copy()
+
+
+def _or_none(values: list[Any]) -> list[Any]:
+    return [None if v is _MISSING else v for v in values]
+
+
+class _Missing:
+    """The type of :data:`_MISSING`: a copy whose info lacks the key."""
+
+
+_MISSING = _Missing()
 
 
 def _empty_batch(value: Any, n: int) -> np.ndarray:
