@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # LangGraph injects ``runtime`` by parameter name
     from langgraph.runtime import Runtime
+    from langgraph.types import Command
 
 
 class Episode(TypedDict):
@@ -46,21 +47,30 @@ class AgentState(TypedDict):
     episode: Episode
 
 
-def _route(state: AgentState) -> str:
+def _goto(update: dict) -> str:
+    """Where a turn goes next: END at the episode's or a segment's end, else another turn."""
     from langgraph.graph import END
 
-    ep = state["episode"]
+    ep = update["episode"]
     return END if ep["done"] or ep["pause"] else "turn"
 
 
 # The node of the shared compiled graph: the policy of the run is LangGraph's run context
 # (Runtime[Any]: LangGraph bounds a context type to data classes, the policy is an object).
-def _turn_node(state: AgentState, runtime: Runtime[Any]) -> dict:
-    return runtime.context._turn(state, runtime)
+# It routes itself with a Command (update + goto) rather than through a conditional edge: the
+# edge's router is one more runnable, writer and callback set-up per superstep.
+def _turn_node(state: AgentState, runtime: Runtime[Any]) -> Command:
+    from langgraph.types import Command  # imported here: this module loads without LangGraph
+
+    update = runtime.context._turn(state, runtime)
+    return Command(update=update, goto=_goto(update))
 
 
-async def _aturn_node(state: AgentState, runtime: Runtime[Any]) -> dict:
-    return await runtime.context._aturn(state, runtime)
+async def _aturn_node(state: AgentState, runtime: Runtime[Any]) -> Command:
+    from langgraph.types import Command
+
+    update = await runtime.context._aturn(state, runtime)
+    return Command(update=update, goto=_goto(update))
 
 
 def build_graph(is_async: bool):
@@ -68,7 +78,6 @@ def build_graph(is_async: bool):
     from langgraph.graph import END, START, StateGraph
 
     g = StateGraph(AgentState)
-    g.add_node("turn", _aturn_node if is_async else _turn_node)
+    g.add_node("turn", _aturn_node if is_async else _turn_node, destinations=("turn", END))
     g.add_edge(START, "turn")
-    g.add_conditional_edges("turn", _route, {"turn": "turn", END: END})
     return g.compile()

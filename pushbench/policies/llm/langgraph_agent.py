@@ -127,6 +127,7 @@ class LangGraphPolicy(Policy):
         self._env: gym.Env | None = None
         self.store = None
         self._window: int | None = None
+        self._values: dict = {}  # the graph's state as of the last turn (see _start_input)
 
     @property
     def _live_env(self) -> gym.Env:
@@ -225,20 +226,29 @@ class LangGraphPolicy(Policy):
             self.memory.load_state(ep["memory"])
 
     def _start_input(self, snapshot) -> dict | None:
-        """Graph input: ``None`` continues the checkpointed thread, a dict starts afresh."""
+        """Graph input: ``None`` continues the checkpointed thread, a dict starts afresh.
+
+        Sets ``self._values``, the graph's state, which each turn then replaces with its writes
+        (:meth:`_after_model`): both channels are rewritten whole by every turn, so after a run
+        ``self._values`` is the state LangGraph holds, without streaming it out of the graph
+        (``stream_mode=[]``: no values copied out per superstep).
+        """
         if snapshot is not None and snapshot.values:
             self._replay(snapshot.values)
+            self._values = snapshot.values
             return None
-        return self._initial_state()
+        self._values = self._initial_state()
+        return self._values
 
-    @staticmethod
-    def _next_segment(values: dict) -> dict | None:
+    def _next_segment(self, values: dict) -> dict | None:
         """The input that runs the next segment of the thread; ``None``: the episode is over
         (ended, or the run stopped without a pause)."""
         ep = values["episode"]
         if ep["done"] or not ep["pause"]:
             return None
-        return {"episode": {**ep, "pause": False}}
+        start = {"episode": {**ep, "pause": False}}
+        self._values = {**values, **start}  # the state once LangGraph has applied the input
+        return start
 
     def _finish(self, values: dict) -> None:
         ep = values["episode"]
@@ -266,13 +276,17 @@ class LangGraphPolicy(Policy):
             while True:  # one segment per pass (see the module docstring)
                 self._since_checkpoint = 0
                 try:
-                    values = graph.invoke(start, config, durability=self.durability, context=self)
+                    # Nothing streamed: the state after the run is self._values (see _begin).
+                    for _ in graph.stream(
+                        start, config, durability=self.durability, context=self, stream_mode=[]
+                    ):
+                        pass
                 except GraphRecursionError as e:
                     raise PolicyError("recursion_limit", str(e)) from e
-                start = self._next_segment(values)
+                start = self._next_segment(self._values)
                 if start is None:
                     break
-            self._finish(values)
+            self._finish(self._values)
             finished = True
         finally:
             saver.close()
@@ -298,15 +312,16 @@ class LangGraphPolicy(Policy):
             while True:  # one segment per pass, as in drive()
                 self._since_checkpoint = 0
                 try:
-                    values = await graph.ainvoke(
-                        start, config, durability=self.durability, context=self
-                    )
+                    async for _ in graph.astream(
+                        start, config, durability=self.durability, context=self, stream_mode=[]
+                    ):
+                        pass
                 except GraphRecursionError as e:
                     raise PolicyError("recursion_limit", str(e)) from e
-                start = self._next_segment(values)
+                start = self._next_segment(self._values)
                 if start is None:
                     break
-            self._finish(values)
+            self._finish(self._values)
             finished = True
         finally:
             saver.close()
@@ -399,7 +414,7 @@ class LangGraphPolicy(Policy):
             and self.checkpoint_every > 0
             and self._since_checkpoint >= self.checkpoint_every
         )
-        return {
+        self._values = {
             "messages": messages,
             "episode": {
                 "env_actions": [*ep["env_actions"], *actions],
@@ -414,6 +429,7 @@ class LangGraphPolicy(Policy):
                 "pause": pause,
             },
         }
+        return self._values
 
     # ----- records ------------------------------------------------------------------------
     def episode_extras(self) -> dict:
