@@ -121,6 +121,8 @@ class LangGraphPolicy(Policy):
             raise ValueError(f"checkpoint_every must be a whole number >= 0, not {every!r}")
         self.checkpoint_every = every if self.durability == "exit" else 0
         self._since_checkpoint = 0
+        self._unsaved = 0  # turns since the last checkpoint the policy wrote (see _save)
+        self._save_config: dict = {}
         self._done = False
         self.client = ChatClient(self.cfg, seed)
         self.memory: Memory | None = None
@@ -189,9 +191,6 @@ class LangGraphPolicy(Policy):
             _remove_db(db)
         return db
 
-    def _config(self, thread: str) -> dict:
-        return {"configurable": {"thread_id": thread}, "recursion_limit": self.recursion_limit()}
-
     def _initial_state(self) -> dict:
         return {
             "messages": self.initial_messages,
@@ -226,29 +225,42 @@ class LangGraphPolicy(Policy):
             self.memory.load_state(ep["memory"])
 
     def _start_input(self, snapshot) -> dict | None:
-        """Graph input: ``None`` continues the checkpointed thread, a dict starts afresh.
+        """The first run's input; ``None``: continue LangGraph's interrupted run (only under
+        ``sync`` / ``async``, whose checkpoints LangGraph writes mid-run).
 
-        Sets ``self._values``, the graph's state, which each turn then replaces with its writes
-        (:meth:`_after_model`): both channels are rewritten whole by every turn, so after a run
-        ``self._values`` is the state LangGraph holds, without streaming it out of the graph
-        (``stream_mode=[]``: no values copied out per superstep).
+        ``snapshot`` is the thread's checkpoint (``None``: none). Sets ``self._values``, the
+        graph's state, which each turn then replaces with its writes (:meth:`_after_model`):
+        both channels are rewritten whole by every turn, so after a run ``self._values`` is the
+        state LangGraph holds, without streaming it out of the graph (``stream_mode=[]``).
         """
-        if snapshot is not None and snapshot.values:
-            self._replay(snapshot.values)
-            self._values = snapshot.values
+        if snapshot is None or not snapshot.values:
+            self._values = self._initial_state()
+            return self._values
+        self._replay(snapshot.values)
+        self._values = snapshot.values
+        if snapshot.next and self.durability != "exit":
             return None
-        self._values = self._initial_state()
+        return self._segment_input(self._values)
+
+    def _segment_input(self, values: dict) -> dict:
+        """A run's input that continues the episode from ``values`` (the whole state)."""
+        self._values = {"messages": values["messages"], "episode": {**values["episode"]}}
+        self._values["episode"]["pause"] = False
         return self._values
 
-    def _next_segment(self, values: dict) -> dict | None:
-        """The input that runs the next segment of the thread; ``None``: the episode is over
-        (ended, or the run stopped without a pause)."""
-        ep = values["episode"]
-        if ep["done"] or not ep["pause"]:
-            return None
-        start = {"episode": {**ep, "pause": False}}
-        self._values = {**values, **start}  # the state once LangGraph has applied the input
-        return start
+    def _save(self, graph) -> None:
+        """Write ``self._values`` as the thread's checkpoint (``exit`` only: at a segment's end
+        and when a run raises), through LangGraph's ``update_state`` (so as the turn node's
+        writes) with the saver's graph ``graph``. Nothing is written if no turn ran since the
+        last checkpoint; the saver skips it once the episode has ended."""
+        if self._unsaved:
+            graph.update_state(self._save_config, self._values, as_node="turn")
+            self._unsaved = 0
+
+    async def _asave(self, graph) -> None:
+        if self._unsaved:
+            await graph.aupdate_state(self._save_config, self._values, as_node="turn")
+            self._unsaved = 0
 
     def _finish(self, values: dict) -> None:
         ep = values["episode"]
@@ -266,26 +278,29 @@ class LangGraphPolicy(Policy):
         self._window = self.client.window()
         thread = self.thread_id(env)
         db = self._db_path(thread)
-        saver = self._saver(db)
+        saver = self._saver(db, thread)
         finished = False
         try:
-            graph = self._graph(saver, is_async=False)
-            config = self._config(thread)
+            run, kw = self._runner(saver, is_async=False)
             # No file, no checkpoint: skip LangGraph's state read (a fresh episode's usual case).
-            start = self._start_input(None if saver.absent() else graph.get_state(config))
-            while True:  # one segment per pass (see the module docstring)
-                self._since_checkpoint = 0
-                try:
-                    # Nothing streamed: the state after the run is self._values (see _begin).
-                    for _ in graph.stream(
-                        start, config, durability=self.durability, context=self, stream_mode=[]
-                    ):
-                        pass
-                except GraphRecursionError as e:
-                    raise PolicyError("recursion_limit", str(e)) from e
-                start = self._next_segment(self._values)
-                if start is None:
-                    break
+            snapshot = None if saver.absent() else self._graph(saver).get_state(self._save_config)
+            start = self._start_input(snapshot)
+            try:
+                while not self._values["episode"]["done"]:  # one segment per pass
+                    self._since_checkpoint = 0
+                    try:  # nothing streamed: the state after the run is self._values
+                        for _ in run.stream(start, context=self, stream_mode=[], **kw):
+                            pass
+                    except GraphRecursionError as e:
+                        raise PolicyError("recursion_limit", str(e)) from e
+                    if not self._values["episode"]["pause"]:
+                        break
+                    self._save(self._graph(saver))
+                    start = self._segment_input(self._values)
+            except BaseException:
+                if self.durability == "exit":  # keep the finished turns (see the module doc)
+                    self._save(self._graph(saver))
+                raise
             self._finish(self._values)
             finished = True
         finally:
@@ -295,32 +310,39 @@ class LangGraphPolicy(Policy):
                 _remove_db(db)
 
     async def adrive(self, env) -> None:
-        """Run the whole episode on ``env`` without blocking the event loop."""
+        """Run the whole episode on ``env`` without blocking the event loop (as :meth:`drive`)."""
         from langgraph.errors import GraphRecursionError
 
         self._env = env
         self._window = await self.client.awindow()
         thread = self.thread_id(env)
         db = self._db_path(thread)
-        saver = self._saver(db)
+        saver = self._saver(db, thread)
         finished = False
         try:
-            graph = self._graph(saver, is_async=True)
-            config = self._config(thread)
-            # No file, no checkpoint: skip LangGraph's state read (a fresh episode's usual case).
-            start = self._start_input(None if saver.absent() else await graph.aget_state(config))
-            while True:  # one segment per pass, as in drive()
-                self._since_checkpoint = 0
-                try:
-                    async for _ in graph.astream(
-                        start, config, durability=self.durability, context=self, stream_mode=[]
-                    ):
-                        pass
-                except GraphRecursionError as e:
-                    raise PolicyError("recursion_limit", str(e)) from e
-                start = self._next_segment(self._values)
-                if start is None:
-                    break
+            run, kw = self._runner(saver, is_async=True)
+            snapshot = (
+                None
+                if saver.absent()
+                else await self._graph(saver, True).aget_state(self._save_config)
+            )
+            start = self._start_input(snapshot)
+            try:
+                while not self._values["episode"]["done"]:  # one segment per pass
+                    self._since_checkpoint = 0
+                    try:
+                        async for _ in run.astream(start, context=self, stream_mode=[], **kw):
+                            pass
+                    except GraphRecursionError as e:
+                        raise PolicyError("recursion_limit", str(e)) from e
+                    if not self._values["episode"]["pause"]:
+                        break
+                    await self._asave(self._graph(saver, True))
+                    start = self._segment_input(self._values)
+            except BaseException:
+                if self.durability == "exit":
+                    await self._asave(self._graph(saver, True))
+                raise
             self._finish(self._values)
             finished = True
         finally:
@@ -330,19 +352,42 @@ class LangGraphPolicy(Policy):
                 _remove_db(db)
 
     # ----- the graph ----------------------------------------------------------------------
-    def _saver(self, db: Path):
+    def _saver(self, db: Path, thread: str):
         from .checkpoints import EpisodeSaver
 
         self._done = False
+        self._unsaved = 0
+        self._save_config = {"configurable": {"thread_id": thread}}
         # A finished episode's thread is deleted: its last checkpoint is not worth writing.
         return EpisodeSaver(db, discard=lambda: self._done and not self.keep_checkpoints)
 
-    def _graph(self, saver, is_async: bool):
-        """This class's compiled graph (built once), with this episode's saver and store."""
+    def _compiled(self, is_async: bool):
+        """This class's compiled graph (built once per class and mode)."""
         key = (type(self), is_async)
         if key not in _COMPILED:
             _COMPILED[key] = build_graph(is_async)
-        return _COMPILED[key].copy(update={"checkpointer": saver, "store": self.store})
+        return _COMPILED[key]
+
+    def _graph(self, saver, is_async: bool = False):
+        """The compiled graph with this episode's saver and store (state reads and writes)."""
+        return self._compiled(is_async).copy(update={"checkpointer": saver, "store": self.store})
+
+    def _runner(self, saver, is_async: bool) -> tuple[Any, dict]:
+        """The graph the episode's runs use and their keyword arguments.
+
+        ``exit``: no checkpointer (the policy writes its checkpoints, :meth:`_save`), so a run
+        pays none of LangGraph's per-superstep checkpoint bookkeeping nor, at its exit, the
+        background thread that hands a checkpoint to the saver. ``sync`` / ``async``: the saver,
+        written by LangGraph after every superstep.
+        """
+        limit = {"recursion_limit": self.recursion_limit()}
+        if self.durability == "exit":
+            graph = self._compiled(is_async)
+            if self.store is not None:
+                graph = graph.copy(update={"store": self.store})
+            return graph, {"config": limit}
+        config = {**self._save_config, **limit}
+        return self._graph(saver, is_async), {"config": config, "durability": self.durability}
 
     # One agent turn = one superstep: the model call, then its reply's calls (see graph.py).
     def _before_model(self, ep: Episode) -> tuple[Stats, Usage]:
@@ -409,6 +454,7 @@ class LangGraphPolicy(Policy):
                 events.append(self.core.answer_event(stats.env_actions, messages[-1]))
         self._done = done
         self._since_checkpoint += stats.env_actions - steps_before
+        self._unsaved += 1
         pause = (
             not done
             and self.checkpoint_every > 0
