@@ -8,11 +8,14 @@ ids) for one episode's thread file, with three differences that take its cost of
   does not exist is "no checkpoint": an episode that never needs one never touches SQLite.
 * Writes are skipped once ``discard()`` is true: the episode has ended and its thread is to be
   deleted, so the final checkpoint would be written only to be removed.
-* The async methods run the sync ones (a local file, written at most every
-  ``checkpoint_every`` steps and at exit), so one class serves ``invoke`` and ``ainvoke``.
+* The async methods run the sync ones (a local file, written at most once per segment of
+  ``checkpoint_every`` steps and on an error under ``exit``), so one class serves ``invoke``
+  and ``ainvoke``.
 
 What gets written when is decided by the graph's ``durability`` and the policy's
-segments (see :mod:`.langgraph_agent`).
+segments (see :mod:`.langgraph_agent`): under ``exit`` (the default) the runs carry no
+checkpointer and the policy writes through this saver with ``update_state``; under
+``sync`` / ``async`` LangGraph writes after every superstep.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class EpisodeSaver(SqliteSaver):
         super().__init__(None)  # type: ignore[arg-type]  # opened on first use
         self.path = Path(path)
         self.discard = discard
+        self.opened = False  # the file was opened (read or written) at least once
 
     def _open(self) -> None:
         if self.conn is None:
@@ -41,6 +45,7 @@ class EpisodeSaver(SqliteSaver):
             # skips the fsync per commit, so only an operating-system crash may lose the last.
             conn.execute("PRAGMA synchronous=NORMAL")
             self.conn = conn
+            self.opened = True
 
     def cursor(self, transaction: bool = True):
         self._open()

@@ -1,19 +1,23 @@
 """The LangGraph backend's graph: its state, node and routing (see :mod:`.langgraph_agent`).
 
-``START -> turn -> (conditional) turn | END``: one node, one superstep per agent turn (the model
-call and the execution of its reply's calls). The graph is compiled once per policy class and
-mode without checkpointer or store; each episode runs a copy with its own, and the node reaches
-the episode's policy as LangGraph's run context (``runtime.context``). The run ends at the
-episode's end (``done``) or at a segment's end (``pause``).
+``START -> turn -> turn | END`` (the node's ``Command`` picks): one node, one superstep per
+agent turn (the model call and the execution of its reply's calls). The graph is compiled once
+per policy class and mode without checkpointer or store; an episode adds its store, and its
+checkpointer when runs write their own checkpoints (``sync`` / ``async``); the node reaches the
+episode's policy as LangGraph's run context (``runtime.context``). The run ends at the episode's
+end (``done``) or at a segment's end (``pause``).
 
 Why one node and two channels (issue 31, harness < 1 ms per step): LangGraph's cost is per
 superstep (task preparation, runnable and callback set-up, applying writes, the in-memory
 checkpoint) and, within one, per channel written and read. The earlier ``model -> tools`` graph
-with eleven channels cost about 2,600 Python function calls of harness per environment step
-(the native loop: about 320); one superstep per turn over two channels costs about 1,400, close
-to LangGraph's floor for one superstep (``docs/performance.md``). Fewer supersteps than turns
-would mean running the agent loop inside a node, which would leave LangGraph nothing to
-orchestrate.
+with eleven channels cost about 2,600 Python function calls of harness per environment step (the
+native loop: about 320); one superstep per turn over two channels about 1,400. The node routes
+itself with a ``Command`` (no conditional edge: its router was one more runnable, writer and
+callback set-up per superstep) and runs stream nothing, which with checkpointer-less runs under
+``durability="exit"`` brings it to about 1,000, LangGraph's share about 690: close to its floor
+for one superstep (a no-op node run the same way: about 650; ``docs/performance.md``). Fewer
+supersteps than turns would mean running the agent loop inside a node, which would leave
+LangGraph nothing to orchestrate.
 """
 
 from __future__ import annotations

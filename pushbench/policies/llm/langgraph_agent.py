@@ -1,12 +1,12 @@
 """The LangGraph backend (``llm-langgraph``): the same agent loop as a ``StateGraph``.
 
-Graph: ``START -> turn -> (conditional) turn | END``, one node and one superstep per agent
-turn (:mod:`.graph`): the *turn* node trims the context and calls the model, then executes the
-reply's calls (environment actions step the wrapped environment, memory calls use the graph's
-long-term store); the graph routes to END once the environment says the episode is over.
-Prompts, tools, the context budget, the handling of invalid output and the records come from
-:class:`~.core.AgentCore`, exactly as in the native loop, so the two backends differ only in
-orchestration.
+Graph: ``START -> turn -> turn | END`` (the node routes with a ``Command``), one node and one
+superstep per agent turn (:mod:`.graph`): the *turn* node trims the context and calls the model,
+then executes the reply's calls (environment actions step the wrapped environment, memory calls
+use the graph's long-term store); the graph routes to END once the environment says the episode
+is over. Prompts, tools, the context budget, the handling of invalid output and the records come
+from :class:`~.core.AgentCore`, exactly as in the native loop, so the two backends differ only
+in orchestration.
 
 Because the graph owns the loop, this policy implements ``drive(env)`` / ``adrive(env)`` (the
 episode drivers call them instead of ``act``).
@@ -21,34 +21,42 @@ episode drivers call them instead of ``act``).
   ``SqliteSaver`` opened lazily) keeps the state under a thread id derived from the task,
   instance, seed, controller, policy name and parameters, in a SQLite file of its own
   (``<checkpoint_dir>/<thread>.sqlite``: concurrent episodes never contend for one database's
-  locks). By default (``durability="exit"``, ``checkpoint_every=10``) the graph runs in
-  segments of ``checkpoint_every`` environment steps: a segment ends at END with ``pause`` set,
-  LangGraph writes its checkpoint on that exit, and the next segment continues the thread from
-  there; LangGraph also writes the checkpoint when the graph exits on an error (with the
-  finished turns' writes). So an error in a model call loses nothing (an error raised by the
+  locks). By default (``durability="exit"``, ``checkpoint_every=10``) the episode runs as
+  segments of ``checkpoint_every`` environment steps, each one graph run **without a
+  checkpointer** (so no per-superstep checkpoint bookkeeping and no background thread handing a
+  checkpoint to the saver): a segment ends at END with ``pause`` set, the policy writes the
+  state through LangGraph's ``update_state`` (as the turn node's writes) into the thread, and
+  the next run starts from that state. When a run raises (a model or environment error, a
+  recursion limit, an interrupt), the policy writes the state as of the last finished turn
+  before re-raising. So an error in a model call loses nothing (an error raised by the
   environment or the store after a turn's model call makes that one call again on resume), a
   killed process loses at most the steps since the last segment, and a finished episode
   writes nothing (its thread would be deleted).
-  ``durability="sync"`` / ``"async"`` write after every superstep instead (LangGraph's modes;
-  ``checkpoint_every`` is then unused). Re-running an interrupted episode (same arguments, same
+  ``durability="sync"`` / ``"async"`` run with the checkpointer attached and LangGraph writes
+  after every superstep instead (``checkpoint_every`` is then unused).
+  **Resume guarantee**: re-running an interrupted episode (same arguments, same
   ``checkpoint_dir``; the thread id includes :data:`STATE_LAYOUT`, so only a checkpoint of this
   state layout is resumed) replays the environment actions stored in the state into the fresh
-  environment (checking each observation's digest), then continues the graph from its last
-  checkpoint: model calls before it are not repeated; those after it are made again (with a
-  deterministic model, the same calls, so the same record). The thread's file is deleted when
-  the episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history
-  only, so a checkpoint stays about ``context_tokens`` in size however long the episode. The
-  database runs in WAL mode with ``synchronous=NORMAL``: a killed or interrupted process loses
-  nothing committed; only an operating-system crash may lose the last writes.
+  environment (checking each observation's digest), then continues from the checkpoint (a
+  LangGraph run interrupted mid-way under ``sync`` / ``async`` continues that run): model
+  calls before it are not repeated; those after it are made again (with a deterministic model,
+  the same calls, so the same record; ``tests/test_langgraph_checkpoints.py`` kills a process
+  mid-episode and compares). The thread's file is deleted when the episode ends unless
+  ``keep_checkpoints`` is true. The state holds the trimmed history only, so a checkpoint
+  stays about ``context_tokens`` in size however long the episode. The database runs in WAL
+  mode with ``synchronous=NORMAL``: a killed or interrupted process loses nothing committed;
+  only an operating-system crash may lose the last writes.
+* **Nothing streamed**: runs use ``stream(..., stream_mode=[])``; the state after a run is the
+  last turn's writes, kept by the policy (both channels are rewritten whole by every turn).
 * **One compiled graph per class**: the graph is compiled once per policy class and mode and
   copied per episode with its checkpointer and store; nodes reach the policy through
   LangGraph's run context (``invoke(..., context=policy)``).
 
 Extra parameters: ``checkpoint_dir`` (default ``$PUSHBENCH_HOME/langgraph/checkpoints``),
 ``resume`` (default true; false discards an existing checkpoint), ``keep_checkpoints``,
-``durability`` (``exit`` (default), ``sync``, ``async``: LangGraph's modes, see above) and
+``durability`` (``exit`` (default), ``sync``, ``async``: see above) and
 ``checkpoint_every`` (environment steps per segment under ``exit``, default 10; 0: one
-segment, so only errors and exits write). ``experiments/bench_llm_harness.py`` measures the
+segment, so only errors write). ``experiments/bench_llm_harness.py`` measures the
 harness per step of each.
 """
 
@@ -184,8 +192,8 @@ class LangGraphPolicy(Policy):
         return "pushbench-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
     def _db_path(self, thread: str) -> Path:
-        """This thread's own checkpoint file; ``resume: false`` discards an existing one."""
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        """This thread's own checkpoint file; ``resume: false`` discards an existing one. (The
+        directory is made when the file is first written, :class:`.checkpoints.EpisodeSaver`.)"""
         db = self.checkpoint_dir / f"{thread}.sqlite"
         if not self.resume:
             _remove_db(db)
@@ -306,7 +314,8 @@ class LangGraphPolicy(Policy):
         finally:
             saver.close()
             self.client.close()
-            if finished and not self.keep_checkpoints:
+            # A saver that never opened its file left none (an existing one is read first).
+            if finished and not self.keep_checkpoints and saver.opened:
                 _remove_db(db)
 
     async def adrive(self, env) -> None:
@@ -348,7 +357,8 @@ class LangGraphPolicy(Policy):
         finally:
             saver.close()
             await self.client.aclose()
-            if finished and not self.keep_checkpoints:
+            # A saver that never opened its file left none (an existing one is read first).
+            if finished and not self.keep_checkpoints and saver.opened:
                 _remove_db(db)
 
     # ----- the graph ----------------------------------------------------------------------
