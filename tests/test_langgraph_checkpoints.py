@@ -197,3 +197,40 @@ def test_the_policy_state_is_the_graph_state(tmp_path):
     values, _ = _thread_values(db)
     assert rec["steps_used"] == 5 and values["episode"]["done"]
     assert json.dumps(values, sort_keys=True) == json.dumps(pol._values, sort_keys=True)
+
+
+def test_episode_saver_opens_one_connection_for_concurrent_writers(tmp_path, monkeypatch):
+    """sync/async: LangGraph writes from several executor threads at once. Each opening its own
+    connection would leave one dropped and the file locked ("database is locked" 60 s later)."""
+    import threading
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from pushbench.policies.llm import checkpoints
+
+    connect, opened = sqlite3.connect, []
+
+    def slow_connect(*args, **kwargs):  # widens the window two unguarded openers would share
+        opened.append(1)
+        threading.Event().wait(0.05)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoints.sqlite3, "connect", slow_connect)
+    saver = EpisodeSaver(tmp_path / "t.sqlite")
+    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "x"}}
+    start = threading.Barrier(4)
+
+    def write(i: int) -> None:
+        start.wait()
+        if i % 2:
+            saver.put(cfg, empty_checkpoint(), {"step": i}, {})
+        else:
+            saver.put_writes(cfg, [("ch", i)], f"task{i}")
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    saver.close()
+    assert len(opened) == 1

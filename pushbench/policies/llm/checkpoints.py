@@ -21,6 +21,7 @@ checkpointer and the policy writes through this saver with ``update_state``; und
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,24 @@ class EpisodeSaver(SqliteSaver):
         self.path = Path(path)
         self.discard = discard
         self.opened = False  # the file was opened (read or written) at least once
+        # Under sync/async LangGraph writes from its executor's threads (a checkpoint and a
+        # task's writes may go at once): without it two could each open a connection, and the
+        # one dropped would keep the file locked.
+        self._open_lock = threading.Lock()
 
     def _open(self) -> None:
-        if self.conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-            # WAL (set up by SqliteSaver): a killed process loses nothing committed; NORMAL
-            # skips the fsync per commit, so only an operating-system crash may lose the last.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn = conn
-            self.opened = True
+        if self.conn is not None:
+            return
+        with self._open_lock:
+            if self.conn is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
+                # WAL (set up by SqliteSaver): a killed process loses nothing committed; NORMAL
+                # skips the fsync per commit, so only an operating-system crash may lose the
+                # last.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn = conn
+                self.opened = True
 
     def cursor(self, transaction: bool = True):
         self._open()
