@@ -1,5 +1,6 @@
 """The LangGraph backend's checkpoints after issue 31: segments of ``checkpoint_every`` steps
-under ``durability="exit"``, the lazy :class:`EpisodeSaver`. A process killed mid-episode
+under ``durability="exit"`` (runs without a checkpointer; the policy writes each segment's
+state), the lazy :class:`EpisodeSaver`. A process killed mid-episode
 (SIGKILL: nothing runs at exit) resumes from its last segment and ends with the record of an
 uninterrupted run; a finished episode leaves no file; an absent file is "no checkpoint"."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -107,8 +109,6 @@ def test_sync_durability_still_checkpoints_every_superstep(tmp_path):
         }
         rec = run_episode(TASK, "standard", "llm-langgraph", 0, budget=4, policy_params=params)
     (db,) = (tmp_path / "ck").glob("*.sqlite")
-    import sqlite3
-
     with sqlite3.connect(db) as conn:
         (count,) = conn.execute("select count(*) from checkpoints").fetchone()
     # One per superstep: the input, the start, and one per agent turn (one step each here).
@@ -143,3 +143,94 @@ def test_checkpoint_every_is_checked(bad):
 
     with pytest.raises(ValueError, match="checkpoint_every"):
         make_policy("llm-langgraph", seed=0, model="m", checkpoint_every=bad)
+
+
+def _stub_params(stub, tmp_path, **extra) -> dict:
+    return {
+        "model": "stub-model",
+        "base_url": stub.url,
+        "api_key_env": None,
+        "timeout": 10,
+        "checkpoint_dir": str(tmp_path / "ck"),
+        **extra,
+    }
+
+
+def _thread_values(db):
+    """The latest checkpoint's state and the number of checkpoints in a kept thread file."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from pushbench.policies.llm.graph import build_graph
+
+    with sqlite3.connect(db, check_same_thread=False) as conn:
+        (count,) = conn.execute("select count(*) from checkpoints").fetchone()
+        (thread,) = conn.execute("select distinct thread_id from checkpoints").fetchone()
+        graph = build_graph(False).copy(update={"checkpointer": SqliteSaver(conn)})
+        snapshot = graph.get_state({"configurable": {"thread_id": thread}})
+    return snapshot.values, count
+
+
+def test_exit_writes_one_checkpoint_per_segment_and_none_at_the_end(tmp_path):
+    """durability exit: runs carry no checkpointer; the policy writes the state at each
+    segment's end (after steps 3, 6, 9 here), and nothing once the episode has ended."""
+    with StubServer() as stub:
+        params = _stub_params(stub, tmp_path, checkpoint_every=3, keep_checkpoints=True)
+        rec = run_episode(TASK, "standard", "llm-langgraph", 0, budget=10, policy_params=params)
+    (db,) = (tmp_path / "ck").glob("*.sqlite")
+    values, count = _thread_values(db)
+    assert rec["steps_used"] == 10 and count == 3
+    ep = values["episode"]
+    assert len(ep["env_actions"]) == 9 and ep["pause"] and not ep["done"]
+    assert ep["transcript"] == rec["transcript"][: len(ep["transcript"])]
+
+
+def test_the_policy_state_is_the_graph_state(tmp_path):
+    """Runs stream nothing (stream_mode=[]): the policy's state after a run, built from the
+    turn's writes, is the state LangGraph holds (read back from the sync checkpoint)."""
+    from pushbench.policies import make_policy
+
+    with StubServer() as stub:
+        params = _stub_params(stub, tmp_path, durability="sync", keep_checkpoints=True)
+        pol = make_policy("llm-langgraph", seed=0, **params)
+        rec = run_episode(TASK, "standard", pol, 0, budget=5)
+    (db,) = (tmp_path / "ck").glob("*.sqlite")
+    values, _ = _thread_values(db)
+    assert rec["steps_used"] == 5 and values["episode"]["done"]
+    assert json.dumps(values, sort_keys=True) == json.dumps(pol._values, sort_keys=True)
+
+
+def test_episode_saver_opens_one_connection_for_concurrent_writers(tmp_path, monkeypatch):
+    """sync/async: LangGraph writes from several executor threads at once. Each opening its own
+    connection would leave one dropped and the file locked ("database is locked" 60 s later)."""
+    import threading
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from pushbench.policies.llm import checkpoints
+
+    connect, opened = sqlite3.connect, []
+
+    def slow_connect(*args, **kwargs):  # widens the window two unguarded openers would share
+        opened.append(1)
+        threading.Event().wait(0.05)
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoints.sqlite3, "connect", slow_connect)
+    saver = EpisodeSaver(tmp_path / "t.sqlite")
+    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "x"}}
+    start = threading.Barrier(4)
+
+    def write(i: int) -> None:
+        start.wait()
+        if i % 2:
+            saver.put(cfg, empty_checkpoint(), {"step": i}, {})
+        else:
+            saver.put_writes(cfg, [("ch", i)], f"task{i}")
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    saver.close()
+    assert len(opened) == 1

@@ -8,16 +8,20 @@ ids) for one episode's thread file, with three differences that take its cost of
   does not exist is "no checkpoint": an episode that never needs one never touches SQLite.
 * Writes are skipped once ``discard()`` is true: the episode has ended and its thread is to be
   deleted, so the final checkpoint would be written only to be removed.
-* The async methods run the sync ones (a local file, written at most every
-  ``checkpoint_every`` steps and at exit), so one class serves ``invoke`` and ``ainvoke``.
+* The async methods run the sync ones (a local file, written at most once per segment of
+  ``checkpoint_every`` steps and on an error under ``exit``), so one class serves ``invoke``
+  and ``ainvoke``.
 
 What gets written when is decided by the graph's ``durability`` and the policy's
-segments (see :mod:`.langgraph_agent`).
+segments (see :mod:`.langgraph_agent`): under ``exit`` (the default) the runs carry no
+checkpointer and the policy writes through this saver with ``update_state``; under
+``sync`` / ``async`` LangGraph writes after every superstep.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,15 +36,25 @@ class EpisodeSaver(SqliteSaver):
         super().__init__(None)  # type: ignore[arg-type]  # opened on first use
         self.path = Path(path)
         self.discard = discard
+        self.opened = False  # the file was opened (read or written) at least once
+        # Under sync/async LangGraph writes from its executor's threads (a checkpoint and a
+        # task's writes may go at once): without it two could each open a connection, and the
+        # one dropped would keep the file locked.
+        self._open_lock = threading.Lock()
 
     def _open(self) -> None:
-        if self.conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-            # WAL (set up by SqliteSaver): a killed process loses nothing committed; NORMAL
-            # skips the fsync per commit, so only an operating-system crash may lose the last.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn = conn
+        if self.conn is not None:
+            return
+        with self._open_lock:
+            if self.conn is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
+                # WAL (set up by SqliteSaver): a killed process loses nothing committed; NORMAL
+                # skips the fsync per commit, so only an operating-system crash may lose the
+                # last.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn = conn
+                self.opened = True
 
     def cursor(self, transaction: bool = True):
         self._open()

@@ -1,12 +1,12 @@
 """The LangGraph backend (``llm-langgraph``): the same agent loop as a ``StateGraph``.
 
-Graph: ``START -> turn -> (conditional) turn | END``, one node and one superstep per agent
-turn (:mod:`.graph`): the *turn* node trims the context and calls the model, then executes the
-reply's calls (environment actions step the wrapped environment, memory calls use the graph's
-long-term store); the graph routes to END once the environment says the episode is over.
-Prompts, tools, the context budget, the handling of invalid output and the records come from
-:class:`~.core.AgentCore`, exactly as in the native loop, so the two backends differ only in
-orchestration.
+Graph: ``START -> turn -> turn | END`` (the node routes with a ``Command``), one node and one
+superstep per agent turn (:mod:`.graph`): the *turn* node trims the context and calls the model,
+then executes the reply's calls (environment actions step the wrapped environment, memory calls
+use the graph's long-term store); the graph routes to END once the environment says the episode
+is over. Prompts, tools, the context budget, the handling of invalid output and the records come
+from :class:`~.core.AgentCore`, exactly as in the native loop, so the two backends differ only
+in orchestration.
 
 Because the graph owns the loop, this policy implements ``drive(env)`` / ``adrive(env)`` (the
 episode drivers call them instead of ``act``).
@@ -21,34 +21,42 @@ episode drivers call them instead of ``act``).
   ``SqliteSaver`` opened lazily) keeps the state under a thread id derived from the task,
   instance, seed, controller, policy name and parameters, in a SQLite file of its own
   (``<checkpoint_dir>/<thread>.sqlite``: concurrent episodes never contend for one database's
-  locks). By default (``durability="exit"``, ``checkpoint_every=10``) the graph runs in
-  segments of ``checkpoint_every`` environment steps: a segment ends at END with ``pause`` set,
-  LangGraph writes its checkpoint on that exit, and the next segment continues the thread from
-  there; LangGraph also writes the checkpoint when the graph exits on an error (with the
-  finished turns' writes). So an error in a model call loses nothing (an error raised by the
+  locks). By default (``durability="exit"``, ``checkpoint_every=10``) the episode runs as
+  segments of ``checkpoint_every`` environment steps, each one graph run **without a
+  checkpointer** (so no per-superstep checkpoint bookkeeping and no background thread handing a
+  checkpoint to the saver): a segment ends at END with ``pause`` set, the policy writes the
+  state through LangGraph's ``update_state`` (as the turn node's writes) into the thread, and
+  the next run starts from that state. When a run raises (a model or environment error, a
+  recursion limit, an interrupt), the policy writes the state as of the last finished turn
+  before re-raising. So an error in a model call loses nothing (an error raised by the
   environment or the store after a turn's model call makes that one call again on resume), a
   killed process loses at most the steps since the last segment, and a finished episode
   writes nothing (its thread would be deleted).
-  ``durability="sync"`` / ``"async"`` write after every superstep instead (LangGraph's modes;
-  ``checkpoint_every`` is then unused). Re-running an interrupted episode (same arguments, same
+  ``durability="sync"`` / ``"async"`` run with the checkpointer attached and LangGraph writes
+  after every superstep instead (``checkpoint_every`` is then unused).
+  **Resume guarantee**: re-running an interrupted episode (same arguments, same
   ``checkpoint_dir``; the thread id includes :data:`STATE_LAYOUT`, so only a checkpoint of this
   state layout is resumed) replays the environment actions stored in the state into the fresh
-  environment (checking each observation's digest), then continues the graph from its last
-  checkpoint: model calls before it are not repeated; those after it are made again (with a
-  deterministic model, the same calls, so the same record). The thread's file is deleted when
-  the episode ends unless ``keep_checkpoints`` is true. The state holds the trimmed history
-  only, so a checkpoint stays about ``context_tokens`` in size however long the episode. The
-  database runs in WAL mode with ``synchronous=NORMAL``: a killed or interrupted process loses
-  nothing committed; only an operating-system crash may lose the last writes.
+  environment (checking each observation's digest), then continues from the checkpoint (a
+  LangGraph run interrupted mid-way under ``sync`` / ``async`` continues that run): model
+  calls before it are not repeated; those after it are made again (with a deterministic model,
+  the same calls, so the same record; ``tests/test_langgraph_checkpoints.py`` kills a process
+  mid-episode and compares). The thread's file is deleted when the episode ends unless
+  ``keep_checkpoints`` is true. The state holds the trimmed history only, so a checkpoint
+  stays about ``context_tokens`` in size however long the episode. The database runs in WAL
+  mode with ``synchronous=NORMAL``: a killed or interrupted process loses nothing committed;
+  only an operating-system crash may lose the last writes.
+* **Nothing streamed**: runs use ``stream(..., stream_mode=[])``; the state after a run is the
+  last turn's writes, kept by the policy (both channels are rewritten whole by every turn).
 * **One compiled graph per class**: the graph is compiled once per policy class and mode and
   copied per episode with its checkpointer and store; nodes reach the policy through
   LangGraph's run context (``invoke(..., context=policy)``).
 
 Extra parameters: ``checkpoint_dir`` (default ``$PUSHBENCH_HOME/langgraph/checkpoints``),
 ``resume`` (default true; false discards an existing checkpoint), ``keep_checkpoints``,
-``durability`` (``exit`` (default), ``sync``, ``async``: LangGraph's modes, see above) and
+``durability`` (``exit`` (default), ``sync``, ``async``: see above) and
 ``checkpoint_every`` (environment steps per segment under ``exit``, default 10; 0: one
-segment, so only errors and exits write). ``experiments/bench_llm_harness.py`` measures the
+segment, so only errors write). ``experiments/bench_llm_harness.py`` measures the
 harness per step of each.
 """
 
@@ -121,12 +129,15 @@ class LangGraphPolicy(Policy):
             raise ValueError(f"checkpoint_every must be a whole number >= 0, not {every!r}")
         self.checkpoint_every = every if self.durability == "exit" else 0
         self._since_checkpoint = 0
+        self._unsaved = 0  # turns since the last checkpoint the policy wrote (see _save)
+        self._save_config: dict = {}
         self._done = False
         self.client = ChatClient(self.cfg, seed)
         self.memory: Memory | None = None
         self._env: gym.Env | None = None
         self.store = None
         self._window: int | None = None
+        self._values: dict = {}  # the graph's state as of the last turn (see _start_input)
 
     @property
     def _live_env(self) -> gym.Env:
@@ -181,15 +192,12 @@ class LangGraphPolicy(Policy):
         return "pushbench-" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
     def _db_path(self, thread: str) -> Path:
-        """This thread's own checkpoint file; ``resume: false`` discards an existing one."""
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        """This thread's own checkpoint file; ``resume: false`` discards an existing one. (The
+        directory is made when the file is first written, :class:`.checkpoints.EpisodeSaver`.)"""
         db = self.checkpoint_dir / f"{thread}.sqlite"
         if not self.resume:
             _remove_db(db)
         return db
-
-    def _config(self, thread: str) -> dict:
-        return {"configurable": {"thread_id": thread}, "recursion_limit": self.recursion_limit()}
 
     def _initial_state(self) -> dict:
         return {
@@ -225,20 +233,42 @@ class LangGraphPolicy(Policy):
             self.memory.load_state(ep["memory"])
 
     def _start_input(self, snapshot) -> dict | None:
-        """Graph input: ``None`` continues the checkpointed thread, a dict starts afresh."""
-        if snapshot is not None and snapshot.values:
-            self._replay(snapshot.values)
-            return None
-        return self._initial_state()
+        """The first run's input; ``None``: continue LangGraph's interrupted run (only under
+        ``sync`` / ``async``, whose checkpoints LangGraph writes mid-run).
 
-    @staticmethod
-    def _next_segment(values: dict) -> dict | None:
-        """The input that runs the next segment of the thread; ``None``: the episode is over
-        (ended, or the run stopped without a pause)."""
-        ep = values["episode"]
-        if ep["done"] or not ep["pause"]:
+        ``snapshot`` is the thread's checkpoint (``None``: none). Sets ``self._values``, the
+        graph's state, which each turn then replaces with its writes (:meth:`_after_model`):
+        both channels are rewritten whole by every turn, so after a run ``self._values`` is the
+        state LangGraph holds, without streaming it out of the graph (``stream_mode=[]``).
+        """
+        if snapshot is None or not snapshot.values:
+            self._values = self._initial_state()
+            return self._values
+        self._replay(snapshot.values)
+        self._values = snapshot.values
+        if snapshot.next and self.durability != "exit":
             return None
-        return {"episode": {**ep, "pause": False}}
+        return self._segment_input(self._values)
+
+    def _segment_input(self, values: dict) -> dict:
+        """A run's input that continues the episode from ``values`` (the whole state)."""
+        self._values = {"messages": values["messages"], "episode": {**values["episode"]}}
+        self._values["episode"]["pause"] = False
+        return self._values
+
+    def _save(self, graph) -> None:
+        """Write ``self._values`` as the thread's checkpoint (``exit`` only: at a segment's end
+        and when a run raises), through LangGraph's ``update_state`` (so as the turn node's
+        writes) with the saver's graph ``graph``. Nothing is written if no turn ran since the
+        last checkpoint; the saver skips it once the episode has ended."""
+        if self._unsaved:
+            graph.update_state(self._save_config, self._values, as_node="turn")
+            self._unsaved = 0
+
+    async def _asave(self, graph) -> None:
+        if self._unsaved:
+            await graph.aupdate_state(self._save_config, self._values, as_node="turn")
+            self._unsaved = 0
 
     def _finish(self, values: dict) -> None:
         ep = values["episode"]
@@ -256,78 +286,118 @@ class LangGraphPolicy(Policy):
         self._window = self.client.window()
         thread = self.thread_id(env)
         db = self._db_path(thread)
-        saver = self._saver(db)
+        saver = self._saver(db, thread)
         finished = False
         try:
-            graph = self._graph(saver, is_async=False)
-            config = self._config(thread)
+            run, kw = self._runner(saver, is_async=False)
             # No file, no checkpoint: skip LangGraph's state read (a fresh episode's usual case).
-            start = self._start_input(None if saver.absent() else graph.get_state(config))
-            while True:  # one segment per pass (see the module docstring)
-                self._since_checkpoint = 0
-                try:
-                    values = graph.invoke(start, config, durability=self.durability, context=self)
-                except GraphRecursionError as e:
-                    raise PolicyError("recursion_limit", str(e)) from e
-                start = self._next_segment(values)
-                if start is None:
-                    break
-            self._finish(values)
+            snapshot = None if saver.absent() else self._graph(saver).get_state(self._save_config)
+            start = self._start_input(snapshot)
+            try:
+                while not self._values["episode"]["done"]:  # one segment per pass
+                    self._since_checkpoint = 0
+                    try:  # nothing streamed: the state after the run is self._values
+                        for _ in run.stream(start, context=self, stream_mode=[], **kw):
+                            pass
+                    except GraphRecursionError as e:
+                        raise PolicyError("recursion_limit", str(e)) from e
+                    if not self._values["episode"]["pause"]:
+                        break
+                    self._save(self._graph(saver))
+                    start = self._segment_input(self._values)
+            except BaseException:
+                if self.durability == "exit":  # keep the finished turns (see the module doc)
+                    self._save(self._graph(saver))
+                raise
+            self._finish(self._values)
             finished = True
         finally:
             saver.close()
             self.client.close()
-            if finished and not self.keep_checkpoints:
+            # A saver that never opened its file left none (an existing one is read first).
+            if finished and not self.keep_checkpoints and saver.opened:
                 _remove_db(db)
 
     async def adrive(self, env) -> None:
-        """Run the whole episode on ``env`` without blocking the event loop."""
+        """Run the whole episode on ``env`` without blocking the event loop (as :meth:`drive`)."""
         from langgraph.errors import GraphRecursionError
 
         self._env = env
         self._window = await self.client.awindow()
         thread = self.thread_id(env)
         db = self._db_path(thread)
-        saver = self._saver(db)
+        saver = self._saver(db, thread)
         finished = False
         try:
-            graph = self._graph(saver, is_async=True)
-            config = self._config(thread)
-            # No file, no checkpoint: skip LangGraph's state read (a fresh episode's usual case).
-            start = self._start_input(None if saver.absent() else await graph.aget_state(config))
-            while True:  # one segment per pass, as in drive()
-                self._since_checkpoint = 0
-                try:
-                    values = await graph.ainvoke(
-                        start, config, durability=self.durability, context=self
-                    )
-                except GraphRecursionError as e:
-                    raise PolicyError("recursion_limit", str(e)) from e
-                start = self._next_segment(values)
-                if start is None:
-                    break
-            self._finish(values)
+            run, kw = self._runner(saver, is_async=True)
+            snapshot = (
+                None
+                if saver.absent()
+                else await self._graph(saver, True).aget_state(self._save_config)
+            )
+            start = self._start_input(snapshot)
+            try:
+                while not self._values["episode"]["done"]:  # one segment per pass
+                    self._since_checkpoint = 0
+                    try:
+                        async for _ in run.astream(start, context=self, stream_mode=[], **kw):
+                            pass
+                    except GraphRecursionError as e:
+                        raise PolicyError("recursion_limit", str(e)) from e
+                    if not self._values["episode"]["pause"]:
+                        break
+                    await self._asave(self._graph(saver, True))
+                    start = self._segment_input(self._values)
+            except BaseException:
+                if self.durability == "exit":
+                    await self._asave(self._graph(saver, True))
+                raise
+            self._finish(self._values)
             finished = True
         finally:
             saver.close()
             await self.client.aclose()
-            if finished and not self.keep_checkpoints:
+            # A saver that never opened its file left none (an existing one is read first).
+            if finished and not self.keep_checkpoints and saver.opened:
                 _remove_db(db)
 
     # ----- the graph ----------------------------------------------------------------------
-    def _saver(self, db: Path):
+    def _saver(self, db: Path, thread: str):
         from .checkpoints import EpisodeSaver
 
         self._done = False
+        self._unsaved = 0
+        self._save_config = {"configurable": {"thread_id": thread}}
         # A finished episode's thread is deleted: its last checkpoint is not worth writing.
         return EpisodeSaver(db, discard=lambda: self._done and not self.keep_checkpoints)
 
-    def _graph(self, saver, is_async: bool):
-        """This class's compiled graph (built once), with this episode's saver and store."""
+    def _compiled(self, is_async: bool):
+        """This class's compiled graph (built once per class and mode)."""
         key = (type(self), is_async)
         if key not in _COMPILED:
             _COMPILED[key] = build_graph(is_async)
-        return _COMPILED[key].copy(update={"checkpointer": saver, "store": self.store})
+        return _COMPILED[key]
+
+    def _graph(self, saver, is_async: bool = False):
+        """The compiled graph with this episode's saver and store (state reads and writes)."""
+        return self._compiled(is_async).copy(update={"checkpointer": saver, "store": self.store})
+
+    def _runner(self, saver, is_async: bool) -> tuple[Any, dict]:
+        """The graph the episode's runs use and their keyword arguments.
+
+        ``exit``: no checkpointer (the policy writes its checkpoints, :meth:`_save`), so a run
+        pays none of LangGraph's per-superstep checkpoint bookkeeping nor, at its exit, the
+        background thread that hands a checkpoint to the saver. ``sync`` / ``async``: the saver,
+        written by LangGraph after every superstep.
+        """
+        limit = {"recursion_limit": self.recursion_limit()}
+        if self.durability == "exit":
+            graph = self._compiled(is_async)
+            if self.store is not None:
+                graph = graph.copy(update={"store": self.store})
+            return graph, {"config": limit}
+        config = {**self._save_config, **limit}
+        return self._graph(saver, is_async), {"config": config, "durability": self.durability}
 
     # One agent turn = one superstep: the model call, then its reply's calls (see graph.py).
     def _before_model(self, ep: Episode) -> tuple[Stats, Usage]:
@@ -394,12 +464,13 @@ class LangGraphPolicy(Policy):
                 events.append(self.core.answer_event(stats.env_actions, messages[-1]))
         self._done = done
         self._since_checkpoint += stats.env_actions - steps_before
+        self._unsaved += 1
         pause = (
             not done
             and self.checkpoint_every > 0
             and self._since_checkpoint >= self.checkpoint_every
         )
-        return {
+        self._values = {
             "messages": messages,
             "episode": {
                 "env_actions": [*ep["env_actions"], *actions],
@@ -414,6 +485,7 @@ class LangGraphPolicy(Policy):
                 "pause": pause,
             },
         }
+        return self._values
 
     # ----- records ------------------------------------------------------------------------
     def episode_extras(self) -> dict:
