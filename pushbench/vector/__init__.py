@@ -58,7 +58,6 @@ these spaces it hands back blank strings (Gymnasium 1.4). The factories are pick
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -66,7 +65,7 @@ from gymnasium.vector import AutoresetMode
 
 from ..registration import make
 from ..tasks import get_task
-from .batch import PushBenchSyncVectorEnv
+from .batch import InfoLeaf, PushBenchSyncVectorEnv
 from .workers import PushBenchAsyncVectorEnv
 
 MODES = ("sync", "async")
@@ -107,23 +106,21 @@ def make_vec(
     return PushBenchAsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
 
 
-# json.dumps(x, sort_keys=True) builds this encoder on every call; one encoder, same text
-_ENCODE = json.JSONEncoder(sort_keys=True).encode
-
-
-class ControllerInfoAsText(gym.Wrapper):
-    """``info["controller"]`` as JSON text, so Gymnasium can batch infos of varying shape."""
+class ControllerEntryAsLeaf(gym.Wrapper):
+    """``info["controller"]`` as an :class:`~.batch.InfoLeaf` (a shallow copy of the entry, a
+    ``dict`` subclass), so the vector envs batch it as one value per copy: the entries differ
+    in shape from step to step, which Gymnasium's nested-info batching cannot merge."""
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "controller" in info:
-            info = {**info, "controller": _ENCODE(info["controller"])}
+            info = {**info, "controller": InfoLeaf(info["controller"])}
         return obs, reward, terminated, truncated, info
 
 
 def _make_copy(task_id: str, controller: str | None, budget: int | None) -> gym.Env:
     env = make(task_id, controller=controller, **({"budget": budget} if budget is not None else {}))
-    return env if controller is None else ControllerInfoAsText(env)
+    return env if controller is None else ControllerEntryAsLeaf(env)
 
 
 def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
@@ -136,6 +133,7 @@ def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
 
 __all__ = [
     "make_vec",
+    "InfoLeaf",
     "MODES",
     "AUTORESET_MODES",
     "PushBenchSyncVectorEnv",
