@@ -16,10 +16,16 @@ Contract (Gymnasium 1.x vector API):
   arrays. ``reset(seed=s)`` seeds copy ``i`` with ``s + i``; ``reset(seed=[s0, s1, ...])``
   seeds each copy explicitly. ``info["qgp"]`` holds the verifier-visible counts of every copy
   (a dict of arrays, with the ``_qgp`` mask). With a controller, ``info["controller"]`` is an
-  array of the controller's step entries as JSON text (``json.loads`` gives the dict; the
-  ``_controller`` mask marks the copies that stepped rather than autoreset): the
-  entries differ in shape from step to step (a proposed call may be an object or clipped
-  text; ids appear only on intervened steps), which Gymnasium's info batching cannot merge.
+  object array of the copies' controller step entries, each the dict the single env's
+  ``info["controller"]`` holds (the same keys and values, ``==`` to it; its type is
+  :class:`~.batch.InfoLeaf`, a ``dict`` subclass, so ``json.dumps``, ``pickle`` and
+  ``dict(entry)`` work as on any dict; nested values are shared with the env's own entry, so
+  copy before changing them). The ``_controller`` mask marks the copies that stepped rather
+  than autoreset (their rows are ``None``; on a step where every copy autoresets the key is
+  absent). The entries differ in shape from step to step (a proposed call may be an object or
+  clipped text; ids appear only on intervened steps), which Gymnasium's info batching would
+  merge key by key: the vector envs keep each entry whole. (Until issue 31 each entry was
+  JSON text; ``json.loads(text)`` of it equals ``entry`` now.)
 * Autoreset is Gymnasium's ``NEXT_STEP`` mode by default: when copy ``i`` terminates or
   truncates at step ``t``, its episode record is still available until the next ``step``
   (``envs.call("episode_record")[i]``); at step ``t + 1`` the action for copy ``i`` is ignored,
