@@ -163,7 +163,8 @@ def test_make_vec_unknown_task_suggests():
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_controller_infos_of_any_shape_batch(mode):
     """Random calls make controller entries of varying shape (objects, clipped text, ids on
-    intervened steps only); they arrive as JSON text, and every copy's step is there."""
+    intervened steps only); each arrives whole as a dict (JSON-encodable), and every copy's
+    step is there."""
     envs = pushbench.make_vec("RepoScan-N10", 4, controller="stateqgp", vectorization_mode=mode)
     try:
         envs.reset(seed=[0, 1, 2, 3])
@@ -173,11 +174,13 @@ def test_controller_infos_of_any_shape_batch(mode):
             _, _, _, _, info = envs.step(envs.action_space.sample())
             if "controller" not in info:  # every copy was autoresetting on this step
                 continue
-            entries = [
-                json.loads(t)
-                for t, m in zip(info["controller"], info["_controller"], strict=True)
-                if m
-            ]
+            entries = [e for e, m in zip(info["controller"], info["_controller"], strict=True) if m]
+            assert all(isinstance(e, dict) and json.loads(json.dumps(e)) == e for e in entries)
+            assert all(
+                e is None
+                for e, m in zip(info["controller"], info["_controller"], strict=True)
+                if not m
+            )
             assert all({"step", "proposed", "executed", "interventions"} <= set(e) for e in entries)
             seen_interventions += sum(bool(e["interventions"]) for e in entries)
         assert seen_interventions > 0

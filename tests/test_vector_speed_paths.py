@@ -7,6 +7,7 @@ either work or raise a clear ``NotResetError`` (issue 32's failing README exampl
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import pushbench
 from pushbench.errors import NotResetError, PushBenchError
-from pushbench.vector.batch import PushBenchSyncVectorEnv, place_batch
+from pushbench.vector.batch import InfoLeaf, PushBenchSyncVectorEnv, place_batch
 from pushbench.vector.workers import PushBenchAsyncVectorEnv, _slices
 
 FAMILY_TASKS = ["RepoScan-N10", "DataOps-N3", "SWELite-N3"]
@@ -54,17 +55,9 @@ def _unbatch(batched: dict, i: int) -> dict:
         if k.startswith("_") or not batched["_" + k][i]:
             continue
         out[k] = _unbatch(v, i) if isinstance(v, dict) else v[i]
-        if k == "controller":  # batched as JSON text (pushbench.vector's contract)
-            out[k] = json.loads(out[k])
+        if k == "controller":  # each copy's entry whole, a dict (pushbench.vector's contract)
+            assert type(out[k]) is InfoLeaf, type(out[k])
     return out
-
-
-def _plain(info: dict) -> dict:
-    return (
-        {**info, "controller": json.loads(json.dumps(info["controller"]))}
-        if "controller" in info
-        else info
-    )
 
 
 def _actions(task, seeds, steps):
@@ -103,9 +96,17 @@ def test_every_vector_observation_equals_the_single_env_loop(mode, task, control
             r_obs, r_rew, r_term, r_trunc, r_info = ref[t]
             assert list(obs) == r_obs, f"step {t}"
             assert list(rew) == r_rew and list(term) == r_term and list(trunc) == r_trunc
-            assert [_unbatch(info, i) for i in range(len(seeds))] == [_plain(i) for i in r_info], (
-                f"step {t}"
-            )
+            assert [_unbatch(info, i) for i in range(len(seeds))] == r_info, f"step {t}"
+            if controller is not None:  # the same JSON a single env's entry gives, too
+                entries = info.get("controller", [None] * len(seeds))  # absent: all reset
+                masks = info.get("_controller", [False] * len(seeds))
+                assert [
+                    json.dumps(e, sort_keys=True) if m else None
+                    for e, m in zip(entries, masks, strict=True)
+                ] == [
+                    json.dumps(i["controller"], sort_keys=True) if "controller" in i else None
+                    for i in r_info
+                ], f"step {t}"
         assert sum(sum(r[2]) + sum(r[3]) for r in ref[1:]) >= 3  # autoresets were exercised
     finally:
         envs.close()
@@ -133,7 +134,7 @@ def _stable(infos):
     for info in infos:
         ok = {}
         for k, v in info.items():
-            kind = "dict" if isinstance(v, dict) else type(v)
+            kind = "dict" if type(v) is dict else type(v)  # an InfoLeaf is a value
             if kinds.setdefault(k, kind) == kind and kind != "dict":
                 ok[k] = v
             elif kind == "dict" and kinds[k] == "dict":
@@ -269,10 +270,111 @@ def test_key_by_key_batching_equals_gymnasiums_on_any_infos_it_accepts(infos):
     assert _shape_of(got) == _shape_of(expected)
 
 
+class _Opaque:
+    """A stand-in Gymnasium batches as one object, as ours batches an InfoLeaf."""
+
+    def __init__(self, leaf: InfoLeaf) -> None:
+        self.leaf = leaf
+
+    def __repr__(self) -> str:
+        return repr(self.leaf)
+
+    def __bool__(self) -> bool:  # as the dict casts into a bool column (odd inputs)
+        return bool(self.leaf)
+
+
+_leaves = st.builds(
+    InfoLeaf,
+    st.dictionaries(
+        st.sampled_from(["step", "proposed", "n", "_n"]),
+        st.one_of(_scalars, st.dictionaries(st.sampled_from(["x", "y"]), _scalars, max_size=2)),
+        max_size=3,
+    ),
+)
+_leaf_infos = st.integers(1, 6).flatmap(
+    lambda n: st.lists(
+        st.dictionaries(
+            st.sampled_from(["qgp", "controller", "a", "final_obs"]),
+            st.one_of(
+                _leaves,
+                _leaves,
+                _scalars,
+                st.dictionaries(st.sampled_from(["n", "leaf"]), st.one_of(_scalars, _leaves)),
+            ),
+            max_size=3,
+        ),
+        min_size=n,
+        max_size=n,
+    )
+)
+
+
+def _boxed(info: dict) -> dict:
+    return {
+        k: _Opaque(v) if type(v) is InfoLeaf else _boxed(v) if isinstance(v, dict) else v
+        for k, v in info.items()
+    }
+
+
+def _leaves_in(batched: Any) -> list:
+    """The leaves (unboxed) in a batched info, in order (odd inputs leave odd values)."""
+    if type(batched) is dict:
+        return [x for v in batched.values() for x in _leaves_in(v)]
+    items = list(batched) if isinstance(batched, np.ndarray) else [batched]
+    return [x.leaf if type(x) is _Opaque else x for x in items if type(x) in (InfoLeaf, _Opaque)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_leaf_infos)
+def test_an_info_leaf_is_batched_as_one_object_whole(infos):
+    """An InfoLeaf anywhere in an info (beside, or mixed with, any other kind; copies lacking
+    it; the ``same_step`` path) is batched as Gymnasium batches an opaque object: the very
+    same dict lands in its copy's row of an object array, never split into a nested info; by
+    all copies at once and copy by copy, and (one kind per key, as a real env's infos)
+    split across two slices then placed."""
+    ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
+    for stable in (False, True):
+        if stable:
+            infos = _stable(infos)
+        expected = _gymnasium_batch([_boxed(info) for info in infos])
+        if expected is None:
+            continue  # Gymnasium cannot batch these (text into an int column, a mask-named key)
+        n = ours.num_envs = len(infos)
+        got: list = [ours._batch_infos(infos), {}]
+        for i, info in enumerate(infos):
+            got[1] = ours._add_info(got[1], info, i)
+        if stable:
+            left, right, cut = {}, {}, n // 2
+            ours.num_envs = cut
+            for i, info in enumerate(infos[:cut]):
+                left = ours._add_info(left, info, i)
+            ours.num_envs = n - cut
+            for i, info in enumerate(infos[cut:]):
+                right = ours._add_info(right, info, i)
+            got.append({})
+            place_batch(got[2], left, 0, n)
+            place_batch(got[2], right, cut, n)
+        for batched in got:
+            assert _shape_of(batched) == _shape_of(expected)
+            assert [id(x) for x in _leaves_in(batched)] == [id(x) for x in _leaves_in(expected)]
+
+
+def _gymnasium_batch(infos: list[dict]) -> dict | None:
+    gym_env = _Gym()
+    gym_env.num_envs = len(infos)
+    expected: dict = {}
+    try:
+        for i, info in enumerate(infos):
+            expected = gym_env._add_info(expected, info, i)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+    return expected
+
+
 def _shape_of(batched):
     """Everything comparable about a batched info: key order, dtypes, shapes, values' reprs
     (Gymnasium leaves odd values in odd inputs, e.g. ``{1: None}`` for a dict then None)."""
-    if isinstance(batched, dict):
+    if type(batched) is dict:  # an InfoLeaf is a value
         return [(repr(k), _shape_of(v)) for k, v in batched.items()]
     if isinstance(batched, np.ndarray):
         return (str(batched.dtype), batched.shape, [repr(x) for x in batched])
@@ -284,13 +386,16 @@ def test_a_step_with_an_autoreset_copy_takes_the_one_array_path():
     array per key, with Gymnasium's defaults and masks in the rows of copies without it."""
     ours = PushBenchSyncVectorEnv.__new__(PushBenchSyncVectorEnv)
     ours.num_envs = 3
+    first, last = InfoLeaf(step=1, proposed={"tool": "status"}), InfoLeaf()
     infos = [
-        {"qgp": {"n": 0, "terminated_by": None}, "controller": "{}"},
+        {"qgp": {"n": 0, "terminated_by": None}, "controller": first},
         {"qgp": {"n": 1, "terminated_by": None}},
-        {"qgp": {"n": 2, "terminated_by": "final"}, "controller": "[]"},
+        {"qgp": {"n": 2, "terminated_by": "final"}, "controller": last},
     ]
     got = ours._batch_infos(infos)
-    assert list(got["controller"]) == ["{}", None, "[]"] and got["controller"].dtype == object
+    assert got["controller"].dtype == object and got["controller"].shape == (3,)
+    assert got["controller"][0] is first and got["controller"][1] is None
+    assert got["controller"][2] is last
     assert list(got["_controller"]) == [True, False, True]
     assert list(got["qgp"]["terminated_by"]) == [None, None, "final"]
     assert got["qgp"]["n"].dtype == np.int64 and list(got) == [
@@ -308,6 +413,10 @@ def test_uniform_infos_take_the_one_array_path():
     got = ours._batch_infos([{"qgp": {"n": i}, "controller": "{}"} for i in range(3)])
     assert got["qgp"]["n"].dtype == np.int64 and list(got["qgp"]["n"]) == [0, 1, 2]
     assert got["controller"].dtype == object and got["_controller"].all()
+    leaves = [InfoLeaf(step=i, interventions=[]) for i in range(3)]
+    got = ours._batch_infos([{"qgp": {"n": i}, "controller": e} for i, e in enumerate(leaves)])
+    assert got["controller"].shape == (3,) and got["_controller"].all()
+    assert all(a is b for a, b in zip(got["controller"], leaves, strict=True))
 
 
 @given(st.integers(1, 40), st.integers(1, 8))

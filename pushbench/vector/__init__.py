@@ -16,10 +16,16 @@ Contract (Gymnasium 1.x vector API):
   arrays. ``reset(seed=s)`` seeds copy ``i`` with ``s + i``; ``reset(seed=[s0, s1, ...])``
   seeds each copy explicitly. ``info["qgp"]`` holds the verifier-visible counts of every copy
   (a dict of arrays, with the ``_qgp`` mask). With a controller, ``info["controller"]`` is an
-  array of the controller's step entries as JSON text (``json.loads`` gives the dict; the
-  ``_controller`` mask marks the copies that stepped rather than autoreset): the
-  entries differ in shape from step to step (a proposed call may be an object or clipped
-  text; ids appear only on intervened steps), which Gymnasium's info batching cannot merge.
+  object array of the copies' controller step entries, each the dict the single env's
+  ``info["controller"]`` holds (the same keys and values, ``==`` to it; its type is
+  :class:`~.batch.InfoLeaf`, a ``dict`` subclass, so ``json.dumps``, ``pickle`` and
+  ``dict(entry)`` work as on any dict; nested values are shared with the env's own entry, so
+  copy before changing them). The ``_controller`` mask marks the copies that stepped rather
+  than autoreset (their rows are ``None``; on a step where every copy autoresets the key is
+  absent). The entries differ in shape from step to step (a proposed call may be an object or
+  clipped text; ids appear only on intervened steps), which Gymnasium's info batching would
+  merge key by key: the vector envs keep each entry whole. (Until issue 31 each entry was
+  JSON text; ``json.loads(text)`` of it equals ``entry`` now.)
 * Autoreset is Gymnasium's ``NEXT_STEP`` mode by default: when copy ``i`` terminates or
   truncates at step ``t``, its episode record is still available until the next ``step``
   (``envs.call("episode_record")[i]``); at step ``t + 1`` the action for copy ``i`` is ignored,
@@ -58,7 +64,6 @@ these spaces it hands back blank strings (Gymnasium 1.4). The factories are pick
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -66,7 +71,7 @@ from gymnasium.vector import AutoresetMode
 
 from ..registration import make
 from ..tasks import get_task
-from .batch import PushBenchSyncVectorEnv
+from .batch import InfoLeaf, PushBenchSyncVectorEnv
 from .workers import PushBenchAsyncVectorEnv
 
 MODES = ("sync", "async")
@@ -107,23 +112,21 @@ def make_vec(
     return PushBenchAsyncVectorEnv([factory] * num_envs, autoreset_mode=mode, **vector_kwargs)
 
 
-# json.dumps(x, sort_keys=True) builds this encoder on every call; one encoder, same text
-_ENCODE = json.JSONEncoder(sort_keys=True).encode
-
-
-class ControllerInfoAsText(gym.Wrapper):
-    """``info["controller"]`` as JSON text, so Gymnasium can batch infos of varying shape."""
+class ControllerEntryAsLeaf(gym.Wrapper):
+    """``info["controller"]`` as an :class:`~.batch.InfoLeaf` (a shallow copy of the entry, a
+    ``dict`` subclass), so the vector envs batch it as one value per copy: the entries differ
+    in shape from step to step, which Gymnasium's nested-info batching cannot merge."""
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "controller" in info:
-            info = {**info, "controller": _ENCODE(info["controller"])}
+            info = {**info, "controller": InfoLeaf(info["controller"])}
         return obs, reward, terminated, truncated, info
 
 
 def _make_copy(task_id: str, controller: str | None, budget: int | None) -> gym.Env:
     env = make(task_id, controller=controller, **({"budget": budget} if budget is not None else {}))
-    return env if controller is None else ControllerInfoAsText(env)
+    return env if controller is None else ControllerEntryAsLeaf(env)
 
 
 def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
@@ -136,6 +139,7 @@ def _autoreset(mode: str | AutoresetMode) -> AutoresetMode:
 
 __all__ = [
     "make_vec",
+    "InfoLeaf",
     "MODES",
     "AUTORESET_MODES",
     "PushBenchSyncVectorEnv",

@@ -1,5 +1,11 @@
 """Batching for PushBench vector envs: Gymnasium's info batching made cheap, and a sync step
-without the overhead a Python loop over single environments does not pay (issue 31)."""
+without the overhead a Python loop over single environments does not pay (issue 31).
+
+One addition to Gymnasium's batching rules: an :class:`InfoLeaf` (a ``dict`` subclass) is one
+value, stored whole in an object array like any other object, where Gymnasium would batch a
+dict as a nested info. ``pushbench.make_vec`` passes each copy's controller step entry as one,
+so ``info["controller"][i]`` is that copy's entry, a dict as the single env gives it.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,24 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 
+class InfoLeaf(dict):
+    """A dict that vector info batching keeps whole: ``info[key]`` becomes an object array of
+    the copies' dicts (``None`` in the rows of copies without the key, ``_key`` masks as for
+    any key) instead of a nested info of arrays. A plain ``dict`` in every other respect
+    (``==``, ``json.dumps``, ``pickle``, ``copy``); a copy of it (``dict(leaf)``) is a plain
+    dict again."""
+
+    __slots__ = ()
+
+
 class _BatchInfo(VectorEnv):
     """Gymnasium's info batching (``VectorEnv._add_info``) with the same result, cheaper.
 
     Gymnasium's version builds a fresh mask array for every key of every copy on every step
     (``dict.get(key, np.zeros(...))`` evaluates its default eagerly) and checks types the long
     way; with ``info["qgp"]``'s dozen counts that was most of a vector step's own cost. Same
-    keys, arrays, dtypes and ``_key`` masks as Gymnasium's (a test compares the two).
+    keys, arrays, dtypes and ``_key`` masks as Gymnasium's (a test compares the two), except
+    that an :class:`InfoLeaf` is one value (Gymnasium would batch it as a nested info).
     """
 
     num_envs: int
@@ -51,8 +68,9 @@ class _BatchInfo(VectorEnv):
         ``_add_info`` copy by copy (same keys, key order, arrays, dtypes and masks).
 
         Key by key (:func:`_batch_keys`): a key whose values in the copies that have it are
-        all ints, all floats, all bools, or all text/``None`` (every key of a RepoScan/DataOps
-        step: ``qgp``'s counts, ``terminated_by``, the ``controller`` text) gets its array in
+        all ints, all floats, all bools, all :class:`InfoLeaf`, or all text/``None`` (every key
+        of a RepoScan/DataOps step: ``qgp``'s counts, ``terminated_by``, the ``controller``
+        entries) gets its array in
         one ``np.array`` call, also on steps where some copies autoreset (their infos lack
         ``controller``); any other key goes Gymnasium's way, copy by copy."""
         if (
@@ -75,13 +93,15 @@ class _BatchInfo(VectorEnv):
 # The dtype Gymnasium's ``_add_info`` gives a key by the type of its first value (``np.zeros``
 # of int/float/bool; an object array of ``None`` for anything else), with the value a row of a
 # copy without the key keeps. Text and ``None`` share the object dtype, so a column mixing them
-# (``terminated_by`` on a step where one copy ends) is still one array.
+# (``terminated_by`` on a step where one copy ends) is still one array. An InfoLeaf is an
+# object too (a dict is not a sequence to numpy: ``np.array`` of dicts is one row per dict).
 _FAST_KINDS: dict[type, tuple[Any, Any]] = {
     int: (int, 0),
     float: (float, 0.0),
     bool: (bool, False),
     str: (object, None),
     type(None): (object, None),
+    InfoLeaf: (object, None),
 }
 _TEXT_OR_NONE = {str, type(None)}
 
