@@ -29,13 +29,14 @@ CHILD = textwrap.dedent("""
     from pushbench.envs.base import QGPEnv
     from pushbench.runner.episode import run_episode
     params, kill_at, budget = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    step, n = QGPEnv.step, [0]
-    def killing_step(self, action):
+    # _step: where step() and the controller wrapper's step_decoded() both go
+    step, n = QGPEnv._step, [0]
+    def killing_step(self, action, call):
         n[0] += 1
         if n[0] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
-        return step(self, action)
-    QGPEnv.step = killing_step
+        return step(self, action, call)
+    QGPEnv._step = killing_step
     run_episode(sys.argv[4], "standard", "llm-langgraph", 0, budget=budget, policy_params=params)
 """)
 
