@@ -13,15 +13,29 @@ exactly that: seen here as a server spinning for many minutes with growing memor
 calls. The ``-bounded`` handler is the same handler whose inner completions are capped at the
 request's ``max_tokens``, as an OpenAI-compatible server is expected to do (a cut-off argument
 string reaches the agent as malformed JSON, which the environment answers like any malformed
-call). Everything else is the unmodified server.
+call).
+
+The request model also accepts an assistant message whose ``content`` is ``null`` beside its
+``tool_calls``, as the OpenAI API does: llama-cpp-python 0.3.x types that ``content`` as a
+string, so every request of a client that replays tool calls that way (Letta does) was refused
+with a validation error before the model ran. Everything else is the unmodified server.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
-from llama_cpp import llama_chat_format
+from llama_cpp import llama_chat_format, llama_types
+from llama_cpp.server import types as server_types
 from llama_cpp.server.__main__ import main
+
+
+def accept_null_assistant_content() -> None:
+    """Let an assistant message's ``content`` be ``null`` (see the module docstring): widen the
+    TypedDict's annotation and rebuild the request model the server's route validates with."""
+    message = llama_types.ChatCompletionRequestAssistantMessage
+    message.__annotations__["content"] = NotRequired[str | None]
+    server_types.CreateChatCompletionRequest.model_rebuild(force=True)
 
 
 class _Capped:
@@ -49,4 +63,5 @@ def chatml_function_calling_bounded(
 
 
 if __name__ == "__main__":
+    accept_null_assistant_content()
     main()

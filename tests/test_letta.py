@@ -320,6 +320,38 @@ def test_letta_launcher_writes_the_agents_config(tmp_path):
     assert not (ep / "letta.json").exists()
 
 
+def test_a_small_models_context_and_completion_size_reach_lettas_config(tmp_path):
+    ep = tmp_path / "ep"
+    (ep / "agent").mkdir(parents=True)
+    prompt = episode_prompt("default", TASK, 0)
+    server = clients.Endpoint(base_url="http://127.0.0.1:2")
+    clients.letta("http://127.0.0.1:1", ep, prompt, ["pushbench", "mcp"], server)
+    default = json.loads((ep / "letta-config.json").read_text())["llm_config"]
+    clients.letta(
+        "http://127.0.0.1:1",
+        ep,
+        prompt,
+        ["pushbench", "mcp"],
+        server,
+        context_window=8192,
+        max_tokens=256,
+    )
+    small = json.loads((ep / "letta-config.json").read_text())["llm_config"]
+    assert (default["context_window"], default["max_tokens"]) == (32000, 2048)
+    assert (small["context_window"], small["max_tokens"]) == (8192, 256)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "codex"]
+        + ["--tasks", TASK, "--model-server", "diligent", "--out", str(tmp_path / "o")]
+        + ["--context-window", "8192"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    err = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode != 0 and len(err) == 1 and "--agent letta" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_rerun_resends_the_prompt_only_when_letta_lost_it():
     """Letta persists a turn's input message with the turn's first step, at its end: a server
     killed during that step kept no user message, and the rerun must send the prompt (its
@@ -332,6 +364,79 @@ def test_a_rerun_resends_the_prompt_only_when_letta_lost_it():
     assert not prompt_persisted([system, {"message_type": "tool_call_message"}])
     assert prompt_persisted([system, user])
     assert prompt_persisted([user, {"message_type": "assistant_message"}])
+
+
+class _CancelCounter:
+    """A real HTTP server on loopback answering Letta's cancel endpoint: HTTP 400 (no run in
+    flight) for the first ``refusals`` requests, then ``{"run-1": "cancelled"}``."""
+
+    def __init__(self, refusals: int = 0) -> None:
+        import http.server
+        import threading
+
+        self.paths: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                outer.paths.append(self.path)
+                refused = len(outer.paths) <= refusals
+                body = b'{"detail": "no active runs"}' if refused else b'{"run-1": "cancelled"}'
+                self.send_response(400 if refused else 200)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_turn_going_on_after_the_episode_ended_is_cancelled(tmp_path):
+    """A model that keeps calling tools after ``final`` (every call refused) would make Letta
+    step the turn up to max_steps times: once the record says the episode is over and the grace
+    has passed, the watch cancels the agent's run, retrying while Letta has none in flight."""
+    import time
+
+    from pushbench.blackbox.letta_agent import Api, EndWatch
+
+    server = _CancelCounter(refusals=1)
+    try:
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "episode.json").write_text(json.dumps({"terminated_by": None}))
+        watch = EndWatch(Api(server.url), "agent-1", run_dir, grace=0.3, poll=0.02)
+        watch.start()
+        time.sleep(0.3)
+        assert server.paths == [] and not watch.cancelled  # the episode is still running
+        (run_dir / "episode.json").write_text(json.dumps({"terminated_by": "final"}))
+        watch.join(timeout=30)
+        assert not watch.is_alive() and watch.cancelled
+        assert server.paths == ["/v1/agents/agent-1/messages/cancel"] * 2  # one 400, one 200
+    finally:
+        server.close()
+
+
+def test_a_watch_stopped_before_the_end_never_cancels(tmp_path):
+    from pushbench.blackbox.letta_agent import Api, EndWatch
+
+    server = _CancelCounter()
+    try:
+        watch = EndWatch(Api(server.url), "agent-1", tmp_path, grace=0.0, poll=0.02)
+        watch.start()  # no episode.json: the episode has not ended
+        watch.stop()
+        watch.join(timeout=30)
+        assert not watch.is_alive() and not watch.cancelled and server.paths == []
+    finally:
+        server.close()
 
 
 # ----- the runner-level `letta` policy ----------------------------------------------------------
@@ -679,3 +784,55 @@ def test_a_letta_row_runs_through_pushbench_run(tmp_path):
     assert rec["memory"]["charged_to_env"] == 0
     assert any(m.get("message_type") == "tool_call_message" for m in rec["transcript"])
     assert _left_running(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_smollm2_drives_a_letta_episode_to_its_end(tmp_path):
+    """A real (tiny) model as Letta's model: the local SmolLM2 served by llama-cpp-python with
+    tool calling (``tests/llama_server.py``), through ``--base-url`` like any real endpoint,
+    with its 8,192-token context. Its score is whatever it is; the episode must end (``final``
+    or the budget), be recorded and evaluated, and leave nothing running."""
+    from test_llm_local import free_port, gguf_path, require_local_llm, serve
+
+    _letta_episodes()
+    require_local_llm()
+    args = [
+        "--model",
+        str(gguf_path()),
+        "--chat_format",
+        "chatml-function-calling-bounded",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--n_ctx",
+        "8192",
+        "--n_threads",
+        "2",
+    ]
+    out = tmp_path / "out"
+    with serve(args, tmp_path / "llama.log") as url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "letta"]
+            + ["--tasks", TASK, "--seeds", "0", "--out", str(out), "--timeout", "2400"]
+            + ["--base-url", url.removesuffix("/v1"), "--model", "SmolLM2-135M-Instruct"]
+            + ["--context-window", "8192", "--max-tokens", "256"],
+            capture_output=True,
+            text=True,
+            timeout=3300,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ep = out / "letta" / TASK / "default" / "seed0"
+    client = json.loads((ep / "client.json").read_text())
+    rec = json.loads((ep / "run" / "episode.json").read_text())
+    assert not client["timed_out"] and client["rc"] == 0, client
+    assert rec["terminated_by"] in ("final", "budget"), rec
+    assert client["offline"] is False and client["letta_error"] is None, client
+    trace = (ep / "letta-trace.jsonl").read_text().splitlines()
+    assert len(trace) >= 2 and len((ep / "run" / "trace.jsonl").read_text().splitlines()) >= 1
+    episodes = (out / "letta" / "report" / "episodes.jsonl").read_text().splitlines()
+    assert len(episodes) == 1 and json.loads(episodes[0])["simulated"] is False
+    assert _left_running(tmp_path) == []
+    print(json.dumps({k: rec.get(k) for k in ("terminated_by", "valid_count", "steps_used")}))
+    print(json.dumps({k: client.get(k) for k in ("seconds", "letta_turns", "memory_calls")}))
