@@ -223,6 +223,41 @@ def test_local_server_accepts_every_tool_schema(llama_server, task):
         assert resp.choices, name  # the server answered (a refused grammar killed it before)
 
 
+def test_a_replayed_tool_call_with_null_content_is_answered(llama_server):
+    """An assistant message with ``content: null`` beside its ``tool_calls`` (how the OpenAI
+    API writes one, and how Letta replays its history) is a valid request: the server answers
+    it instead of refusing it before the model runs (``llama_server.py``)."""
+    import json as _json
+    import urllib.request
+
+    body = {
+        "model": "SmolLM2-135M-Instruct",
+        "max_tokens": 8,
+        "messages": [
+            {"role": "user", "content": "Search for TODO."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"query": "TODO"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"ok": true}'},
+        ],
+    }
+    req = urllib.request.Request(
+        f"{llama_server}/chat/completions",
+        data=_json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=600) as r:
+        assert r.status == 200 and _json.loads(r.read())["choices"]
+
+
 @pytest.mark.parametrize("policy", ["llm", "llm-langgraph", "llm-langgraph-memory", "llm-memgpt"])
 def test_local_model_episode(llama_server, policy, tmp_path):
     record = run_episode(
