@@ -15,10 +15,17 @@ request's ``max_tokens``, as an OpenAI-compatible server is expected to do (a cu
 string reaches the agent as malformed JSON, which the environment answers like any malformed
 call).
 
-The request model also accepts an assistant message whose ``content`` is ``null`` beside its
-``tool_calls``, as the OpenAI API does: llama-cpp-python 0.3.x types that ``content`` as a
-string, so every request of a client that replays tool calls that way (Letta does) was refused
-with a validation error before the model ran. Everything else is the unmodified server.
+The request model also takes two things of the OpenAI API that llama-cpp-python 0.3.x does not
+(both seen with Letta as the client):
+
+* an assistant message whose ``content`` is ``null`` beside its ``tool_calls``: the server types
+  that ``content`` as a string and refused every such request (HTTP 500) before the model ran;
+* ``max_completion_tokens``, the API's current name for ``max_tokens``: the server ignored it,
+  so a request that gave only it ran with no limit, and tool arguments generated until the
+  context was full (one request ran for more than 15 minutes). It now sets ``max_tokens``
+  when that is not given.
+
+Everything else is the unmodified server.
 """
 
 from __future__ import annotations
@@ -27,15 +34,30 @@ from typing import Any, NotRequired
 
 from llama_cpp import llama_chat_format, llama_types
 from llama_cpp.server import types as server_types
-from llama_cpp.server.__main__ import main
+from pydantic import Field, model_validator
 
 
-def accept_null_assistant_content() -> None:
-    """Let an assistant message's ``content`` be ``null`` (see the module docstring): widen the
-    TypedDict's annotation and rebuild the request model the server's route validates with."""
+def patch_request_model() -> None:
+    """The request model changes of the module docstring. Must run before
+    ``llama_cpp.server.app`` is imported: its route binds the request class at import."""
     message = llama_types.ChatCompletionRequestAssistantMessage
     message.__annotations__["content"] = NotRequired[str | None]
-    server_types.CreateChatCompletionRequest.model_rebuild(force=True)
+    base = server_types.CreateChatCompletionRequest
+    base.model_rebuild(force=True)
+
+    class ChatRequest(base):  # type: ignore[valid-type, misc]
+        # exclude: the route passes model_dump() to create_chat_completion, which has no such
+        # parameter; the value reaches it as max_tokens
+        max_completion_tokens: int | None = Field(default=None, exclude=True)
+
+        @model_validator(mode="after")
+        def _completion_tokens_as_max_tokens(self) -> ChatRequest:
+            if self.max_tokens is None and self.max_completion_tokens is not None:
+                self.max_tokens = self.max_completion_tokens
+            return self
+
+    ChatRequest.__name__ = base.__name__
+    server_types.CreateChatCompletionRequest = ChatRequest  # type: ignore[misc]
 
 
 class _Capped:
@@ -63,5 +85,7 @@ def chatml_function_calling_bounded(
 
 
 if __name__ == "__main__":
-    accept_null_assistant_content()
+    patch_request_model()
+    from llama_cpp.server.__main__ import main
+
     main()
