@@ -65,10 +65,10 @@ ARCHIVAL_TOOLS = ("archival_memory_insert", "archival_memory_search")
 CONTINUE = "Continue."
 EXIT_LETTA = 3
 # Seconds a turn may go on after the episode ended before it is cancelled: long enough for a
-# model that ends its turn after ``final`` (one more Letta step: the offline policies, a
-# well-behaved LLM) to finish on its own on a loaded machine, short enough that a model
-# repeating refused calls does not spend the episode timeout.
-END_GRACE = 120.0
+# model that ends its turn after ``final`` (one more Letta step, 1-2 s here: the offline
+# policies, a well-behaved LLM) to finish on its own on a loaded machine, short enough that a
+# model repeating refused calls does not spend the episode timeout.
+END_GRACE = 30.0
 
 
 class LettaError(RuntimeError):
