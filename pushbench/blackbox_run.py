@@ -20,6 +20,7 @@ so what the harness itself adds or loses is measured, not guessed.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import subprocess
 import time
@@ -76,10 +77,18 @@ class Batch:
     budget: int | None = None
     timeout: float = 600.0
     client_bin: str | None = None
+    # Letta's model settings (clients.letta); None keeps pushbench.policies.letta's defaults
+    context_window: int | None = None
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.endpoint is None):
             raise ValueError("a Batch needs exactly one of policy and endpoint")
+        if self.agent != "letta" and (self.context_window or self.max_tokens):
+            raise ValueError(
+                "context_window and max_tokens are Letta's model settings (agent 'letta'); "
+                f"{self.agent} takes its model's from its own configuration"
+            )
         # Absolute, because each client starts in its episode's agent folder: a relative
         # --out would make the config paths it is given (--mcp-config, CODEX_HOME, --cd) and
         # the server's --run-dir name nothing there, and every client exits at once.
@@ -202,7 +211,10 @@ def _letta_client(b: Batch, stack: ExitStack, log) -> tuple:
         assert b.endpoint is not None  # a Batch has a policy or an endpoint
         llm, key, offline = b.endpoint.base_url, b.endpoint.api_key, False
     server = stack.enter_context(letta_server.running(data, llm, key, offline, log=log))
-    return server.url, version, clients.letta
+    launcher = functools.partial(
+        clients.letta, context_window=b.context_window, max_tokens=b.max_tokens
+    )
+    return server.url, version, launcher
 
 
 def letta_summary(ep: Path) -> dict:
@@ -219,6 +231,8 @@ def letta_summary(ep: Path) -> dict:
         "letta_resumed": data.get("resumed"),
         "letta_prompt_resent": data.get("prompt_resent"),
         "letta_error": data.get("error"),
+        "letta_error_after_end": data.get("error_after_end"),
+        "letta_cancelled_after_end": data.get("cancelled_after_end"),
     }
 
 

@@ -2,13 +2,11 @@
 steps, the model server's progress notes through Letta's memory tool, the driver's accounting.
 
 The fast tests use real processes and a real environment but no Letta install; the slow tests
-(``test_letta_*_through_letta``) install the pinned Letta (cached under $PUSHBENCH_HOME) and run
-real episodes through a real Letta server and Postgres. They are skipped with the reason when
-Letta is not installed, unless ``PUSHBENCH_REQUIRE_LETTA=1`` (then they fail). The episode
-tests run only with ``PUSHBENCH_LETTA_EPISODES=1``: a Letta step takes about a minute on 2 shared
-cores and a server start 3-5 minutes, so the kill/resume run took 984 s and one ``letta`` row
-831 s here (docs/letta.md), more than CI's time budget holds beside the rest; CI runs the
-server lifecycle test.
+install the pinned Letta (cached under $PUSHBENCH_HOME) and run real episodes through a real
+Letta server and Postgres: the server lifecycle, diligent through Letta on RepoScan and DataOps,
+the server killed mid-episode and resumed, one ``letta`` row of ``pushbench run``, and the local
+SmolLM2 as Letta's model. They are skipped with the reason when Letta is not installed, unless
+``PUSHBENCH_REQUIRE_LETTA=1`` (CI sets it; then they fail).
 """
 
 from __future__ import annotations
@@ -320,6 +318,38 @@ def test_letta_launcher_writes_the_agents_config(tmp_path):
     assert not (ep / "letta.json").exists()
 
 
+def test_a_small_models_context_and_completion_size_reach_lettas_config(tmp_path):
+    ep = tmp_path / "ep"
+    (ep / "agent").mkdir(parents=True)
+    prompt = episode_prompt("default", TASK, 0)
+    server = clients.Endpoint(base_url="http://127.0.0.1:2")
+    clients.letta("http://127.0.0.1:1", ep, prompt, ["pushbench", "mcp"], server)
+    default = json.loads((ep / "letta-config.json").read_text())["llm_config"]
+    clients.letta(
+        "http://127.0.0.1:1",
+        ep,
+        prompt,
+        ["pushbench", "mcp"],
+        server,
+        context_window=8192,
+        max_tokens=256,
+    )
+    small = json.loads((ep / "letta-config.json").read_text())["llm_config"]
+    assert (default["context_window"], default["max_tokens"]) == (32000, 2048)
+    assert (small["context_window"], small["max_tokens"]) == (8192, 256)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "codex"]
+        + ["--tasks", TASK, "--model-server", "diligent", "--out", str(tmp_path / "o")]
+        + ["--context-window", "8192"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    err = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode != 0 and len(err) == 1 and "--agent letta" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_rerun_resends_the_prompt_only_when_letta_lost_it():
     """Letta persists a turn's input message with the turn's first step, at its end: a server
     killed during that step kept no user message, and the rerun must send the prompt (its
@@ -332,6 +362,79 @@ def test_a_rerun_resends_the_prompt_only_when_letta_lost_it():
     assert not prompt_persisted([system, {"message_type": "tool_call_message"}])
     assert prompt_persisted([system, user])
     assert prompt_persisted([user, {"message_type": "assistant_message"}])
+
+
+class _CancelCounter:
+    """A real HTTP server on loopback answering Letta's cancel endpoint: HTTP 400 (no run in
+    flight) for the first ``refusals`` requests, then ``{"run-1": "cancelled"}``."""
+
+    def __init__(self, refusals: int = 0) -> None:
+        import http.server
+        import threading
+
+        self.paths: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                outer.paths.append(self.path)
+                refused = len(outer.paths) <= refusals
+                body = b'{"detail": "no active runs"}' if refused else b'{"run-1": "cancelled"}'
+                self.send_response(400 if refused else 200)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_turn_going_on_after_the_episode_ended_is_cancelled(tmp_path):
+    """A model that keeps calling tools after ``final`` (every call refused) would make Letta
+    step the turn up to max_steps times: once the record says the episode is over and the grace
+    has passed, the watch cancels the agent's run, retrying while Letta has none in flight."""
+    import time
+
+    from pushbench.blackbox.letta_agent import Api, EndWatch
+
+    server = _CancelCounter(refusals=1)
+    try:
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "episode.json").write_text(json.dumps({"terminated_by": None}))
+        watch = EndWatch(Api(server.url), "agent-1", run_dir, grace=0.3, poll=0.02)
+        watch.start()
+        time.sleep(0.3)
+        assert server.paths == [] and not watch.cancelled  # the episode is still running
+        (run_dir / "episode.json").write_text(json.dumps({"terminated_by": "final"}))
+        watch.join(timeout=30)
+        assert not watch.is_alive() and watch.cancelled
+        assert server.paths == ["/v1/agents/agent-1/messages/cancel"] * 2  # one 400, one 200
+    finally:
+        server.close()
+
+
+def test_a_watch_stopped_before_the_end_never_cancels(tmp_path):
+    from pushbench.blackbox.letta_agent import Api, EndWatch
+
+    server = _CancelCounter()
+    try:
+        watch = EndWatch(Api(server.url), "agent-1", tmp_path, grace=0.0, poll=0.02)
+        watch.start()  # no episode.json: the episode has not ended
+        watch.stop()
+        watch.join(timeout=30)
+        assert not watch.is_alive() and not watch.cancelled and server.paths == []
+    finally:
+        server.close()
 
 
 # ----- the runner-level `letta` policy ----------------------------------------------------------
@@ -452,16 +555,6 @@ def _real_letta() -> None:
         pytest.skip(str(e))
 
 
-def _letta_episodes() -> None:
-    """The real-episode tests: opt-in (module docstring says why), then as :func:`_real_letta`."""
-    if os.environ.get("PUSHBENCH_LETTA_EPISODES") != "1":
-        pytest.skip(
-            "real Letta episodes take tens of minutes on 2 cores: set "
-            "PUSHBENCH_LETTA_EPISODES=1 to run them"
-        )
-    _real_letta()
-
-
 def _blackbox(out: Path, tasks: str, timeout: float = 3000) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
@@ -545,7 +638,7 @@ def test_diligent_through_letta_equals_in_process_and_stops_everything(tmp_path)
     """diligent as Letta's model on RepoScan-N10 and DataOps N=3: both succeed, the PushBench
     calls through Letta equal the in-process episode's, Letta's memory calls are in its trace
     and counted, evaluate gives the rows, and nothing the run started is left running."""
-    _letta_episodes()
+    _real_letta()
     out = tmp_path / "out"
     proc = _blackbox(out, f"{TASK},DataOps-b0-N3")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -579,7 +672,7 @@ def test_letta_server_killed_mid_episode_is_recorded_and_a_rerun_resumes(tmp_pat
     import signal
     import time
 
-    _letta_episodes()
+    _real_letta()
     out = tmp_path / "out"
     args = [
         sys.executable,
@@ -639,7 +732,7 @@ def test_a_letta_row_runs_through_pushbench_run(tmp_path):
     """One Letta row of an experiment (diligent behind the model server, so the row is
     simulated): the runner's record is the agent's episode replayed call for call, equal to
     the in-process diligent episode's calls, with Letta's memory calls counted and free."""
-    _letta_episodes()
+    _real_letta()
     exp = tmp_path / "exp.yaml"
     exp.write_text(
         f"name: letta-row\ntasks: [{TASK}]\ncontrollers: [standard]\nseeds: [0]\n"
@@ -679,3 +772,59 @@ def test_a_letta_row_runs_through_pushbench_run(tmp_path):
     assert rec["memory"]["charged_to_env"] == 0
     assert any(m.get("message_type") == "tool_call_message" for m in rec["transcript"])
     assert _left_running(tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_smollm2_drives_a_letta_episode_to_its_end(tmp_path):
+    """A real (tiny) model as Letta's model: the local SmolLM2 served by llama-cpp-python with
+    tool calling (``tests/llama_server.py``), through ``--base-url`` like any real endpoint,
+    with its 8,192-token context. Its score is whatever it is; the episode must end by itself
+    (``final``, the budget, or the agent ending its turn: a premature stop, the record kept
+    unfinished), be recorded and evaluated, and leave nothing running. The budget of 8 and
+    128 completion tokens bound the run (grammar-constrained tool arguments generate slowly)."""
+    from test_llm_local import free_port, gguf_path, require_local_llm, serve
+
+    _real_letta()
+    require_local_llm()
+    args = [
+        "--model",
+        str(gguf_path()),
+        "--chat_format",
+        "chatml-function-calling-bounded",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--n_ctx",
+        "8192",
+        "--n_threads",
+        "2",
+    ]
+    out = tmp_path / "out"
+    with serve(args, tmp_path / "llama.log") as url:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "letta"]
+            + ["--tasks", TASK, "--seeds", "0", "--out", str(out), "--timeout", "2400"]
+            + ["--base-url", url.removesuffix("/v1"), "--model", "SmolLM2-135M-Instruct"]
+            + ["--context-window", "8192", "--max-tokens", "128", "--budget", "8"],
+            capture_output=True,
+            text=True,
+            timeout=3300,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ep = out / "letta" / TASK / "default" / "seed0"
+    client = json.loads((ep / "client.json").read_text())
+    rec = json.loads((ep / "run" / "episode.json").read_text())
+    assert not client["timed_out"] and client["rc"] == 0, client
+    stops = client["letta_stop_reasons"]
+    assert rec["terminated_by"] in ("final", "budget") or (
+        rec["terminated_by"] is None and stops and stops[-1] == "end_turn"
+    ), (rec["terminated_by"], stops)
+    assert client["offline"] is False and client["letta_error"] is None, client
+    assert len((ep / "letta-trace.jsonl").read_text().splitlines()) >= 2  # messages + stop
+    episodes = (out / "letta" / "report" / "episodes.jsonl").read_text().splitlines()
+    assert len(episodes) == 1 and json.loads(episodes[0])["simulated"] is False
+    assert _left_running(tmp_path) == []
+    print(json.dumps({k: rec.get(k) for k in ("terminated_by", "valid_count", "steps_used")}))
+    print(json.dumps({k: client.get(k) for k in ("seconds", "letta_turns", "memory_calls")}))

@@ -223,6 +223,66 @@ def test_local_server_accepts_every_tool_schema(llama_server, task):
         assert resp.choices, name  # the server answered (a refused grammar killed it before)
 
 
+def test_a_replayed_tool_call_with_null_content_is_answered(llama_server):
+    """An assistant message with ``content: null`` beside its ``tool_calls`` (how the OpenAI
+    API writes one, and how Letta replays its history) is a valid request: the server answers
+    it instead of refusing it before the model runs (``llama_server.py``)."""
+    import json as _json
+    import urllib.request
+
+    body = {
+        "model": "SmolLM2-135M-Instruct",
+        "max_tokens": 8,
+        "messages": [
+            {"role": "user", "content": "Search for TODO."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"query": "TODO"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"ok": true}'},
+        ],
+    }
+    req = urllib.request.Request(
+        f"{llama_server}/chat/completions",
+        data=_json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=600) as r:
+        assert r.status == 200 and _json.loads(r.read())["choices"]
+
+
+def test_max_completion_tokens_bounds_a_completion(llama_server):
+    """``max_completion_tokens`` (the OpenAI API's current name for ``max_tokens``; Letta sends
+    only it) bounds the completion: the server used to ignore it and generate until the
+    context was full. (It reaches the tool-call handler the same way, as ``max_tokens``; the
+    handler reports no usage for tool calls, so the count is checked on a plain completion.)"""
+    import json as _json
+    import urllib.request
+
+    body = {
+        "model": "SmolLM2-135M-Instruct",
+        "max_completion_tokens": 6,
+        "temperature": 0.0,
+        "messages": [{"role": "user", "content": "Count from 1 to 300, one per line."}],
+    }
+    req = urllib.request.Request(
+        f"{llama_server}/chat/completions",
+        data=_json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=600) as r:
+        reply = _json.loads(r.read())
+    assert reply["usage"]["completion_tokens"] == 6, reply["usage"]  # unbounded: hundreds
+    assert reply["choices"][0]["finish_reason"] == "length"
+
+
 @pytest.mark.parametrize("policy", ["llm", "llm-langgraph", "llm-langgraph-memory", "llm-memgpt"])
 def test_local_model_episode(llama_server, policy, tmp_path):
     record = run_episode(

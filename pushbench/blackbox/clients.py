@@ -284,11 +284,15 @@ def letta(
     endpoint: Endpoint,
     max_turns: int | None = None,
     steps_per_turn: int | None = None,
+    context_window: int | None = None,
+    max_tokens: int | None = None,
 ) -> Launch:
     """The Letta client (:mod:`pushbench.blackbox.letta_agent`) for one episode: a config file
     in the episode folder and this interpreter running the driver against ``server_url``.
     The limits and the model settings default to :mod:`pushbench.policies.letta`'s (what the
-    ``letta`` policy's estimate assumes)."""
+    ``letta`` policy's estimate assumes); ``context_window`` (the tokens Letta fits its prompt
+    into, compacting beyond) and ``max_tokens`` (per completion) are for a model smaller than
+    those defaults assume, e.g. the local SmolLM2 with its 8,192-token context."""
     from ..policies import letta as L
     from .letta_agent import objective_of
 
@@ -319,10 +323,10 @@ def letta(
             "model": endpoint.model,
             "model_endpoint_type": "openai",
             "model_endpoint": endpoint.base_url.rstrip("/") + "/v1",
-            "context_window": L.CONTEXT_WINDOW,
+            "context_window": context_window or L.CONTEXT_WINDOW,
             "put_inner_thoughts_in_kwargs": False,
             "temperature": 0.0,
-            "max_tokens": L.MAX_TOKENS,
+            "max_tokens": max_tokens or L.MAX_TOKENS,
         },
     }
     (ep / "letta.json").unlink(missing_ok=True)  # a killed driver's summary would be stale

@@ -19,14 +19,18 @@ episode folder. It
    turn only because it reached ``max_steps`` (the agent is still calling tools), sends
    ``Continue.``; it stops when
    the agent ends its turn by itself (or errs), when the episode is over (the record in the run
-   folder says how it ended) or after ``max_turns`` turns;
+   folder says how it ended) or after ``max_turns`` turns. A turn still running
+   ``END_GRACE`` seconds after the episode ended (a model that keeps calling tools after
+   ``final``: every further PushBench call is refused, yet Letta would step it up to
+   ``max_steps`` times) is cancelled through Letta's cancel endpoint (``cancelled_after_end``);
 4. appends every Letta message to ``letta-trace.jsonl`` and writes ``letta.json``: turns, stop
    reasons, and the tool calls split into PushBench calls (they consume steps, the MCP server
    counts them) and Letta's memory calls (``memory_calls``: they consume no PushBench step;
    ``memory_errors`` of them failed inside Letta).
 
 A Letta server that fails or goes away is one line on stderr and exit code 3 (the summary
-keeps what happened before); the caller records it in ``client.json``.
+keeps what happened before); the caller records it in ``client.json``. A Letta failure after
+the episode ended cannot change its record: it is kept as ``error_after_end`` (exit code 0).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -59,6 +64,11 @@ MEMORY_TOOLS = frozenset(
 ARCHIVAL_TOOLS = ("archival_memory_insert", "archival_memory_search")
 CONTINUE = "Continue."
 EXIT_LETTA = 3
+# Seconds a turn may go on after the episode ended before it is cancelled: long enough for a
+# model that ends its turn after ``final`` (one more Letta step, 1-2 s here: the offline
+# policies, a well-behaved LLM) to finish on its own on a loaded machine, short enough that a
+# model repeating refused calls does not spend the episode timeout.
+END_GRACE = 30.0
 
 
 class LettaError(RuntimeError):
@@ -225,6 +235,45 @@ def _cancel_on_sigterm(api: Api, agent_id: str) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+class EndWatch(threading.Thread):
+    """Cancels the agent's running turn once the PushBench episode has been over for
+    ``grace`` seconds (polled every ``poll`` seconds, from the run folder's record).
+
+    Letta checks for cancellation between its steps, so the turn's request then returns with
+    stop reason ``cancelled`` and the driver stops. ``cancelled`` says whether it fired.
+    ``stop()`` ends the watch (the driver calls it when the episode's turns are done)."""
+
+    def __init__(
+        self, api: Api, agent_id: str, run_dir: Path, grace: float, poll: float = 1.0
+    ) -> None:
+        super().__init__(name="letta-end-watch", daemon=True)
+        self.api, self.agent_id, self.run_dir = api, agent_id, run_dir
+        self.grace, self.poll = grace, poll
+        self.cancelled = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        over_since: float | None = None
+        while not self._done.wait(self.poll):
+            if episode_over(self.run_dir) is None:
+                continue
+            over_since = over_since if over_since is not None else time.monotonic()
+            if time.monotonic() - over_since < self.grace:
+                continue
+            try:
+                Api(self.api.url, 30).call(
+                    "POST", f"/v1/agents/{self.agent_id}/messages/cancel", {}
+                )
+                self.cancelled = True
+            except LettaError:
+                pass  # no run in flight (the turn just ended) or the server is gone: try again
+            if self.cancelled:
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+
+
 def drive(cfg: dict) -> dict:
     ep, run_dir = Path(cfg["episode_dir"]), Path(cfg["run_dir"])
     # One request carries a whole turn (up to steps_per_turn Letta steps, many minutes on a
@@ -243,8 +292,11 @@ def drive(cfg: dict) -> dict:
         "other_calls": 0,
         "memory_tools_used": {},
         "memory_errors": 0,
+        "cancelled_after_end": False,
         "error": None,
+        "error_after_end": None,
     }
+    watch: EndWatch | None = None
     t0 = time.monotonic()
     try:
         tool_ids = register_tools(api, cfg)
@@ -261,6 +313,8 @@ def drive(cfg: dict) -> dict:
         ):
             text = CONTINUE
         summary["prompt_resent"] = resumed and text != CONTINUE
+        watch = EndWatch(api, agent_id, run_dir, float(cfg.get("end_grace", END_GRACE)))
+        watch.start()
         with open(ep / "letta-trace.jsonl", "a", encoding="utf-8") as trace:
             while summary["turns"] < cfg["max_turns"] and episode_over(run_dir) is None:
                 resp = api.call(
@@ -308,7 +362,9 @@ def drive(cfg: dict) -> dict:
                     break
                 text = CONTINUE
     except LettaError as e:
-        summary["error"] = str(e)
+        # After the episode ended (its record is complete) a failing Letta request cannot
+        # change the score: kept as error_after_end, not as the client's failure (exit 0)
+        summary["error" if episode_over(run_dir) is None else "error_after_end"] = str(e)
         if summary["agent_id"]:  # stop the agent's run, if the server still answers
             try:
                 Api(api.url, 10).call(
@@ -316,6 +372,9 @@ def drive(cfg: dict) -> dict:
                 )
             except LettaError:
                 pass
+    if watch is not None:
+        watch.stop()
+        summary["cancelled_after_end"] = watch.cancelled
     summary["ended_by"] = episode_over(run_dir)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     (ep / "letta.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -199,6 +199,15 @@ def blackbox_run_cmd(
         600.0, min=1, help="seconds per episode before the client is killed"
     ),
     client_bin: str | None = typer.Option(None, "--client-bin", help="path of the client"),
+    context_window: int | None = typer.Option(
+        None,
+        "--context-window",
+        min=1024,
+        help="letta only: the model's context in tokens (default 32000; e.g. 8192 for SmolLM2)",
+    ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="letta only: completion tokens per request (2048)"
+    ),
 ) -> None:
     """Run a batch of episodes through a real client headless, then evaluate it."""
     import json as _json
@@ -209,6 +218,8 @@ def blackbox_run_cmd(
 
     if agent not in (*blackbox_clients.LAUNCHERS, "letta"):
         fail(f"--agent {agent!r}: choose claude-code, codex or letta")
+    if agent != "letta" and (context_window or max_tokens):
+        fail("--context-window and --max-tokens are Letta's model settings (--agent letta)")
     if condition not in PROMPTS:
         fail(f"--condition {condition!r}: choose {' or '.join(PROMPTS)}")
     if (policy is None) == (base_url is None):
@@ -252,6 +263,8 @@ def blackbox_run_cmd(
         budget=budget,
         timeout=timeout,
         client_bin=client_bin,
+        context_window=context_window,
+        max_tokens=max_tokens,
     )
     try:
         summary = blackbox_run.run_batch(
