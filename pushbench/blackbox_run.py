@@ -77,17 +77,21 @@ class Batch:
     budget: int | None = None
     timeout: float = 600.0
     client_bin: str | None = None
-    # Letta's model settings (clients.letta); None keeps pushbench.policies.letta's defaults
+    # Letta's model settings and the driver's limits (clients.letta); None keeps
+    # pushbench.policies.letta's defaults
     context_window: int | None = None
     max_tokens: int | None = None
+    max_turns: int | None = None
+    steps_per_turn: int | None = None
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.endpoint is None):
             raise ValueError("a Batch needs exactly one of policy and endpoint")
-        if self.agent != "letta" and (self.context_window or self.max_tokens):
+        letta_only = (self.context_window, self.max_tokens, self.max_turns, self.steps_per_turn)
+        if self.agent != "letta" and any(letta_only):
             raise ValueError(
-                "context_window and max_tokens are Letta's model settings (agent 'letta'); "
-                f"{self.agent} takes its model's from its own configuration"
+                "context_window, max_tokens, max_turns and steps_per_turn are Letta's settings "
+                f"(agent 'letta'); {self.agent} takes its own from its configuration"
             )
         # Absolute, because each client starts in its episode's agent folder: a relative
         # --out would make the config paths it is given (--mcp-config, CODEX_HOME, --cd) and
@@ -212,7 +216,11 @@ def _letta_client(b: Batch, stack: ExitStack, log) -> tuple:
         llm, key, offline = b.endpoint.base_url, b.endpoint.api_key, False
     server = stack.enter_context(letta_server.running(data, llm, key, offline, log=log))
     launcher = functools.partial(
-        clients.letta, context_window=b.context_window, max_tokens=b.max_tokens
+        clients.letta,
+        context_window=b.context_window,
+        max_tokens=b.max_tokens,
+        max_turns=b.max_turns,
+        steps_per_turn=b.steps_per_turn,
     )
     return server.url, version, launcher
 

@@ -208,6 +208,12 @@ def blackbox_run_cmd(
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=1, help="letta only: completion tokens per request (2048)"
     ),
+    max_turns: int | None = typer.Option(
+        None, "--max-turns", min=1, help="letta only: turns per episode (50)"
+    ),
+    steps_per_turn: int | None = typer.Option(
+        None, "--steps-per-turn", min=1, help="letta only: Letta steps per turn (100)"
+    ),
 ) -> None:
     """Run a batch of episodes through a real client headless, then evaluate it."""
     import json as _json
@@ -218,8 +224,11 @@ def blackbox_run_cmd(
 
     if agent not in (*blackbox_clients.LAUNCHERS, "letta"):
         fail(f"--agent {agent!r}: choose claude-code, codex or letta")
-    if agent != "letta" and (context_window or max_tokens):
-        fail("--context-window and --max-tokens are Letta's model settings (--agent letta)")
+    if agent != "letta" and (context_window or max_tokens or max_turns or steps_per_turn):
+        fail(
+            "--context-window, --max-tokens, --max-turns and --steps-per-turn are Letta's "
+            "settings (--agent letta)"
+        )
     if condition not in PROMPTS:
         fail(f"--condition {condition!r}: choose {' or '.join(PROMPTS)}")
     if (policy is None) == (base_url is None):
@@ -265,6 +274,8 @@ def blackbox_run_cmd(
         client_bin=client_bin,
         context_window=context_window,
         max_tokens=max_tokens,
+        max_turns=max_turns,
+        steps_per_turn=steps_per_turn,
     )
     try:
         summary = blackbox_run.run_batch(
