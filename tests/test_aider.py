@@ -432,25 +432,11 @@ def test_aider_smollm2_episode_is_recorded(tmp_path, monkeypatch):
     """A real (tiny) model through Aider: the local SmolLM2 served by llama-cpp-python as plain
     chat (no tools). Its score is whatever it is; the episode must finish and be recorded."""
     monkeypatch.delenv(U.RECIPE_ENV, raising=False)
-    from test_llm_local import free_port, gguf_path, require_local_llm, serve
+    from test_llm_local import require_local_llm, serve, smollm2_args
 
     require_local_llm()
     program = _real_aider()
-    args = [
-        "--model",
-        str(gguf_path()),
-        "--chat_format",
-        "chatml",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        "--n_ctx",
-        "8192",
-        "--n_threads",
-        "2",
-    ]
-    with serve(args, tmp_path / "llama.log") as url:
+    with serve(smollm2_args("chatml"), tmp_path / "llama.log") as url:
         pol = AiderPolicy(
             seed=0,
             aider_bin=program,

@@ -786,26 +786,12 @@ def test_smollm2_drives_a_letta_episode_to_its_end(tmp_path):
     step limit bound the run: grammar-constrained tool arguments generate slowly, and SmolLM2
     has been seen repeating a malformed ``memory_replace`` (its arguments cut at 128 tokens)
     for dozens of steps."""
-    from test_llm_local import free_port, gguf_path, require_local_llm, serve
+    from test_llm_local import require_local_llm, serve, smollm2_args
 
     _real_letta()
     require_local_llm()
-    args = [
-        "--model",
-        str(gguf_path()),
-        "--chat_format",
-        "chatml-function-calling-bounded",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        "--n_ctx",
-        "8192",
-        "--n_threads",
-        "2",
-    ]
     out = tmp_path / "out"
-    with serve(args, tmp_path / "llama.log") as url:
+    with serve(smollm2_args(), tmp_path / "llama.log") as url:
         proc = subprocess.run(
             [sys.executable, "-m", "pushbench.cli", "blackbox", "run", "--agent", "letta"]
             + ["--tasks", TASK, "--seeds", "0", "--out", str(out), "--timeout", "2400"]

@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from test_llm_local import free_port, gguf_path, require_local_llm, serve
+from test_llm_local import free_port, gguf_path, require_local_llm, serve, smollm2_args
 from typer.testing import CliRunner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -116,20 +116,7 @@ def test_a_real_refusal_is_read_and_the_retry_fits(tmp_path):
     from pushbench.policies.llm.core import AgentCore, Stats
 
     require_local_llm()
-    port = str(free_port())
-    args = [
-        "--model",
-        str(gguf_path()),
-        "--chat_format",
-        "chatml-function-calling-bounded",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        port,
-        "--n_ctx",
-        "1024",
-    ]
-    with serve(args, tmp_path / "server.log") as url:
+    with serve(smollm2_args(n_ctx=1024, threads=None), tmp_path / "server.log") as url:
         cfg = LLMConfig(
             model="local", base_url=url, api_key_env=None, max_tokens=16, timeout=600, max_retries=1
         )

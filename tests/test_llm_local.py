@@ -120,27 +120,23 @@ def require_local_llm() -> None:
         _require(module)
 
 
+def smollm2_args(
+    chat_format: str = "chatml-function-calling-bounded", n_ctx: int = 8192, threads: int | None = 2
+) -> list[str]:
+    """``llama_server.py`` arguments serving the SmolLM2 GGUF file on a free loopback port
+    (``threads=None`` leaves llama.cpp's default)."""
+    args = ["--model", str(gguf_path()), "--chat_format", chat_format]
+    args += ["--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", str(n_ctx)]
+    return args + (["--n_threads", str(threads)] if threads is not None else [])
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     require_local_llm()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     # llama_server.py is the unmodified server plus a handler that honours max_tokens for
     # tool calls (the stock handler ignores it; see that file for how runs stalled without it).
-    args = [
-        "--model",
-        str(gguf_path()),
-        "--chat_format",
-        "chatml-function-calling-bounded",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        "--n_ctx",
-        "8192",
-        "--n_threads",
-        "2",
-    ]  # room for full context
-    with serve(args, log) as url:
+    with serve(smollm2_args(), log) as url:  # room for full context
         yield url
 
 
