@@ -115,6 +115,16 @@ def server_rss(proc: subprocess.Popen) -> int:
         return 0
 
 
+def server_cpu(proc: subprocess.Popen) -> float:
+    """CPU seconds (user + system) used so far by the server process and its children (0
+    under --ray, as for memory)."""
+    try:
+        root = psutil.Process(proc.pid)
+        return sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)])
+    except psutil.Error:
+        return 0.0
+
+
 def instances(task: str) -> tuple[str, ...]:
     return get_task(task).instances
 
@@ -197,10 +207,12 @@ async def load(
         await asyncio.sleep(0.05)
     held = opened
     rss1 = server_rss(proc) if measure_memory else 0
+    cpu0, own0 = server_cpu(proc), time.process_time()
     t0 = time.perf_counter()
     go.set()
     results = await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
+    cpu1, own1 = server_cpu(proc), time.process_time()
     lat = sorted(x for r in results for x in r.latencies)
     steps = len(lat)
     pct = (
@@ -217,6 +229,9 @@ async def load(
         "p50_ms": pct(0.50),
         "p99_ms": pct(0.99),
         "mem_per_session_kib": (rss1 - rss_warm) / n / 1024 if measure_memory else None,
+        # CPU per step of the server (all its processes) and of this load generator
+        "server_us": (cpu1 - cpu0) / steps * 1e6 if steps and cpu1 else None,
+        "client_us": (own1 - own0) / steps * 1e6 if steps else None,
         "errors": sum(len(r.errors) for r in results),
         "first_error": next((r.errors[0] for r in results if r.errors), None),
     }
@@ -263,10 +278,15 @@ def print_row(row: dict) -> None:
         f"{row['task']:14} {row['controller']:9} sessions {row['sessions']:4} held "
         f"{row['held']:4}  {row['steps_per_s']:8.0f} steps/s ({row['steps_per_s'] / base:5.2f}x"
         f" of in-process {base:6.0f})  p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:8.2f} ms"
-        f"  mem/session {mem} KiB  errors {row['errors']}"
+        f"  mem/session {mem} KiB  CPU/step: server {_us(row['server_us'])}, load generator "
+        f"{_us(row['client_us'])}  errors {row['errors']}"
         + (f" ({row['first_error']})" if row["first_error"] else ""),
         flush=True,
     )
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} us"
 
 
 def main() -> None:
@@ -387,6 +407,17 @@ def targets(rows: list[dict], busy: bool = False) -> None:
             f"{'PASS' if ratio >= 0.5 else 'FAIL'} (best {best['steps_per_s']:.0f} steps/s at "
             f"{best['sessions']} sessions = {ratio:.2f}x of {best['local_steps_per_s']:.0f})"
         )
+        if best["server_us"] and best["client_us"]:
+            # where the two cores went: what the server alone costs a step, and the load
+            # generator's share (on loopback it competes with the server for the same cores)
+            local_us = 1e6 / best["local_steps_per_s"]
+            print(
+                f"  CPU per step at that row: server {best['server_us']:.0f} us (in-process env "
+                f"{local_us:.0f} us, so {best['server_us'] - local_us:.0f} us of adapter and "
+                f"protocol), load generator {best['client_us']:.0f} us; one server core alone "
+                f"would serve {1e6 / best['server_us']:.0f} steps/s "
+                f"({1e6 / best['server_us'] / best['local_steps_per_s']:.2f}x)"
+            )
         at256 = [r for r in mine if r["sessions"] == 256]
         closed = (
             f"; closed loop {at256[0]['p99_ms']:.0f} ms at {at256[0]['steps_per_s']:.0f}"

@@ -12,7 +12,14 @@ environment steps per second, policy time included (it is what a rollout pays), 
   first stepped in this process and the others in worker processes, observations pickled
   through pipes; ``async:N`` runs N slices, e.g. ``async:8``),
 
-bare and under ``stateqgp``. All of them are built first and every process resets once on each
+bare and under ``stateqgp``, each with two kinds of actor: ``random`` (the seeded random
+policy, acting in this process: what a rollout with a cheap policy pays) and ``stream`` (a
+fixed seeded stream of well-formed non-terminal calls per copy, sampled from the env's own
+action space before the timing, so the rows time the environments alone). The policy runs
+in the caller's process in every configuration, so with ``random`` no vector env can beat
+``(P + E) / (P + E / 2)`` of the loop on 2 cores (P, E: a copy's policy and env CPU per
+step; Amdahl's law): that ceiling is printed from the measured rows. All of them are built
+first and every process resets once on each
 instance of the task, untimed (the first episode on a snapshot loads its index); then
 ``--rounds`` rounds each time ``--steps`` vector steps of every configuration in turn, so a
 change in the machine's load hits all of them alike. Ratios are per round (vector rate over
@@ -29,11 +36,14 @@ load than the wall-clock ratios.
     python experiments/bench_vector.py --rounds 5 --steps 500
     python experiments/bench_vector.py --modes sync,async,async:8   # also one process per copy
     python experiments/bench_vector.py --task DataOps-N10 --steps 300 --modes sync
+    python experiments/bench_vector.py --actors stream     # the environments alone
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import statistics
 import time
@@ -45,6 +55,43 @@ from pushbench.policies import make_policy
 from pushbench.tasks import get_task
 
 TARGETS = {"sync": 1.0, "async": 1.5}
+ACTORS = ("random", "stream")
+
+
+class Stream:
+    """A fixed seeded stream of well-formed non-terminal calls (the env's own action space
+    sampled with ``seed``, before any timing): an actor that costs next to nothing, so a
+    row times the environments alone. ``reset``/``act`` as a policy's."""
+
+    def __init__(self, task: str, seed: int, length: int) -> None:
+        self.calls = _calls(task, seed, length)
+        self.k = 0
+
+    def reset(self, observation: str) -> None:
+        pass
+
+    def act(self, observation: str) -> dict:
+        self.k += 1
+        return self.calls[self.k - 1]
+
+
+@functools.cache
+def _calls(task: str, seed: int, length: int) -> list[dict]:
+    """The stream of seed ``seed`` (the same list for the loop's and the vector envs' copy)."""
+    env = pushbench.make(task)
+    space = env.unwrapped.action_space
+    env.close()
+    space.seed(seed)
+    calls: list[dict] = []
+    while len(calls) < length:
+        call = json.loads(space.sample())
+        if call["tool"] not in ("final", "ask_user"):
+            calls.append(call)
+    return calls
+
+
+def _actor(kind: str, task: str, seed: int, length: int):
+    return Stream(task, seed, length) if kind == "stream" else make_policy("random", seed=seed)
 
 
 def _warm(env, task: str) -> None:
@@ -71,7 +118,7 @@ def _cpu(pids: list[int]) -> float:
 class Vector:
     """A vector env and its policies; ``run(steps)`` times ``steps`` more vector steps."""
 
-    def __init__(self, task, controller, mode, num_envs, seed) -> None:
+    def __init__(self, task, controller, mode, num_envs, seed, actor, length) -> None:
         kind, _, workers = mode.partition(":")  # "async:8": 8 worker processes
         extra = {"num_workers": int(workers)} if workers else {}
         self.envs = pushbench.make_vec(
@@ -79,7 +126,7 @@ class Vector:
         )
         _warm(self.envs, task)
         self.obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
-        self.pols = [make_policy("random", seed=seed + i) for i in range(num_envs)]
+        self.pols = [_actor(actor, task, seed + i, length) for i in range(num_envs)]
         for p, o in zip(self.pols, self.obs, strict=True):
             p.reset(o)
         # NEXT_STEP autoreset: a copy that finished at step t ignores its action at t + 1 and
@@ -110,9 +157,9 @@ class Vector:
 class Loop:
     """``num_envs`` single envs in a Python loop, the vector run's trajectories exactly."""
 
-    def __init__(self, task, controller, num_envs, seed) -> None:
+    def __init__(self, task, controller, num_envs, seed, actor, length) -> None:
         self.envs = [pushbench.make(task, controller=controller) for _ in range(num_envs)]
-        self.pols = [make_policy("random", seed=seed + i) for i in range(num_envs)]
+        self.pols = [_actor(actor, task, seed + i, length) for i in range(num_envs)]
         _warm(self.envs[0], task)  # one process: the index is loaded once for all of them
         self.obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]
         for p, o in zip(self.pols, self.obs, strict=True):
@@ -146,9 +193,9 @@ class Loop:
 class Single:
     """One env, one policy, consecutive episodes (the issue-19 reference)."""
 
-    def __init__(self, task, controller, seed) -> None:
+    def __init__(self, task, controller, seed, actor, length) -> None:
         self.env = pushbench.make(task, controller=controller)
-        self.pol = make_policy("random", seed=seed)
+        self.pol = _actor(actor, task, seed, length)
         _warm(self.env, task)
         self.obs, _ = self.env.reset(seed=seed)
         self.pol.reset(self.obs)
@@ -178,13 +225,15 @@ def measure(
     steps: int,
     rounds: int,
     seed: int,
+    actor: str = "random",
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Rates (env steps/s) per round of every configuration, interleaved round by round, and
     each configuration's CPU microseconds per env step over all rounds (every process)."""
+    length = rounds * steps + 1  # a stream actor's calls per copy (the single env: x copies)
     runners = {
-        "single": Single(task, controller, seed),
-        "loop": Loop(task, controller, num_envs, seed),
-        **{m: Vector(task, controller, m, num_envs, seed) for m in modes},
+        "single": Single(task, controller, seed, actor, length * num_envs),
+        "loop": Loop(task, controller, num_envs, seed, actor, length),
+        **{m: Vector(task, controller, m, num_envs, seed, actor, length) for m in modes},
     }
     rates: dict[str, list[float]] = {name: [] for name in runners}
     try:
@@ -207,6 +256,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="sync,async")
     ap.add_argument(
+        "--actors",
+        default="random,stream",
+        help="random (the seeded random policy) and/or stream (fixed seeded calls: the envs alone)",
+    )
+    ap.add_argument(
         "--quick",
         action="store_true",
         help="3 rounds x 300 vector steps: every target's verdict in about a minute",
@@ -215,40 +269,63 @@ def main() -> int:
     if args.quick:
         args.rounds, args.steps = 3, 300
     modes = args.modes.split(",")
+    actors = args.actors.split(",")
+    if not actors or set(actors) - set(ACTORS):
+        ap.error(f"--actors: a comma-separated subset of {','.join(ACTORS)}")
     cores = os.cpu_count()
     load0 = os.getloadavg()
     print(
         f"task {args.task}, {args.num_envs} envs, {args.rounds} rounds x {args.steps} vector "
-        f"steps, seeded random policy (seed {args.seed}); env steps/s, policy time included"
+        f"steps, seed {args.seed}; env steps/s, the actor's time included"
     )
     print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {cores} cores")
     print(
-        f"{'controller':<12}{'mode':<9}{'steps/s':>10}{'vs loop':>10}{'min..max':>14}"
+        f"{'actor':<8}{'controller':<12}{'mode':<9}{'steps/s':>10}{'vs loop':>10}{'min..max':>14}"
         f"{'vs single':>11}{'CPU us/step':>13}"
     )
     verdicts = []
-    for controller in (None, "stateqgp"):
-        name = controller or "bare"
-        rates, cpu = measure(
-            args.task, controller, modes, args.num_envs, args.steps, args.rounds, args.seed
-        )
-        single = statistics.median(rates["single"])
-        for row in ("single", "loop", *modes):
-            ratios = [v / lo for v, lo in zip(rates[row], rates["loop"], strict=True)]
-            med = statistics.median(ratios)
-            rate = statistics.median(rates[row])
-            print(
-                f"{name:<12}{row:<9}{rate:>10.0f}{med:>9.2f}x{min(ratios):>7.2f}.."
-                f"{max(ratios):<5.2f}{rate / single:>10.2f}x{cpu[row]:>12.1f}"
+    single_cpu: dict[tuple[str, str], float] = {}
+    for actor in actors:
+        for controller in (None, "stateqgp"):
+            name = controller or "bare"
+            rates, cpu = measure(
+                args.task,
+                controller,
+                modes,
+                args.num_envs,
+                args.steps,
+                args.rounds,
+                args.seed,
+                actor,
             )
-            if row in TARGETS:  # the default modes; "async:N" rows are for comparison
-                verdicts.append((name, row, med, med >= TARGETS[row]))
+            single = statistics.median(rates["single"])
+            single_cpu[actor, name] = cpu["single"]
+            for row in ("single", "loop", *modes):
+                ratios = [v / lo for v, lo in zip(rates[row], rates["loop"], strict=True)]
+                med = statistics.median(ratios)
+                rate = statistics.median(rates[row])
+                print(
+                    f"{actor:<8}{name:<12}{row:<9}{rate:>10.0f}{med:>9.2f}x{min(ratios):>7.2f}.."
+                    f"{max(ratios):<5.2f}{rate / single:>10.2f}x{cpu[row]:>12.1f}",
+                    flush=True,
+                )
+                if row in TARGETS:  # the default modes; "async:N" rows are for comparison
+                    verdicts.append((actor, name, row, med, med >= TARGETS[row]))
     load1 = os.getloadavg()
     print(f"load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} on {cores} cores")
     busy = max(load0[0], load1[0]) > 0.5 * (cores or 1)
-    for name, row, med, ok in verdicts:
+    for name in ("bare", "stateqgp"):
+        if ("random", name) in single_cpu and ("stream", name) in single_cpu:
+            env = single_cpu["stream", name]
+            pol = max(single_cpu["random", name] - env, 0.0)
+            print(
+                f"{name}: policy {pol:.0f} us + env {env:.0f} us per copy-step: with the policy "
+                f"in the caller, async on {cores} cores cannot beat "
+                f"{(pol + env) / (pol + env / (cores or 1)):.2f}x of the loop (Amdahl)"
+            )
+    for actor, name, row, med, ok in verdicts:
         print(
-            f"target {name} {row} >= {TARGETS[row]:.1f}x of the loop: "
+            f"target {actor} {name} {row} >= {TARGETS[row]:.1f}x of the loop: "
             f"{'PASS' if ok else 'FAIL'} ({med:.2f}x median"
             f"{'; machine loaded, not the idle-core figure' if busy else ''})"
         )

@@ -30,7 +30,12 @@ if os.environ.get("CI", "").lower() == "true":
 else:
     pytest.importorskip("openenv")
 
-from pushbench.adapters.envserver import ServerOptions, SessionBook, create_server_app
+from pushbench.adapters.envserver import (
+    ServerOptions,
+    SessionBook,
+    create_server_app,
+    uvicorn_options,
+)
 from pushbench.adapters.envserver_load import (
     action_stream,
     local_trajectory,
@@ -54,7 +59,10 @@ def server(opts: ServerOptions):
 
     port = _free_port()
     app = create_server_app(opts)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", **uvicorn_options(opts)
+    )
+    srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     try:
@@ -265,13 +273,36 @@ def test_options_refuse_bad_limits():
         ServerOptions(max_sessions=0)
     with pytest.raises(ValueError):
         ServerOptions(idle_timeout=0)
-    opts = ServerOptions(max_sessions=3, idle_timeout=None)
-    os.environ.update(opts.to_environ())
-    try:
-        assert ServerOptions.from_environ() == opts
-    finally:
-        for k in opts.to_environ():
-            os.environ.pop(k)
+    for opts in (
+        ServerOptions(max_sessions=3, idle_timeout=None),
+        ServerOptions(idle_timeout=2.5, compression=True),
+    ):
+        os.environ.update(opts.to_environ())
+        try:
+            assert ServerOptions.from_environ() == opts
+        finally:
+            for k in opts.to_environ():
+                os.environ.pop(k)
+
+
+@pytest.mark.parametrize("compression", [False, True])
+def test_deflate_is_negotiated_only_when_the_server_allows_it(compression):
+    """A client offering per-message deflate (the websockets default) gets it only from a
+    server started with ``compression``; the session works either way."""
+    from websockets.asyncio.client import connect
+
+    async def session(url: str) -> tuple[str | None, dict]:
+        async with connect(ws_url(url), compression="deflate") as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"task": "RepoScan-N10"}}))
+            reply = json.loads(await ws.recv())
+            assert ws.response is not None
+            return ws.response.headers.get("Sec-WebSocket-Extensions"), reply
+
+    with server(ServerOptions(max_sessions=4, compression=compression)) as (url, book):
+        extensions, reply = asyncio.run(session(url))
+        wait_idle(book)
+    assert reply["type"] == "observation" and reply["data"]["observation"]["text"]
+    assert ("permessage-deflate" in (extensions or "")) is compression
 
 
 @pytest.mark.slow
@@ -360,6 +391,7 @@ def test_sessions_share_the_snapshot_index_not_copies():
         (["--ray", "--workers", "2"], "--replicas"),
         (["--workers", "0"], "workers"),
         (["--idle-timeout", "-1"], "idle-timeout"),
+        (["--ray", "--ws-compression"], "Ray Serve"),
     ],
 )
 def test_serve_env_misuse_is_one_error_line(args, needle):

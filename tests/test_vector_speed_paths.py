@@ -496,3 +496,51 @@ def test_async_reset_mask_resets_only_masked_copies_across_workers():
         assert '"reset"' in obs[2] and '"reset"' not in obs[0]
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_exit_when_their_parent_is_killed(tmp_path, context):
+    """A parent killed without ``close()`` (SIGKILL) leaves no worker behind: each worker's
+    pipe sees EOF because no worker holds a parent end of any pipe (forked workers inherit
+    them). Three workers, so later workers would inherit the earlier pipes' ends too."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal, pushbench\n"
+        "if __name__ == '__main__':\n"
+        "    envs = pushbench.make_vec('RepoScan-N10', 4, vectorization_mode='async',"
+        f" num_workers=3, context={context!r})\n"
+        "    envs.reset(seed=0)\n"
+        "    print(*[p.pid for p in envs._procs if p is not None], flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("w") as o, err.open("w") as e:  # files, not pipes a stray worker would hold
+        proc = subprocess.run([sys.executable, str(script)], stdout=o, stderr=e, timeout=300)
+    assert proc.returncode == -9, err.read_text()
+    pids = [int(x) for x in out.read_text().split()]
+    assert len(pids) == 2  # the first slice is the caller's own
+    deadline = time.monotonic() + 60
+    alive = pids
+    try:
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in alive if _running(p)]
+            time.sleep(0.1)
+        assert alive == [], f"workers {alive} outlived their killed parent"
+    finally:
+        for pid in alive:
+            psutil.Process(pid).kill()
+
+
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

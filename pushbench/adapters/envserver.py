@@ -65,10 +65,15 @@ _RESET_LOCK = threading.Lock()  # see Session._reset
 @dataclass(frozen=True)
 class ServerOptions:
     """Per-worker limits: ``max_sessions`` live WebSocket sessions, each closed after
-    ``idle_timeout`` seconds without a message (None: never)."""
+    ``idle_timeout`` seconds without a message (None: never). ``compression``: accept
+    WebSocket per-message deflate when a client offers it (off by default: on loopback or a
+    LAN it costs both ends CPU for nothing; measured in ``experiments/bench_env_server.py``,
+    it was about a fifth of the server's and of the load generator's CPU per step; local
+    workers only: Ray Serve's proxy negotiates its own)."""
 
     max_sessions: int = 512
     idle_timeout: float | None = 300.0
+    compression: bool = False
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -83,6 +88,7 @@ class ServerOptions:
             ENV_PREFIX + "IDLE_TIMEOUT": ""
             if self.idle_timeout is None
             else repr(self.idle_timeout),
+            ENV_PREFIX + "COMPRESSION": "1" if self.compression else "",
         }
 
     @classmethod
@@ -91,6 +97,7 @@ class ServerOptions:
         return cls(
             max_sessions=int(os.environ.get(ENV_PREFIX + "MAX_SESSIONS", "512")),
             idle_timeout=float(raw) if raw else None,
+            compression=bool(os.environ.get(ENV_PREFIX + "COMPRESSION")),
         )
 
 
@@ -217,7 +224,9 @@ async def session_loop(websocket: WebSocket, book: SessionBook, opts: ServerOpti
     try:
         while True:
             try:
-                raw = await asyncio.wait_for(websocket.receive_text(), opts.idle_timeout)
+                # asyncio.timeout, not wait_for: wait_for wraps every receive in a new Task
+                async with asyncio.timeout(opts.idle_timeout):
+                    raw = await websocket.receive_text()
             except TimeoutError:
                 idle = True
                 await websocket.send_text(
@@ -285,6 +294,12 @@ def app_from_environ() -> FastAPI:
     return create_server_app(ServerOptions.from_environ())
 
 
+def uvicorn_options(opts: ServerOptions) -> dict:
+    """The WebSocket settings every worker runs with (``uvicorn.run``/``uvicorn.Config``
+    keyword arguments): messages up to 16 MiB, per-message deflate as ``opts`` says."""
+    return {"ws_max_size": 16 * 1024 * 1024, "ws_per_message_deflate": opts.compression}
+
+
 def serve(
     host: str,
     port: int,
@@ -304,7 +319,7 @@ def serve(
             host=host,
             port=port,
             log_level=log_level,
-            ws_max_size=16 * 1024 * 1024,
+            **uvicorn_options(opts),
         )
         return
     os.environ.update(opts.to_environ())  # inherited by the worker processes
@@ -315,7 +330,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level,
-        ws_max_size=16 * 1024 * 1024,
+        **uvicorn_options(opts),
     )
 
 
@@ -325,5 +340,6 @@ __all__ = [
     "create_server_app",
     "serve",
     "session_loop",
+    "uvicorn_options",
     "INLINE_FAMILIES",
 ]

@@ -31,6 +31,11 @@ def serve_env_cmd(
         min=0.0,
         help="close a session after this many seconds without a message (0: never)",
     ),
+    ws_compression: bool = typer.Option(
+        False,
+        "--ws-compression/--no-ws-compression",
+        help="accept WebSocket per-message deflate (worth it only over slow links)",
+    ),
     ray: bool = typer.Option(False, "--ray", help="deploy on Ray Serve instead of local workers"),
     replicas: int = typer.Option(2, "--replicas", min=1, help="Ray Serve replicas (with --ray)"),
     address: str | None = typer.Option(
@@ -50,7 +55,9 @@ def serve_env_cmd(
         from ..adapters.envserver import ServerOptions, serve
     except ImportError as e:
         fail(f'serve-env needs the openenv extra: pip install "pushbench[openenv]" ({e})')
-    opts = ServerOptions(max_sessions=max_sessions, idle_timeout=idle_timeout or None)
+    opts = ServerOptions(
+        max_sessions=max_sessions, idle_timeout=idle_timeout or None, compression=ws_compression
+    )
     if not ray:
         if address is not None or replicas != 2:
             fail("--address and --replicas are for --ray")
@@ -64,6 +71,8 @@ def serve_env_cmd(
         return
     if workers != 1:
         fail("--workers is for local workers; with --ray use --replicas")
+    if ws_compression:
+        fail("--ws-compression is for local workers (Ray Serve's proxy negotiates its own)")
     try:
         from ..adapters import envserver_ray
     except ImportError as e:  # pragma: no cover - depends on the installed extras

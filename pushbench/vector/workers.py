@@ -49,7 +49,13 @@ def _ops(envs: PushBenchSyncVectorEnv, mode: AutoresetMode) -> dict[str, Callabl
     }
 
 
-def _worker(conn, env_fns: list[Callable], mode: AutoresetMode) -> None:
+def _worker(conn, parent_ends, env_fns: list[Callable], mode: AutoresetMode) -> None:
+    # A forked worker inherits the parent's end of its own pipe (and, for later workers, the
+    # parent ends of the pipes made before it): closed here, the pipe's only other holder is
+    # the parent, so when the parent dies without close() (SIGKILL, os._exit) ``recv`` sees
+    # EOF and the worker exits instead of waiting forever.
+    for end in parent_ends:
+        end.close()
     # messages are pickled here with pickle.dumps: Connection.send builds a ForkingPickler
     # (a Python-level subclass) per message, which costs more than a small slice's pickle
     try:
@@ -205,10 +211,12 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
                 if w == 0 and local:
                     continue  # built after the workers start: they need not inherit it
                 parent, child = ctx.Pipe()
+                # the parent ends a forked worker inherits: its own and the earlier workers'
+                inherited = [parent, *(p.conn for p in self._pipes if isinstance(p, _Pipe))]
                 # Every concrete context has Process; typeshed types get_context(str) as the base.
                 proc = ctx.Process(  # type: ignore[attr-defined]
                     target=_worker,
-                    args=(child, env_fns[start:stop], autoreset_mode),
+                    args=(child, inherited, env_fns[start:stop], autoreset_mode),
                     name=f"pushbench-vector-{start}-{stop - 1}",
                     daemon=True,
                 )
