@@ -67,12 +67,18 @@ def _actions(task, seeds, steps):
     return [[space.sample() for _ in seeds] for _ in range(steps)]
 
 
-# async: the caller steps the first slice, a worker the second; async-procs: every slice in
-# a worker process (caller_slice=False), one copy per process
+# async: the caller steps the first slice, a worker the second (waits spin 1 ms, the
+# default); async-procs: every slice in a worker process (caller_slice=False), one copy per
+# process, every wait blocking at once (spin=0)
 _MODES = {
     "sync": {"vectorization_mode": "sync"},
     "async": {"vectorization_mode": "async", "num_workers": 2},
-    "async-procs": {"vectorization_mode": "async", "num_workers": 3, "caller_slice": False},
+    "async-procs": {
+        "vectorization_mode": "async",
+        "num_workers": 3,
+        "caller_slice": False,
+        "spin": 0.0,
+    },
 }
 
 
@@ -455,6 +461,9 @@ def test_async_workers_attrs_and_bad_arguments():
         pushbench.make_vec("RepoScan-N10", 2, vectorization_mode="async", num_workers=3)
     with pytest.raises(ValueError, match="shared_memory"):
         pushbench.make_vec("RepoScan-N10", 2, vectorization_mode="async", shared_memory=True)
+    for spin in (-0.001, 2.0, True, "1ms", float("nan")):
+        with pytest.raises(ValueError, match="spin"):
+            pushbench.make_vec("RepoScan-N10", 2, vectorization_mode="async", spin=spin)
     envs = pushbench.make_vec("RepoScan-N10", 3, vectorization_mode="async", num_workers=2)
     try:
         assert isinstance(envs, PushBenchAsyncVectorEnv) and isinstance(envs, gym.vector.VectorEnv)

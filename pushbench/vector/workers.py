@@ -11,7 +11,10 @@ default, with two slices or more) while the worker processes step theirs: on 2 c
 busy processes instead of three, and that slice's observations and infos are never pickled. A
 worker pickles its reply once with ``pickle.dumps`` and sends its copies' infos as they are
 (plain dicts pickle about ten times faster than batched arrays); the parent batches all copies'
-infos at once.
+infos at once. A process waiting for the other side of a pipe polls it for up to ``spin``
+seconds (default 1 ms) before it blocks: blocking leaves its CPU idle, and waking an idle
+virtual CPU costs more than the wait it saves (measured: bare async 0.66x and 0.48x of a loop
+blocking, 0.86x both times spinning; ``docs/performance.md``). ``spin=0`` blocks at once.
 
 Contract: the same as ``SyncVectorEnv`` over the same factories (observations, rewards,
 flags, infos, autoreset, ``call``/``get_attr``/``set_attr``), which the tests check copy for
@@ -26,6 +29,7 @@ import functools
 import multiprocessing as mp
 import os
 import pickle
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +53,20 @@ def _ops(envs: PushBenchSyncVectorEnv, mode: AutoresetMode) -> dict[str, Callabl
     }
 
 
-def _worker(conn, parent_ends, env_fns: list[Callable], mode: AutoresetMode) -> None:
+def _wait(conn, spin: float) -> None:
+    """Poll ``conn`` for up to ``spin`` seconds before the caller blocks in ``recv``: a
+    process blocked on a pipe leaves its CPU idle, and waking an idle (virtual) CPU costs more
+    than a short poll (``experiments/bench_wakeup.py``: a pipe round trip of 85 us blocking
+    against 25 us spinning, on this project's 2-core machines)."""
+    if spin > 0 and not conn.poll(0):
+        deadline = time.perf_counter() + spin
+        while not conn.poll(0) and time.perf_counter() < deadline:
+            pass
+
+
+def _worker(
+    conn, parent_ends, env_fns: list[Callable], mode: AutoresetMode, spin: float = 0.0
+) -> None:
     # A forked worker inherits the parent's end of its own pipe (and, for later workers, the
     # parent ends of the pipes made before it): closed here, the pipe's only other holder is
     # the parent, so when the parent dies without close() (SIGKILL, os._exit) ``recv`` sees
@@ -68,6 +85,7 @@ def _worker(conn, parent_ends, env_fns: list[Callable], mode: AutoresetMode) -> 
     try:
         while True:
             try:
+                _wait(conn, spin)
                 cmd, data = pickle.loads(conn.recv_bytes())
             except (EOFError, KeyboardInterrupt):
                 break
@@ -124,13 +142,14 @@ class _CallerSlice:
 class _Pipe:
     """The parent's end of a worker's pipe, pickling with ``pickle.dumps`` (see ``_worker``)."""
 
-    def __init__(self, conn) -> None:
-        self.conn = conn
+    def __init__(self, conn, spin: float = 0.0) -> None:
+        self.conn, self.spin = conn, spin
 
     def send(self, message: Any) -> None:
         self.conn.send_bytes(_dumps(message))
 
     def recv(self) -> Any:
+        _wait(self.conn, self.spin)
         return pickle.loads(self.conn.recv_bytes())
 
     def poll(self, timeout: float | None = None) -> bool:
@@ -179,7 +198,10 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
         context: str | None = None,
         shared_memory: bool = False,
         caller_slice: bool = True,
+        spin: float = 0.001,
     ) -> None:
+        if isinstance(spin, bool) or not isinstance(spin, (int, float)) or not 0 <= spin <= 1:
+            raise ValueError(f"spin must be a number of seconds from 0 to 1, got {spin!r}")
         if shared_memory:
             raise ValueError(
                 "shared_memory is not supported: observations are text and go through pipes"
@@ -216,13 +238,13 @@ class PushBenchAsyncVectorEnv(_BatchInfo, VectorEnv):
                 # Every concrete context has Process; typeshed types get_context(str) as the base.
                 proc = ctx.Process(  # type: ignore[attr-defined]
                     target=_worker,
-                    args=(child, inherited, env_fns[start:stop], autoreset_mode),
+                    args=(child, inherited, env_fns[start:stop], autoreset_mode, spin),
                     name=f"pushbench-vector-{start}-{stop - 1}",
                     daemon=True,
                 )
                 proc.start()
                 child.close()
-                self._pipes[w], self._procs[w] = _Pipe(parent), proc
+                self._pipes[w], self._procs[w] = _Pipe(parent, spin), proc
             if local:
                 start, stop = self._slices[0]
                 self._pipes[0] = _CallerSlice(env_fns[start:stop], autoreset_mode)
