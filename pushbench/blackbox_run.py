@@ -31,8 +31,12 @@ from pathlib import Path
 
 from .blackbox import clients
 from .blackbox.episode_prompt import episode_prompt
-from .processes import stop_group
+from .processes import reap_orphans, stop_group
 
+# Seconds an episode's `pushbench mcp` server may outlive its client before it is stopped: one
+# whose client died mid-setup (Letta starts a server per tool call) still finishes its setup,
+# then reads end-of-file and exits by itself, which keeps its closing record.
+ORPHAN_GRACE = 30.0
 CALL_FIELDS = ("tool", "args", "ok", "verdicts", "valid_count")
 HARNESS_COLUMNS = [
     "agent",
@@ -124,10 +128,30 @@ def _run_client(launch: clients.Launch, ep: Path, timeout: float) -> dict:
     return {"rc": rc, "timed_out": timed_out, "seconds": round(time.monotonic() - t0, 2)}
 
 
+def _reap_servers(cmds: list[list[str]], log) -> list[dict]:
+    """Stop what is left of the episode servers ``cmds`` (see :func:`reap_orphans`); one log
+    line per server found, the entries without their command lines."""
+    found = reap_orphans(cmds, ORPHAN_GRACE)
+    for o in found:
+        how = f"stopped with {o['stopped_by']}" if o["stopped_by"] else "exited by itself"
+        log(f"an episode server (pid {o['pid']}) outlived its client: {how}")
+    return [{"pid": o["pid"], "stopped_by": o["stopped_by"]} for o in found]
+
+
 def run_episode(
-    b: Batch, task: str, seed: int, binary: str, version: str, log=print, launcher=None
+    b: Batch,
+    task: str,
+    seed: int,
+    binary: str,
+    version: str,
+    log=print,
+    launcher=None,
+    servers: list[list[str]] | None = None,
 ) -> Path:
-    """One episode through the client; returns its run dir (the record may be incomplete)."""
+    """One episode through the client; returns its run dir (the record may be incomplete).
+
+    The episode server's command line is appended to ``servers`` (when given), so that the
+    caller can stop any copy of it that the client's own server (Letta) starts later."""
     from . import modelserver
 
     ep = episode_dir(b, task, seed)
@@ -152,6 +176,8 @@ def run_episode(
         b.controller,
         b.budget,
     )
+    if servers is not None:
+        servers.append(cmd)
     with ExitStack() as stack:
         endpoint = b.endpoint
         if b.policy is not None:
@@ -162,6 +188,10 @@ def run_episode(
         assert endpoint is not None  # a Batch has a policy or an endpoint
         launch = (launcher or clients.LAUNCHERS[b.agent])(binary, ep, prompt, cmd, endpoint)
         result = _run_client(launch, ep, b.timeout)
+        # The client's process group is gone, but a server its MCP SDK started in a session of
+        # its own may not be (a Letta server killed mid-episode leaves one): the next run of
+        # this episode could not take the run folder's lock while it lives.
+        result["orphan_servers"] = _reap_servers([cmd], log)
     if b.agent == "letta":
         result.update(letta_summary(ep))
     argv = [a if a != prompt else "<prompt: see prompt.txt>" for a in launch.argv]
@@ -358,9 +388,14 @@ def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
             f"{b.condition}, "
             f"{'policy ' + b.policy if b.policy else 'endpoint ' + str(b.endpoint)}"
         )
+        servers: list[list[str]] = []
         run_dirs = [
-            run_episode(b, t, s, binary, version, log, launcher) for t in b.tasks for s in b.seeds
+            run_episode(b, t, s, binary, version, log, launcher, servers)
+            for t in b.tasks
+            for s in b.seeds
         ]
+    # Stopping the Letta server can orphan a server it had just started for a tool call
+    orphans = _reap_servers(servers, log)
     present = [rd for rd in run_dirs if (rd / "episode.json").exists()]
     missing = [str(rd) for rd in run_dirs if rd not in present]
     records, refused = evaluate_run_dirs(present) if present else ([], [])
@@ -376,6 +411,7 @@ def run_batch(b: Batch, log=print, console=None, out=None) -> dict:
         "never_started": missing,
         "report": str(report),
         "refused": [why for _, why in refused],
+        "orphan_servers": orphans,
     }
     if b.policy is not None and present:
         rows = harness_rows(b, present)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import tomllib
 
 import pytest
@@ -92,6 +93,60 @@ def test_a_client_that_hangs_is_killed_at_the_timeout(tmp_path):
     assert (ep / "client.out").read_text() == "started\n"
     assert summary["recorded"] == 0 and summary["never_started"]  # the client never started it
     assert (ep / "prompt.txt").read_text().count('"tool":"reset"') == 1
+
+
+# A client that starts the episode server in a session of its own, as the MCP SDK does, keeps
+# its stdin open from another detached process (what a killed Letta server's surviving
+# children amount to) and exits: the server would wait for input forever.
+ORPHANING_CLIENT = """#!{python}
+import json, os, subprocess, sys
+cfg = json.load(open(sys.argv[sys.argv.index("--mcp-config") + 1]))["mcpServers"]["pushbench"]
+r, w = os.pipe()
+holder = subprocess.Popen(["sleep", "600"], pass_fds=(w,), start_new_session=True)
+server = subprocess.Popen(
+    [cfg["command"], *cfg["args"]], stdin=r, stdout=subprocess.DEVNULL,
+    env={{**os.environ, **cfg["env"]}}, start_new_session=True,
+)
+open("pids.json", "w").write(json.dumps({{"holder": holder.pid, "server": server.pid,
+    "argv": [cfg["command"], *cfg["args"]]}}))
+"""
+
+
+def test_an_episode_server_that_outlives_its_client_is_stopped(tmp_path, monkeypatch):
+    # CI once found a `pushbench mcp` left running after a Letta server was killed mid-episode
+    # (tests/test_letta.py): the MCP SDK starts stdio servers in a session of their own, out of
+    # the reach of the client's process group.
+    from pushbench.processes import running_with_argv
+
+    script = tmp_path / "claude"
+    script.write_text(ORPHANING_CLIENT.format(python=sys.executable))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(blackbox_run, "ORPHAN_GRACE", 1.0)
+    b = blackbox_run.Batch(
+        agent="claude-code",
+        tasks=[TASK],
+        seeds=[0],
+        condition="default",
+        out=tmp_path / "out",
+        policy="diligent",
+        timeout=120,
+        client_bin=str(script),
+    )
+    lines: list[str] = []
+    ep = blackbox_run.episode_dir(b, TASK, 0)
+    try:
+        summary = blackbox_run.run_batch(b, log=lines.append)
+        pids = json.loads((ep / "agent" / "pids.json").read_text())
+        client = json.loads((ep / "client.json").read_text())
+        assert client["rc"] == 0, (ep / "client.err").read_text()
+        assert [o["pid"] for o in client["orphan_servers"]] == [pids["server"]]
+        assert client["orphan_servers"][0]["stopped_by"] in ("SIGTERM", "SIGKILL")
+        assert running_with_argv([pids["argv"]]) == {}
+        assert summary["orphan_servers"] == []  # nothing was left for the batch's last sweep
+        assert any(f"pid {pids['server']}) outlived its client" in ln for ln in lines), lines
+    finally:
+        if (ep / "agent" / "pids.json").exists():
+            os.kill(json.loads((ep / "agent" / "pids.json").read_text())["holder"], 9)
 
 
 def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, monkeypatch):
