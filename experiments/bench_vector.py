@@ -15,21 +15,20 @@ environment steps per second, policy time included (it is what a rollout pays), 
 bare and under ``stateqgp``, each with two kinds of actor: ``random`` (the seeded random
 policy, acting in this process: what a rollout with a cheap policy pays) and ``stream`` (a
 fixed seeded stream of well-formed non-terminal calls per copy, sampled from the env's own
-action space before the timing, so the rows time the environments alone). The policy runs
-in the caller's process in every configuration, so with ``random`` no vector env can beat
-``(P + E) / (P + E / 2)`` of the loop on 2 cores (P, E: a copy's policy and env CPU per
-step; Amdahl's law): that ceiling is printed from the measured rows. All of them are built
-first and every process resets once on each
-instance of the task, untimed (the first episode on a snapshot loads its index); then
-``--rounds`` rounds each time ``--steps`` vector steps of every configuration in turn, so a
-change in the machine's load hits all of them alike. Ratios are per round (vector rate over
-the same round's loop rate); the median over rounds is printed and judged against the issue's
-targets (sync >= 1.0x, async >= 1.5x of the loop, on 2 idle cores). The load average is
-printed before and after: on a machine loaded by other work the wall-clock ratios (async above
-all) are not the idle-machine figures, and the verdict says so rather than hiding it. The
-``CPU us/step`` column is the CPU time of every process of a configuration (this one and its
-workers) per env step over all rounds: what a configuration costs, much less sensitive to the
-load than the wall-clock ratios.
+action space before the timing, so the rows time the environments alone). The policy runs in
+the caller's process in every configuration, so with ``random`` no vector env can beat
+``(P + E) / (P + E / 2)`` of the loop on 2 cores (P, E: a copy's policy and env CPU per step;
+Amdahl's law): that ceiling is printed from the measured rows. All of them are built first and
+every process resets once on each instance of the task, untimed (the first episode on a
+snapshot loads its index); then ``--rounds`` rounds each time ``--steps`` vector steps of every
+configuration in turn, so a change in the machine's load hits all of them alike. Ratios are per
+round (vector rate over the same round's loop rate); the median over rounds is printed and
+judged against the issue's targets (sync >= 1.0x, async >= 1.5x of the loop, on 2 idle cores).
+The load average is printed before and after: on a machine loaded by other work the wall-clock
+ratios (async above all) are not the idle-machine figures, and the verdict says so rather than
+hiding it. The ``CPU us/step`` column is the CPU time of every process of a configuration (this
+one and its workers) per env step over all rounds: what a configuration costs, much less
+sensitive to the load than the wall-clock ratios.
 
     python experiments/bench_vector.py --quick          # 3 rounds x 300 steps, about a minute
     python experiments/bench_vector.py
@@ -42,8 +41,6 @@ load than the wall-clock ratios.
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import os
 import statistics
 import time
@@ -52,6 +49,7 @@ import numpy as np
 
 import pushbench
 from pushbench.policies import make_policy
+from pushbench.registration import sample_calls
 from pushbench.tasks import get_task
 
 TARGETS = {"sync": 1.0, "async": 1.5}
@@ -64,7 +62,7 @@ class Stream:
     row times the environments alone. ``reset``/``act`` as a policy's."""
 
     def __init__(self, task: str, seed: int, length: int) -> None:
-        self.calls = _calls(task, seed, length)
+        self.calls = sample_calls(task, seed, length)
         self.k = 0
 
     def reset(self, observation: str) -> None:
@@ -73,21 +71,6 @@ class Stream:
     def act(self, observation: str) -> dict:
         self.k += 1
         return self.calls[self.k - 1]
-
-
-@functools.cache
-def _calls(task: str, seed: int, length: int) -> list[dict]:
-    """The stream of seed ``seed`` (the same list for the loop's and the vector envs' copy)."""
-    env = pushbench.make(task)
-    space = env.unwrapped.action_space
-    env.close()
-    space.seed(seed)
-    calls: list[dict] = []
-    while len(calls) < length:
-        call = json.loads(space.sample())
-        if call["tool"] not in ("final", "ask_user"):
-            calls.append(call)
-    return calls
 
 
 def _actor(kind: str, task: str, seed: int, length: int):

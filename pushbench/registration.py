@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 import sys
 from typing import Any
 
 import gymnasium as gym
 
+from .envs.base import QGPEnv
 from .errors import PushBenchError
 from .tasks import all_tasks, builtin_tasks, get_task, list_tasks
 
@@ -62,4 +65,30 @@ def make(task_id: str, controller: str | None = None, **kwargs: Any) -> gym.Env[
     return env
 
 
-__all__ = ["make", "list_tasks", "register_all", "gym_id"]
+def sample_calls(task_id: str, seed: int, n: int) -> list[dict[str, Any]]:
+    """``n`` seeded well-formed non-terminal calls for ``task_id`` (``{"tool": name, ...}``, as
+    ``env.step`` takes them once JSON-encoded): samples of the environment's own action space,
+    without ``final`` and ``ask_user`` so episodes run to their budget. The same seed gives the
+    same list (the space is built once per process and reseeded per call); not for concurrent
+    use from several threads. The benchmarks' fixed action streams come from here."""
+    space = _action_space(task_id)
+    space.seed(seed)
+    out: list[dict[str, Any]] = []
+    while len(out) < n:
+        call = json.loads(space.sample())
+        if call["tool"] not in QGPEnv.TERMINAL_TOOLS:
+            out.append(call)
+    return out
+
+
+@functools.cache
+def _action_space(task_id: str) -> gym.Space[Any]:
+    # building the env costs more than sampling a stream (512 sessions per server row)
+    env = make(task_id)
+    try:
+        return env.unwrapped.action_space
+    finally:
+        env.close()
+
+
+__all__ = ["make", "list_tasks", "register_all", "gym_id", "sample_calls"]

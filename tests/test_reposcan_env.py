@@ -21,7 +21,7 @@ from pushbench.families.reposcan import indexer
 from pushbench.families.reposcan.env import _search_index, _valid_set
 from pushbench.families.reposcan.search import tokenize
 from pushbench.families.reposcan.verifier import digest
-from pushbench.registration import gym_id
+from pushbench.registration import gym_id, sample_calls
 from pushbench.tasks import UnknownTaskError, builtin_tasks, instance_config, manifests
 
 INSTANCES = list(manifests()["reposcan"].instances)
@@ -219,6 +219,17 @@ def test_sampled_actions_match_the_tool_schemas():
         call = json.loads(env.action_space.sample())
         tool = call.pop("tool")
         jsonschema.validate(call, schemas[tool])
+
+
+def test_sample_calls_is_a_seeded_non_terminal_sample_of_the_action_space():
+    # the benchmarks' fixed action streams (bench_vector's stream actor, the env server's load)
+    a = sample_calls(TASK, 3, 60)
+    assert a == sample_calls(TASK, 3, 60) and a != sample_calls(TASK, 4, 60)
+    assert not {c["tool"] for c in a} & {"final", "ask_user"}
+    env = pushbench.make(TASK)
+    env.action_space.seed(3)  # a fresh space with the same seed samples the same calls
+    fresh = (json.loads(env.action_space.sample()) for _ in range(1000))
+    assert a == [c for c in fresh if c["tool"] not in ("final", "ask_user")][:60]
 
 
 # ----- determinism ----------------------------------------------------------------------------

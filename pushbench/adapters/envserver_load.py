@@ -17,42 +17,24 @@ Nothing here is timed against a target; :mod:`experiments.bench_env_server` does
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import random
 import time
 from dataclasses import dataclass, field
 
-from ..registration import make
+from ..registration import make, sample_calls
 from .openenv_env import PushBenchAction
-
-TERMINAL_TOOLS = frozenset({"final", "ask_user"})
 
 
 def action_stream(task: str, seed: int, n: int) -> list[dict]:
-    """``n`` seeded well-formed non-terminal calls for ``task``, as OpenEnv step payloads
-    (``{"tool": name, "arguments": {...}}``). The task's action space is built once per
-    process and reseeded per call (the same list as a fresh space: sampling depends only on
-    the seed); not for concurrent use from several threads."""
-    space = _action_space(task)
-    space.seed(seed)
-    out: list[dict] = []
-    while len(out) < n:
-        call = json.loads(space.sample())
+    """``n`` seeded well-formed non-terminal calls for ``task``
+    (:func:`pushbench.registration.sample_calls`), as OpenEnv step payloads
+    (``{"tool": name, "arguments": {...}}``)."""
+    out = []
+    for call in sample_calls(task, seed, n):
         tool = call.pop("tool")
-        if tool not in TERMINAL_TOOLS:
-            out.append({"tool": tool, "arguments": call})
+        out.append({"tool": tool, "arguments": call})
     return out
-
-
-@functools.cache
-def _action_space(task: str):
-    # building the env costs more than sampling a session's stream (512 sessions per row)
-    env = make(task)
-    try:
-        return env.unwrapped.action_space
-    finally:
-        env.close()
 
 
 @dataclass
@@ -188,5 +170,4 @@ __all__ = [
     "think_times",
     "Trajectory",
     "SessionResult",
-    "TERMINAL_TOOLS",
 ]
