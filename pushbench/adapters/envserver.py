@@ -137,6 +137,15 @@ def _error(message: str, code: WSErrorCode, **extra) -> str:
     return WSErrorResponse(data={"message": message, "code": code, **extra}).model_dump_json()
 
 
+def _runs_inline(task_id: object) -> bool:
+    """Whether sessions of ``task_id`` step inline (its family is in ``INLINE_FAMILIES``);
+    ``False`` for what is not a known task id (the env's own reset refuses it)."""
+    try:
+        return get_task(task_id).family in INLINE_FAMILIES  # type: ignore[arg-type]
+    except (UnknownTaskError, TypeError, AttributeError):
+        return False
+
+
 class Session:
     """One WebSocket session: its environment and how its steps run (inline or in a thread)."""
 
@@ -146,10 +155,7 @@ class Session:
 
     async def reset(self, data: dict) -> PushBenchObservation:
         obs = await asyncio.to_thread(self._reset, data)
-        task_id = self.env.state.task_id
-        assert task_id is not None  # reset() sets it
-        family = get_task(task_id).family
-        self.inline = family in INLINE_FAMILIES
+        self.inline = _runs_inline(self.env.state.task_id)
         return obs
 
     def _reset(self, data: dict) -> PushBenchObservation:
@@ -159,11 +165,8 @@ class Session:
         concurrent first resets on a fresh worker). Their resets are in-memory work under the
         GIL, so the lock costs no parallelism; SWE-lite resets (copies, subprocesses) stay
         concurrent."""
-        try:
-            inline = get_task(data.get("task", "RepoScan-N10")).family in INLINE_FAMILIES
-        except (UnknownTaskError, TypeError, AttributeError):  # the env's own reset says so
-            inline = False
-        if not inline:
+        # the env's reset defaults to RepoScan-N10 when no task is named
+        if not _runs_inline(data.get("task", "RepoScan-N10")):
             return self.env.reset(**data)
         with _RESET_LOCK:
             return self.env.reset(**data)
