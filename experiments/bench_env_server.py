@@ -25,7 +25,9 @@ Targets (issue 31, for 2 idle cores): 512 RepoScan sessions held with no error; 
 throughput (closed loop) >= half the in-process single-core rate; p99 < 50 ms at 256 sessions
 (the paced row; the closed-loop p99 is printed beside it). The machine load
 (``os.getloadavg``) is printed before and after: on a shared machine a FAIL may be the load,
-not the server, and the numbers say so rather than being tuned away.
+not the server, and the numbers say so rather than being tuned away. Only the load at the
+start marks the verdicts as "machine loaded": the load at the end includes this script's own
+server and load generator, which keep both cores busy by design.
 
     python experiments/bench_env_server.py --quick      # RepoScan only, about 3 minutes idle
     python experiments/bench_env_server.py
@@ -377,16 +379,17 @@ def main() -> None:
                 stop(proc)
     load1 = os.getloadavg()
     print(f"load at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
-    targets(rows, busy=max(load0[0], load1[0]) > 0.5 * (os.cpu_count() or 1))
+    # the load at the end is mostly this script's own (server + load generator on both cores)
+    targets(rows, busy=load0[0] > 0.5 * (os.cpu_count() or 1))
 
 
 def targets(rows: list[dict], busy: bool = False) -> None:
     """The issue's targets, PASS/FAIL, on the RepoScan rows measured (``busy``: the load
-    average was above half the cores, which the verdicts carry)."""
+    average was above half the cores at the start, which the verdicts carry)."""
     if busy:
         print(
-            "machine loaded (load average above half the cores): the verdicts below are "
-            "not the idle-core figures"
+            "machine loaded (load average above half the cores at the start): the verdicts "
+            "below are not the idle-core figures"
         )
     rs = [r for r in rows if get_task(r["task"]).family == "reposcan"]
     for controller in sorted({r["controller"] for r in rs}):
