@@ -145,30 +145,33 @@ def local_rate(task: str, controller: str, steps: int, repeats: int = 3) -> floa
     return best
 
 
-async def warm(url: str, task: str, controller: str, n: int) -> None:
-    """Reset on every instance of ``task`` from ``n`` concurrent sessions (untimed), so every
-    worker has most likely loaded every snapshot index before the timed rows."""
+async def warm(url: str, task: str, controller: str, n: int, servers: int) -> int:
+    """Untimed: on every instance of ``task``, a reset and a few steps of a seeded stream from
+    ``n`` concurrent sessions, in rounds (at most 8) until the sessions have reached ``servers``
+    distinct server processes (each session asks its worker's pid first). Loading a snapshot's
+    index (reset) and the caches its first steps fill are once per process, not per session;
+    a process left cold would charge them to the first row's memory per session. Returns how
+    many server processes were reached."""
     from websockets.asyncio.client import connect
+
+    seen: set[int] = set()
+    steps = [{"type": "step", "data": a} for a in action_stream(task, 0, 5)]
 
     async def one() -> None:
         async with connect(ws_url(url), max_size=None, open_timeout=300) as ws:
+            await ws.send(json.dumps({"type": "worker"}))
+            seen.add(json.loads(await ws.recv())["data"]["pid"])
             for inst in instances(task):
-                await ws.send(
-                    json.dumps(
-                        {
-                            "type": "reset",
-                            "data": {
-                                "task": task,
-                                "controller": controller,
-                                "instance": inst,
-                                "seed": 0,
-                            },
-                        }
-                    )
-                )
-                await ws.recv()
+                reset = {"task": task, "controller": controller, "instance": inst, "seed": 0}
+                for message in ({"type": "reset", "data": reset}, *steps):
+                    await ws.send(json.dumps(message))
+                    await ws.recv()
 
-    await asyncio.gather(*(one() for _ in range(n)))
+    for _ in range(8):
+        await asyncio.gather(*(one() for _ in range(n)))
+        if len(seen) >= servers:
+            break
+    return len(seen)
 
 
 async def load(
@@ -340,9 +343,13 @@ def main() -> None:
             # a fresh server per task and controller: its RSS growth is these sessions' memory
             proc, url = start_server(args)
             try:
-                asyncio.run(
-                    warm(url, task, controller, 4 * (args.replicas if args.ray else args.workers))
-                )
+                servers = args.replicas if args.ray else args.workers
+                reached = asyncio.run(warm(url, task, controller, 4 * servers, servers))
+                if reached < servers:
+                    print(
+                        f"  warm-up reached {reached} of {servers} server processes: the first "
+                        "row's memory per session includes the others' index loads"
+                    )
                 rss_warm = server_rss(proc)
                 for n in args.sessions:
                     per = max(5, args.steps // n)
