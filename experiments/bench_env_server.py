@@ -9,7 +9,8 @@ action stream (``envserver_load.action_stream``: samples of the task's action sp
 ``final``) for ``--steps`` total steps split over the sessions; an episode that runs out of
 budget is reset with the next seed. Printed per row: aggregate steps/s (all steps / wall time
 of the stepping phase), p50/p99 step round-trip latency, server memory per session (growth of
-the server processes' RSS with every session open, divided by the sessions), errors, and the
+the server processes' RSS with every session open, over the RSS after an untimed warm-up that
+resets and steps every instance in every server process, divided by the sessions), errors, and the
 in-process single-core rate of the same streams for reference (``pushbench.make`` in a loop,
 best of three runs).
 
