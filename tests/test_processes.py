@@ -33,9 +33,10 @@ def test_a_process_that_exits_within_the_grace_is_left_to_exit():
 
 def test_a_process_still_running_after_the_grace_gets_sigterm_then_sigkill():
     hangs, hangs_argv = _start(READY + "import time; time.sleep(300)")
-    deaf, deaf_argv = _start(
-        READY + "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        "time.sleep(300)"
+    deaf, deaf_argv = _start(  # "ready" once SIGTERM is ignored, not before
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        + READY
+        + "time.sleep(300)"
     )
     other, other_argv = _start(READY + "import time; time.sleep(300)")
     try:
