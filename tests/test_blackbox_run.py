@@ -20,6 +20,28 @@ from pushbench.cli import app
 TASK = "RepoScan-requests-docstring-N10"
 
 
+def _executable(path, text: str):
+    """``path`` written with ``text`` and made executable: a fake client."""
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def _batch(out, client_bin: str, timeout: float, agent: str = "claude-code"):
+    """One episode of ``TASK`` (seed 0, condition default) through ``client_bin``, the offline
+    ``diligent`` policy behind the model server."""
+    return blackbox_run.Batch(
+        agent=agent,
+        tasks=[TASK],
+        seeds=[0],
+        condition="default",
+        out=out,
+        policy="diligent",
+        timeout=timeout,
+        client_bin=client_bin,
+    )
+
+
 def test_client_configs_are_written_the_documented_way(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-real-key-must-not-leak")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-key-must-not-leak")
@@ -73,19 +95,8 @@ def test_compare_names_the_first_difference():
 
 
 def test_a_client_that_hangs_is_killed_at_the_timeout(tmp_path):
-    script = tmp_path / "claude"
-    script.write_text("#!/bin/sh\necho started\nsleep 300 &\nwait\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    b = blackbox_run.Batch(
-        agent="claude-code",
-        tasks=[TASK],
-        seeds=[0],
-        condition="default",
-        out=tmp_path / "out",
-        policy="diligent",
-        timeout=2,
-        client_bin=str(script),
-    )
+    script = _executable(tmp_path / "claude", "#!/bin/sh\necho started\nsleep 300 &\nwait\n")
+    b = _batch(tmp_path / "out", str(script), timeout=2)
     summary = blackbox_run.run_batch(b, log=lambda m: None)
     ep = blackbox_run.episode_dir(b, TASK, 0)
     client = json.loads((ep / "client.json").read_text())
@@ -118,20 +129,9 @@ def test_an_episode_server_that_outlives_its_client_is_stopped(tmp_path, monkeyp
     # the reach of the client's process group.
     from pushbench.processes import running_with_argv
 
-    script = tmp_path / "claude"
-    script.write_text(ORPHANING_CLIENT.format(python=sys.executable))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script = _executable(tmp_path / "claude", ORPHANING_CLIENT.format(python=sys.executable))
     monkeypatch.setattr(blackbox_run, "ORPHAN_GRACE", 1.0)
-    b = blackbox_run.Batch(
-        agent="claude-code",
-        tasks=[TASK],
-        seeds=[0],
-        condition="default",
-        out=tmp_path / "out",
-        policy="diligent",
-        timeout=120,
-        client_bin=str(script),
-    )
+    b = _batch(tmp_path / "out", str(script), timeout=120)
     lines: list[str] = []
     ep = blackbox_run.episode_dir(b, TASK, 0)
     try:
@@ -153,21 +153,10 @@ def test_a_client_given_by_a_relative_path_starts_from_the_workspace(tmp_path, m
     # The client runs with the episode workspace as its working folder; CI once passed
     # `.venv/npm-clients/...` and every client failed to start with FileNotFoundError.
     (tmp_path / "bin").mkdir()
-    script = tmp_path / "bin" / "claude"
-    script.write_text("#!/bin/sh\necho started\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script = _executable(tmp_path / "bin" / "claude", "#!/bin/sh\necho started\n")
     monkeypatch.chdir(tmp_path)
     assert bc.find_binary("claude-code", "bin/claude") == str(script)
-    b = blackbox_run.Batch(
-        agent="claude-code",
-        tasks=[TASK],
-        seeds=[0],
-        condition="default",
-        out=tmp_path / "out",
-        policy="diligent",
-        timeout=60,
-        client_bin="bin/claude",
-    )
+    b = _batch(tmp_path / "out", "bin/claude", timeout=60)
     blackbox_run.run_batch(b, log=lambda m: None)
     ep = blackbox_run.episode_dir(b, TASK, 0)
     assert (ep / "client.out").read_text() == "started\n"
@@ -192,20 +181,9 @@ def test_a_relative_out_folder_still_names_the_client_config(agent, tmp_path, mo
     # `pushbench blackbox run --out runs/x` as the docs write it: the client starts in the
     # episode's agent folder, where relative config paths named nothing (found by the
     # black-box tutorial, docs/tutorials/blackbox-client.md).
-    script = tmp_path / "client"
-    script.write_text("#!/bin/sh\n" + FAKE_CLIENTS[agent])
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script = _executable(tmp_path / "client", "#!/bin/sh\n" + FAKE_CLIENTS[agent])
     monkeypatch.chdir(tmp_path)
-    b = blackbox_run.Batch(
-        agent=agent,
-        tasks=[TASK],
-        seeds=[0],
-        condition="default",
-        out="runs/rel",
-        policy="diligent",
-        timeout=60,
-        client_bin=str(script),
-    )
+    b = _batch("runs/rel", str(script), timeout=60, agent=agent)
     blackbox_run.run_batch(b, log=lambda m: None)
     ep = tmp_path / "runs" / "rel" / agent / TASK / "default" / "seed0"
     client = json.loads((ep / "client.json").read_text())
@@ -216,9 +194,7 @@ def test_a_relative_out_folder_still_names_the_client_config(agent, tmp_path, mo
 def test_blackbox_run_exits_1_when_an_episode_has_no_record(tmp_path):
     """A client that exits without starting the episode (bad key, bad config, crash) leaves
     no record: the command says so and fails instead of printing a clean summary."""
-    script = tmp_path / "claude"
-    script.write_text("#!/bin/sh\necho 'no model' >&2\nexit 0\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script = _executable(tmp_path / "claude", "#!/bin/sh\necho 'no model' >&2\nexit 0\n")
     r = CliRunner().invoke(
         app,
         [
