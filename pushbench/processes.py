@@ -61,9 +61,7 @@ def running_with_argv(argvs: list[list[str]]) -> dict[int, list[str]]:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pid reused by another user's process: not ours any more
+    except (ProcessLookupError, PermissionError):  # gone, or the pid is another user's now
         return False
     try:  # a zombie of ours is dead for this purpose
         return (Path("/proc") / str(pid) / "stat").read_text().split(") ", 1)[1][:1] != "Z"
